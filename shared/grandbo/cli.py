@@ -1,0 +1,312 @@
+"""`grandbo`: the operator's command line over the same service the Lambdas use."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from uuid import UUID
+
+from grandbo.bootstrap import open_service
+from grandbo.errors import GrandboError, InvalidInputError
+from grandbo.models import MemoryQueryResult, WriteContext, WriteOutcome
+from grandbo.service import MemoryService
+from grandbo.settings import Settings
+
+DEMO_TENANT = "demo"
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = Settings.from_env()
+    updates: dict[str, object] = {}
+    if getattr(args, "provider", None):
+        updates["provider"] = args.provider
+    if getattr(args, "data_dir", None):
+        updates["data_dir"] = Path(args.data_dir)
+    return settings.model_copy(update=updates)
+
+
+def _context(args: argparse.Namespace, operation: str) -> WriteContext:
+    key = args.idempotency_key or f"cli:{operation}:{uuid.uuid4()}"
+    return WriteContext(actor=args.actor, idempotency_key=key)
+
+
+def _print_outcome(outcome: WriteOutcome) -> None:
+    entry = outcome.entry
+    verb = "recorded" if outcome.applied else "unchanged (idempotency key already used)"
+    print(
+        f"{verb}: {entry.entry_id} revision {entry.revision} [{entry.status.value}] {entry.title}"
+    )
+
+
+def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
+    if as_json:
+        print(result.model_dump_json(indent=2))
+        return
+    meta = result.metadata
+    print(
+        f"{len(result.hits)} hit(s); candidates: lexical {meta.lexical_candidates}, "
+        f"vector {meta.vector_candidates} (vector leg {meta.vector_leg}); "
+        f"{meta.active_entries_without_current_vector} of {meta.active_entries} active "
+        "entries lack a current vector"
+    )
+    if meta.vector_leg_error:
+        print(f"  vector leg: {meta.vector_leg_error}")
+    for rank, hit in enumerate(result.hits, start=1):
+        why = hit.why
+        lexical = "-" if why.lexical_rank is None else f"#{why.lexical_rank}"
+        vector = (
+            "-" if why.vector_rank is None else f"#{why.vector_rank} d={why.vector_distance:.3f}"
+        )
+        print(
+            f"\n{rank}. {hit.title}  [{hit.service or 'no service'}, {hit.origin.value}, "
+            f"{hit.age_days:.0f} days old]"
+        )
+        print(
+            f"   why: lexical {lexical}, vector {vector}, fused {why.fused_score:.4f}"
+            + (f"; shared tags: {', '.join(why.shared_tags[:8])}" if why.shared_tags else "")
+        )
+        summary = hit.summary if len(hit.summary) <= 300 else hit.summary[:297] + "..."
+        print(f"   {summary}")
+    print(f"\n{result.notice}")
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from grandbo.database import resolve_urls
+    from grandbo.migrations import migrate
+
+    applied = migrate(resolve_urls(_settings(args)).admin)
+    print(
+        f"applied {len(applied)} migration(s)"
+        + "".join(f"\n  {m.version:04d}_{m.name}" for m in applied)
+    )
+    return 0
+
+
+def cmd_add(args: argparse.Namespace, service: MemoryService) -> int:
+    entry = {
+        "title": args.title,
+        "summary": args.summary,
+        "service": args.service,
+        "tags": args.tag or [],
+        "origin": args.origin,
+        "incident_id": args.incident_id,
+    }
+    _print_outcome(service.record_entry(args.tenant, entry, _context(args, "add")))
+    return 0
+
+
+def cmd_correct(args: argparse.Namespace, service: MemoryService) -> int:
+    text = {
+        "title": args.title,
+        "summary": args.summary,
+        "service": args.service,
+        "tags": args.tag or [],
+    }
+    outcome = service.correct_entry(
+        args.tenant,
+        args.entry_id,
+        text,
+        _context(args, "correct"),
+        expected_revision=args.expected_revision,
+    )
+    _print_outcome(outcome)
+    return 0
+
+
+def cmd_retire(args: argparse.Namespace, service: MemoryService) -> int:
+    outcome = service.retire_entry(
+        args.tenant,
+        args.entry_id,
+        args.reason,
+        _context(args, "retire"),
+        superseded_by=args.superseded_by,
+    )
+    _print_outcome(outcome)
+    return 0
+
+
+def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
+    result = service.query_org_memory(
+        args.tenant, args.topic, limit=args.limit, service=args.service
+    )
+    print_result(result, as_json=args.json)
+    return 0
+
+
+def cmd_embed_pending(args: argparse.Namespace, service: MemoryService) -> int:
+    stored = service.embed_pending(args.tenant)
+    print(f"stored {stored} embedding(s) with {service.provider.embed_rev}")
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace, service: MemoryService) -> int:
+    repository = service.repository
+    if not args.verify_only:
+        rebuilt = repository.rebuild_projection(args.tenant)
+        print(f"rebuilt {rebuilt.entries} entries of {args.tenant} from {rebuilt.events} events")
+        if not args.verify:
+            return 0
+    report = repository.verify_projection(args.tenant)
+    for line in report.mismatches:
+        print(f"MISMATCH {line}")
+    status = "equals" if not report.mismatches else "DIFFERS FROM"
+    print(
+        f"{report.tenant_id}: the projection {status} the replay of {report.events} events "
+        f"({report.entries} entries)"
+    )
+    return 0 if not report.mismatches else 1
+
+
+def cmd_demo(args: argparse.Namespace, service: MemoryService) -> int:
+    from grandbo.demo import DEMO_TOPIC, seed_demo
+
+    created = seed_demo(service, DEMO_TENANT)
+    stored = service.embed_pending(DEMO_TENANT)
+    print(f"demo organization '{DEMO_TENANT}': {created} new entries, {stored} embedded")
+    print(f"\n$ grandbo query --tenant {DEMO_TENANT} {json.dumps(DEMO_TOPIC)}\n")
+    print_result(service.query_org_memory(DEMO_TENANT, DEMO_TOPIC), as_json=False)
+    print(
+        f'\nTry your own: .venv/bin/grandbo query --tenant {DEMO_TENANT} "<a sentence '
+        'describing the symptom, suspected mechanism and component>"'
+    )
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from grandbo.evaluation import format_table, run_eval
+
+    settings = _settings(args)
+    scratch: Path | None = None
+    if not settings.database_url and not args.data_dir:
+        # a throwaway embedded server: events are append-only, eval tenants must not linger
+        scratch = Path(tempfile.mkdtemp(prefix="grandbo-eval-"))
+        settings = settings.model_copy(update={"data_dir": scratch})
+    try:
+        with open_service(settings) as service:
+            report = run_eval(service, Path(args.folder), args.task, cutoffs=args.sweep or ())
+    finally:
+        if scratch is not None:
+            from grandbo.local_postgres import stop_embedded_postgres
+
+            stop_embedded_postgres(scratch)
+            shutil.rmtree(scratch, ignore_errors=True)
+    print(format_table(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        print(f"JSON report written to {args.json}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grandbo", description=__doc__)
+    parser.add_argument("--data-dir", help="embedded PostgreSQL location (default .grandbo)")
+    parser.add_argument(
+        "--provider",
+        choices=["local", "titan", "fake"],
+        help="embedding provider (default: local, or GRANDBO_EMBEDDING_PROVIDER)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("migrate", help="apply pending schema migrations")
+
+    def writer(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--tenant", default=DEMO_TENANT)
+        p.add_argument("--actor", default="cli")
+        p.add_argument("--idempotency-key")
+        return p
+
+    add = writer("add", "create an entry")
+    add.add_argument("--title", required=True)
+    add.add_argument("--summary", required=True)
+    add.add_argument("--service")
+    add.add_argument("--tag", action="append")
+    add.add_argument("--origin", choices=["admin", "incident"], default="admin")
+    add.add_argument("--incident-id")
+
+    correct = writer("correct", "correct an entry's text (new revision, re-embedded)")
+    correct.add_argument("entry_id", type=UUID)
+    correct.add_argument("--title", required=True)
+    correct.add_argument("--summary", required=True)
+    correct.add_argument("--service")
+    correct.add_argument("--tag", action="append")
+    correct.add_argument("--expected-revision", type=int)
+
+    retire = writer("retire", "retire an entry (or mark it superseded)")
+    retire.add_argument("entry_id", type=UUID)
+    retire.add_argument("--reason", required=True)
+    retire.add_argument("--superseded-by", type=UUID)
+
+    query = sub.add_parser("query", help="query_org_memory: have we seen this before?")
+    query.add_argument("topic")
+    query.add_argument("--tenant", default=DEMO_TENANT)
+    query.add_argument("--limit", type=int, default=5)
+    query.add_argument("--service")
+    query.add_argument("--json", action="store_true")
+
+    embed = sub.add_parser("embed-pending", help="embed entries lacking a current vector")
+    embed.add_argument("--tenant", help="one tenant (default: every tenant)")
+
+    rebuild = sub.add_parser("rebuild", help="rebuild the projection from the events")
+    rebuild.add_argument("--tenant", default=DEMO_TENANT)
+    rebuild.add_argument("--verify", action="store_true", help="verify after rebuilding")
+    rebuild.add_argument(
+        "--verify-only",
+        action="store_true",
+        help="compare the replay with the live projection, change nothing",
+    )
+
+    sub.add_parser("demo", help="seed the demo organization and answer a first query")
+
+    ev = sub.add_parser("eval", help="retrieval quality on a BEIR-format folder")
+    ev.add_argument("folder")
+    ev.add_argument("--task", default="symptom")
+    ev.add_argument("--json", help="also write the report as JSON to this file")
+    ev.add_argument(
+        "--sweep",
+        type=float,
+        action="append",
+        help="also score hybrid at this vector cutoff (repeatable)",
+    )
+    return parser
+
+
+_SERVICE_COMMANDS = {
+    "add": cmd_add,
+    "correct": cmd_correct,
+    "retire": cmd_retire,
+    "query": cmd_query,
+    "embed-pending": cmd_embed_pending,
+    "rebuild": cmd_rebuild,
+    "demo": cmd_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    try:
+        if args.command == "migrate":
+            return cmd_migrate(args)
+        if args.command == "eval":
+            return cmd_eval(args)
+        with open_service(_settings(args)) as service:
+            return _SERVICE_COMMANDS[args.command](args, service)
+    except InvalidInputError as exc:
+        print(f"grandbo: invalid {exc.field}: {exc.message}", file=sys.stderr)
+        return 2
+    except GrandboError as exc:
+        print(f"grandbo: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The embedding contract: exactly 1024 finite, non-zero floats per text, or a loud failure.
+
+`embed_rev` names what produced a vector (provider model + dimensions + text template
+version); the vector leg only compares vectors of the current `embed_rev`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from grandbo.errors import EmbeddingError
+
+EMBEDDING_DIMENSIONS = 1024
+TEXT_TEMPLATE_VERSION = 1
+
+Embedding = list[float]
+
+
+def render_entry_text(title: str, summary: str, service: str | None) -> str:
+    """The text an entry is embedded from (template version TEXT_TEMPLATE_VERSION)."""
+    head = f"{title}\n" if not service else f"{title}\nservice: {service}\n"
+    return head + summary
+
+
+def check_embedding(vector: Sequence[float], *, source: str) -> Embedding:
+    """Return `vector` as a list if it honours the contract, else raise EmbeddingError."""
+    if len(vector) != EMBEDDING_DIMENSIONS:
+        raise EmbeddingError(
+            f"{source} returned {len(vector)} dimensions; the contract is {EMBEDDING_DIMENSIONS}"
+        )
+    values = [float(x) for x in vector]
+    if not all(math.isfinite(x) for x in values):
+        raise EmbeddingError(f"{source} returned a non-finite value (NaN or infinity)")
+    if not any(values):
+        raise EmbeddingError(f"{source} returned a zero vector (cosine distance undefined)")
+    return values
+
+
+class EmbeddingProvider(ABC):
+    """One model behind one interface. Subclasses implement `_embed`; callers use `embed`."""
+
+    #: Cosine distance under which an entry is close enough to a topic to be a candidate,
+    #: calibrated per provider with `grandbo eval`.
+    vector_cutoff: float
+    #: Provider model identity, e.g. `amazon.titan-embed-text-v2:0`.
+    model_id: str
+
+    @property
+    def embed_rev(self) -> str:
+        return f"{self.model_id}|d{EMBEDDING_DIMENSIONS}|t{TEXT_TEMPLATE_VERSION}"
+
+    def embed(self, texts: Sequence[str]) -> list[Embedding]:
+        """Embed a batch; every vector is checked against the contract."""
+        if not texts:
+            return []
+        try:
+            raw = self._embed(list(texts))
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # a provider's own failure becomes one domain error
+            raise EmbeddingError(f"{self.model_id} failed: {type(exc).__name__}: {exc}") from exc
+        if len(raw) != len(texts):
+            raise EmbeddingError(f"{self.model_id} returned {len(raw)} vectors for {len(texts)}")
+        return [check_embedding(vector, source=self.model_id) for vector in raw]
+
+    def embed_one(self, text: str) -> Embedding:
+        return self.embed([text])[0]
+
+    @abstractmethod
+    def _embed(self, texts: list[str]) -> Sequence[Sequence[float]]:
+        """Raw vectors for `texts`, in order."""

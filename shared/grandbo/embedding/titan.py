@@ -1,0 +1,72 @@
+"""Amazon Bedrock Titan Text Embeddings v2 (`amazon.titan-embed-text-v2:0`), 1024 dims."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from grandbo.embedding.base import EMBEDDING_DIMENSIONS, EmbeddingProvider
+from grandbo.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from mypy_boto3_bedrock_runtime import BedrockRuntimeClient
+
+TITAN_EMBED_V2 = "amazon.titan-embed-text-v2:0"
+# Titan v2 accepts up to 50,000 characters (8,192 tokens) per request.
+MAX_INPUT_CHARS = 50_000
+
+
+class TitanEmbeddingProvider(EmbeddingProvider):
+    """One `InvokeModel` call per text (Titan v2 has no batch request), normalized vectors."""
+
+    model_id = TITAN_EMBED_V2
+    # Not calibrated against Bedrock from this machine (no AWS access); Titan v2 normalized
+    # vectors of related incident text sit well under this. Recalibrate with `grandbo eval`.
+    vector_cutoff = 0.75
+
+    def __init__(self, client: BedrockRuntimeClient | None = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> BedrockRuntimeClient:
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            self._client = boto3.client(
+                "bedrock-runtime",
+                config=Config(
+                    connect_timeout=2,
+                    read_timeout=5,
+                    retries={"max_attempts": 3, "mode": "standard"},
+                ),
+            )
+        return self._client
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        return [self._invoke(text) for text in texts]
+
+    def _invoke(self, text: str) -> list[float]:
+        body = json.dumps(
+            {
+                "inputText": text[:MAX_INPUT_CHARS],
+                "dimensions": EMBEDDING_DIMENSIONS,
+                "normalize": True,
+            }
+        )
+        response = self.client.invoke_model(
+            modelId=self.model_id,
+            body=body,
+            contentType="application/json",
+            accept="application/json",
+        )
+        try:
+            payload: Any = json.loads(response["body"].read())
+            vector = payload["embedding"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbeddingError(f"{self.model_id} returned a malformed response: {exc}") from exc
+        if not isinstance(vector, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in vector
+        ):
+            raise EmbeddingError(f"{self.model_id} returned a malformed embedding")
+        return [float(x) for x in vector]

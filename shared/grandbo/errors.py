@@ -1,0 +1,66 @@
+"""Domain errors. Each maps to one HTTP status in the handlers; none is matched by message."""
+
+from __future__ import annotations
+
+
+class GrandboError(Exception):
+    """Base of every error Grandbo raises on purpose."""
+
+
+class InvalidInputError(GrandboError):
+    """A caller sent something Grandbo will not store or answer (maps to 4xx).
+
+    `field` names the offending input so an API can point at it.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class InvalidTopicError(InvalidInputError):
+    """The topic is a slug or a title, not a sentence describing what was found."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("topic", message)
+
+
+class EntryNotFoundError(GrandboError):
+    """No entry with that id exists for this tenant (another tenant's entry included)."""
+
+    def __init__(self, entry_id: object) -> None:
+        super().__init__(f"memory entry {entry_id} not found")
+        self.entry_id = entry_id
+
+
+class RevisionConflictError(GrandboError):
+    """A correction named an expected revision that is no longer current."""
+
+    def __init__(self, entry_id: object, expected: int, actual: int) -> None:
+        super().__init__(
+            f"memory entry {entry_id} is at revision {actual}, not {expected}; "
+            "re-read it and correct the current text"
+        )
+        self.expected = expected
+        self.actual = actual
+
+
+class EntryNotActiveError(GrandboError):
+    """The entry is retired or superseded and cannot be corrected or retired again."""
+
+    def __init__(self, entry_id: object, status: str) -> None:
+        super().__init__(f"memory entry {entry_id} is {status}")
+        self.status = status
+
+
+class EmbeddingError(GrandboError):
+    """A provider could not produce a valid 1024-dimension embedding."""
+
+
+class MigrationError(GrandboError):
+    """The schema cannot be brought to the expected version safely."""
+
+
+class ProjectionMismatchError(GrandboError):
+    """Replaying the events does not reproduce the live projection."""

@@ -1,0 +1,241 @@
+"""Retrieval evaluation over a BEIR-format folder, through the real query path.
+
+The corpus is written into a throwaway tenant through `MemoryService.record_entry`,
+embedded through `embed_pending`, and every query goes through `MemoryService.rank`: the
+same SQL, tokenizer, provider and fusion that `query_org_memory` uses. Lexical-only and
+vector-only rankings are the two legs of that same call; hybrid is their RRF fusion.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from grandbo.errors import InvalidInputError
+from grandbo.fusion import reciprocal_rank_fusion
+from grandbo.models import NewEntry, Origin, WriteContext
+from grandbo.service import MemoryService
+
+MODES = ("lexical", "vector", "hybrid")
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    query_id: str
+    text: str
+
+
+@dataclass
+class ModeScores:
+    recall_at_5: list[float] = field(default_factory=list)
+    recall_at_10: list[float] = field(default_factory=list)
+    mrr_at_10: list[float] = field(default_factory=list)
+    ndcg_at_10: list[float] = field(default_factory=list)
+    latency_ms: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, float]:
+        def mean(values: list[float]) -> float:
+            return round(statistics.fmean(values), 4) if values else 0.0
+
+        latencies = sorted(self.latency_ms)
+        return {
+            "recall@5": mean(self.recall_at_5),
+            "recall@10": mean(self.recall_at_10),
+            "mrr@10": mean(self.mrr_at_10),
+            "ndcg@10": mean(self.ndcg_at_10),
+            "latency_p50_ms": round(_percentile(latencies, 50), 2),
+            "latency_p95_ms": round(_percentile(latencies, 95), 2),
+        }
+
+
+def _percentile(sorted_values: Sequence[float], pct: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, math.ceil(pct / 100 * len(sorted_values)) - 1)
+    return sorted_values[max(index, 0)]
+
+
+def load_corpus(folder: Path) -> list[dict[str, Any]]:
+    with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def load_queries(folder: Path, task: str) -> list[Query]:
+    with (folder / f"queries_{task}.jsonl").open(encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return [Query(row["_id"], row["text"]) for row in rows]
+
+
+def load_qrels(folder: Path, task: str) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = {}
+    with (folder / f"qrels_{task}.tsv").open(encoding="utf-8") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            score = int(row["score"])
+            if score > 0:
+                qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = score
+    return qrels
+
+
+def score_ranking(ranking: Sequence[str], relevant: dict[str, int]) -> tuple[float, ...]:
+    """recall@5, recall@10, MRR@10, nDCG@10 of one ranked doc-id list."""
+    total = len(relevant)
+    recall5 = sum(1 for d in ranking[:5] if d in relevant) / total
+    recall10 = sum(1 for d in ranking[:10] if d in relevant) / total
+    mrr = next((1.0 / i for i, d in enumerate(ranking[:10], start=1) if d in relevant), 0.0)
+    dcg = sum(
+        (2 ** relevant[d] - 1) / math.log2(i + 1)
+        for i, d in enumerate(ranking[:10], start=1)
+        if d in relevant
+    )
+    ideal = sorted(relevant.values(), reverse=True)[:10]
+    idcg = sum((2**g - 1) / math.log2(i + 1) for i, g in enumerate(ideal, start=1))
+    return recall5, recall10, mrr, (dcg / idcg if idcg else 0.0)
+
+
+def load_into_tenant(
+    service: MemoryService, tenant: str, corpus: list[dict[str, Any]]
+) -> dict[UUID, str]:
+    """Write every document as an entry of `tenant`; return entry id -> document id."""
+    doc_of_entry: dict[UUID, str] = {}
+    for doc in corpus:
+        title = (doc.get("title") or doc["_id"]).strip()[:300]
+        entry = NewEntry(title=title, summary=doc["text"].strip()[:20_000], origin=Origin.INCIDENT)
+        outcome = service.record_entry(
+            tenant, entry, WriteContext(actor="grandbo-eval", idempotency_key=f"eval:{doc['_id']}")
+        )
+        doc_of_entry[outcome.entry.entry_id] = doc["_id"]
+    return doc_of_entry
+
+
+def run_eval(
+    service: MemoryService,
+    folder: Path,
+    task: str,
+    *,
+    cutoffs: Sequence[float] = (),
+) -> dict[str, Any]:
+    """Load, embed, query and score; returns the report (also the JSON output)."""
+    corpus = load_corpus(folder)
+    queries = load_queries(folder, task)
+    qrels = load_qrels(folder, task)
+    tenant = f"eval-{uuid.uuid4().hex[:12]}"
+    started = time.perf_counter()
+    doc_of_entry = load_into_tenant(service, tenant, corpus)
+    load_s = time.perf_counter() - started
+    started = time.perf_counter()
+    embedded = service.embed_pending(tenant)
+    embed_s = time.perf_counter() - started
+
+    ignore_own = task == "mechanism"  # BEIR ignore_identical_ids: the query's own document
+    scores = {mode: ModeScores() for mode in MODES}
+    sweeps: dict[float, ModeScores] = {c: ModeScores() for c in cutoffs}
+    skipped: list[str] = []
+    distances_relevant: list[float] = []
+    for query in queries:
+        relevant = {
+            d: g
+            for d, g in qrels.get(query.query_id, {}).items()
+            if not (ignore_own and d == query.query_id)
+        }
+        if not relevant:
+            continue
+        try:
+            timings: dict[str, float] = {}
+            for mode in ("lexical", "vector"):
+                t0 = time.perf_counter()
+                service.rank(
+                    tenant, query.text, use_lexical=mode == "lexical", use_vector=mode == "vector"
+                )
+                timings[mode] = (time.perf_counter() - t0) * 1000
+            t0 = time.perf_counter()
+            ranked = service.rank(tenant, query.text)
+            timings["hybrid"] = (time.perf_counter() - t0) * 1000
+        except InvalidInputError as exc:
+            skipped.append(f"{query.query_id}: {exc}")
+            continue
+
+        def docs(ids: Sequence[UUID], own: str = query.query_id) -> list[str]:
+            out = [doc_of_entry[i] for i in ids]
+            return [d for d in out if d != own] if ignore_own else out
+
+        rankings = {
+            "lexical": docs([c.entry_id for c in ranked.legs.lexical]),
+            "vector": docs([c.entry_id for c in ranked.legs.vector]),
+            "hybrid": docs(ranked.fused),
+        }
+        for mode, ranking in rankings.items():
+            _add(scores[mode], score_ranking(ranking, relevant), timings[mode])
+        for candidate in ranked.legs.vector:
+            if doc_of_entry[candidate.entry_id] in relevant:
+                distances_relevant.append(candidate.distance)
+        for cutoff, sweep in sweeps.items():
+            kept = [c.entry_id for c in ranked.legs.vector if c.distance < cutoff]
+            fused = reciprocal_rank_fusion([[c.entry_id for c in ranked.legs.lexical], kept])
+            _add(sweep, score_ranking(docs([f.key for f in fused]), relevant), 0.0)
+
+    report: dict[str, Any] = {
+        "dataset": folder.name,
+        "task": task,
+        "provider": service.provider.embed_rev,
+        "vector_cutoff": service.provider.vector_cutoff,
+        "documents": len(corpus),
+        "queries_scored": len(scores["hybrid"].recall_at_5),
+        "queries_skipped": skipped,
+        "entries_embedded": embedded,
+        "load_seconds": round(load_s, 2),
+        "embed_seconds": round(embed_s, 2),
+        "modes": {mode: s.summary() for mode, s in scores.items()},
+        "tenant": tenant,
+    }
+    if sweeps:
+        report["cutoff_sweep"] = {
+            str(c): {k: v for k, v in s.summary().items() if not k.startswith("latency")}
+            for c, s in sweeps.items()
+        }
+    if distances_relevant:
+        ordered = sorted(distances_relevant)
+        report["relevant_distance_p50_p95"] = [
+            round(_percentile(ordered, 50), 4),
+            round(_percentile(ordered, 95), 4),
+        ]
+    return report
+
+
+def _add(scores: ModeScores, values: tuple[float, ...], latency_ms: float) -> None:
+    scores.recall_at_5.append(values[0])
+    scores.recall_at_10.append(values[1])
+    scores.mrr_at_10.append(values[2])
+    scores.ndcg_at_10.append(values[3])
+    scores.latency_ms.append(latency_ms)
+
+
+def format_table(report: dict[str, Any]) -> str:
+    lines = [
+        f"{report['dataset']} / {report['task']}: {report['queries_scored']} queries, "
+        f"{report['documents']} documents, provider {report['provider']}, "
+        f"cutoff {report['vector_cutoff']}",
+        f"{'mode':<8} {'R@5':>7} {'R@10':>7} {'MRR@10':>7} {'nDCG@10':>8}"
+        f" {'p50 ms':>8} {'p95 ms':>8}",
+    ]
+    for mode, s in report["modes"].items():
+        lines.append(
+            f"{mode:<8} {s['recall@5']:>7.4f} {s['recall@10']:>7.4f} {s['mrr@10']:>7.4f} "
+            f"{s['ndcg@10']:>8.4f} {s['latency_p50_ms']:>8.2f} {s['latency_p95_ms']:>8.2f}"
+        )
+    if report.get("queries_skipped"):
+        lines.append(f"skipped by the topic contract: {len(report['queries_skipped'])}")
+    for cutoff, s in report.get("cutoff_sweep", {}).items():
+        lines.append(
+            f"  hybrid at cutoff {cutoff}: R@5 {s['recall@5']:.4f} MRR@10 {s['mrr@10']:.4f} "
+            f"nDCG@10 {s['ndcg@10']:.4f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,80 @@
+"""Versioned SQL migrations and the one command that applies them.
+
+Files are `NNNN_name.sql`, applied in order, each in its own transaction, recorded with
+its checksum in `grandbo_schema_migrations`. An advisory lock serializes concurrent
+deploys; an edited, already-applied file is refused rather than silently skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import psycopg
+
+from grandbo.errors import MigrationError
+
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_LOCK_KEY = 0x6772616E64626F  # "grandbo"
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def available_migrations() -> list[Migration]:
+    found = []
+    for item in resources.files(__package__).iterdir():
+        match = _FILE.match(item.name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), item.read_text()))
+    found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise MigrationError(f"migration versions must run 1..n without gaps, found {versions}")
+    return found
+
+
+def migrate(admin_url: str) -> list[Migration]:
+    """Apply every pending migration as the schema owner; return those applied now."""
+    applied_now: list[Migration] = []
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS grandbo_schema_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            rows = conn.execute(
+                "SELECT version, checksum FROM grandbo_schema_migrations"
+            ).fetchall()
+            done = {version: checksum for version, checksum in rows}
+            for migration in available_migrations():
+                if migration.version in done:
+                    if done[migration.version] != migration.checksum:
+                        raise MigrationError(
+                            f"migration {migration.version}_{migration.name} changed after it "
+                            "was applied; add a new migration instead of editing it"
+                        )
+                    continue
+                with conn.transaction():
+                    conn.execute(migration.sql.encode())
+                    conn.execute(
+                        "INSERT INTO grandbo_schema_migrations (version, name, checksum)"
+                        " VALUES (%s, %s, %s)",
+                        (migration.version, migration.name, migration.checksum),
+                    )
+                applied_now.append(migration)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    return applied_now

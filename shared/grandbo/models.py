@@ -1,0 +1,196 @@
+"""Domain models: memory entries, their write commands, embed jobs and query results."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from grandbo.text_rules import reject_unsafe_text
+
+MAX_TITLE_CHARS = 300
+MAX_SUMMARY_CHARS = 20_000
+MAX_SERVICE_CHARS = 120
+MAX_EXPLICIT_TAGS = 50
+MAX_ACTOR_CHARS = 200
+MAX_IDEMPOTENCY_KEY_CHARS = 300
+MAX_REASON_CHARS = 2_000
+
+
+class Origin(enum.StrEnum):
+    INCIDENT = "incident"
+    ADMIN = "admin"
+    CORRECTION = "correction"
+
+
+class EntryStatus(enum.StrEnum):
+    ACTIVE = "active"
+    RETIRED = "retired"
+    SUPERSEDED = "superseded"
+
+
+class EventType(enum.StrEnum):
+    CREATED = "entry_created"
+    CORRECTED = "entry_corrected"
+    RETIRED = "entry_retired"
+    SUPERSEDED = "entry_superseded"
+
+
+ServiceName = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True,
+        min_length=1,
+        max_length=MAX_SERVICE_CHARS,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$",
+    ),
+]
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class EntryText(_Command):
+    """The citable text of an entry: what was learned, in words an investigator can verify."""
+
+    title: Annotated[str, StringConstraints(min_length=3, max_length=MAX_TITLE_CHARS)]
+    summary: Annotated[str, StringConstraints(min_length=10, max_length=MAX_SUMMARY_CHARS)]
+    service: ServiceName | None = None
+    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
+        default_factory=list, max_length=MAX_EXPLICIT_TAGS
+    )
+
+    @field_validator("title", "summary")
+    @classmethod
+    def _safe_text(cls, value: str) -> str:
+        return reject_unsafe_text(value)
+
+
+class NewEntry(EntryText):
+    """A command to create an entry, from an incident's corroborated finding or an admin."""
+
+    origin: Origin = Origin.ADMIN
+    incident_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+
+    @field_validator("origin")
+    @classmethod
+    def _not_correction(cls, value: Origin) -> Origin:
+        if value is Origin.CORRECTION:
+            raise ValueError("a new entry's origin is 'incident' or 'admin'")
+        return value
+
+
+class WriteContext(_Command):
+    """Who or what caused a write, and the key that makes its redelivery a no-op."""
+
+    actor: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ACTOR_CHARS)]
+    idempotency_key: Annotated[
+        str, StringConstraints(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
+    ]
+
+
+class MemoryEntry(BaseModel):
+    """One entry of an organization's memory lake, as the projection holds it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant_id: str
+    entry_id: UUID
+    title: str
+    summary: str
+    tags: list[str]
+    service: str | None
+    origin: Origin
+    status: EntryStatus
+    revision: int
+    incident_id: str | None
+    superseded_by: UUID | None
+    created_at: datetime
+    updated_at: datetime
+    embed_rev: str | None
+    embedded_revision: int | None
+
+
+class WriteOutcome(BaseModel):
+    """What a write did: the entry as it now stands, and whether this call changed anything."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry: MemoryEntry
+    applied: bool
+
+
+class EmbedJob(BaseModel):
+    """Embed one entry's text as of one revision, under its own tenant."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant_id: str
+    entry_id: UUID
+    revision: int
+
+
+class MatchExplanation(BaseModel):
+    """Why an entry was returned: its place in each leg and the fused score."""
+
+    model_config = ConfigDict(frozen=True)
+
+    lexical_rank: int | None
+    lexical_score: float | None
+    shared_tags: list[str]
+    vector_rank: int | None
+    vector_distance: float | None
+    fused_score: float
+
+
+class MemoryHit(BaseModel):
+    """One returned entry: a hint to verify with live tools, never ground truth."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry_id: UUID
+    title: str
+    summary: str
+    tags: list[str]
+    service: str | None
+    origin: Origin
+    revision: int
+    incident_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    age_days: float
+    why: MatchExplanation
+
+
+class QueryMetadata(BaseModel):
+    """What makes silent failure visible: candidates per leg and vector coverage."""
+
+    model_config = ConfigDict(frozen=True)
+
+    topic_tags: list[str]
+    lexical_candidates: int
+    vector_candidates: int
+    vector_leg: str
+    vector_leg_error: str | None
+    embed_rev: str
+    vector_cutoff: float
+    active_entries: int
+    active_entries_without_current_vector: int
+    fusion: str = "rrf(k=60) over lexical top 25 and vector top 25, sliced after fusion"
+
+
+class MemoryQueryResult(BaseModel):
+    """The answer to `query_org_memory`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    hits: list[MemoryHit]
+    metadata: QueryMetadata
+    notice: str = (
+        "Past incidents are hints, not ground truth: verify each against live telemetry "
+        "before relying on it."
+    )

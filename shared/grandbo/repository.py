@@ -1,0 +1,705 @@
+"""The memory repository: the only place that knows Grandbo's schema and holds its SQL.
+
+Every method runs in its own short transaction scoped to one tenant twice over: the
+transaction-local `grandbo.tenant_id` setting that row-level security reads, and an
+explicit `tenant_id = %s` predicate in every statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+from pgvector import Vector
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from grandbo.errors import (
+    EntryNotActiveError,
+    EntryNotFoundError,
+    RevisionConflictError,
+)
+from grandbo.models import (
+    EmbedJob,
+    EntryStatus,
+    EntryText,
+    EventType,
+    MemoryEntry,
+    NewEntry,
+    Origin,
+    WriteContext,
+    WriteOutcome,
+)
+from grandbo.projection import ProjectedEntry, StoredEvent, replay
+from grandbo.tenancy import require_tenant
+
+# BM25 over tag sets: tf is 1 (a tag is present or not), the document length is the
+# entry's tag count. Standard Okapi constants.
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+_SELECT_ENTRIES = sql.SQL(
+    "SELECT tenant_id, entry_id, title, summary, tags, service, origin, status, revision,"
+    " incident_id, superseded_by, created_at, updated_at, embed_rev, embedded_revision"
+    " FROM org_memory_entries WHERE tenant_id = %s AND "
+)
+_ENTRY_BY_ID = _SELECT_ENTRIES + sql.SQL("entry_id = %s")
+_ENTRY_BY_ID_FOR_UPDATE = _ENTRY_BY_ID + sql.SQL(" FOR UPDATE")
+_ENTRIES_BY_IDS = _SELECT_ENTRIES + sql.SQL("entry_id = ANY(%s)")
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalCandidate:
+    entry_id: UUID
+    score: float
+    shared_tags: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorCandidate:
+    entry_id: UUID
+    distance: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchLegs:
+    """Both legs' candidates, the entries behind them and the tenant's vector coverage."""
+
+    lexical: list[LexicalCandidate]
+    vector: list[VectorCandidate]
+    entries: dict[UUID, MemoryEntry]
+    active_entries: int
+    active_without_current_vector: int
+
+
+@dataclass(frozen=True, slots=True)
+class EntryForEmbedding:
+    tenant_id: str
+    entry_id: UUID
+    revision: int
+    title: str
+    summary: str
+    service: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionReport:
+    tenant_id: str
+    events: int
+    entries: int
+    mismatches: list[str]
+
+
+class MemoryRepository:
+    """All reads and writes of memory entries, events and tag statistics."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    # -- transactions ------------------------------------------------------------------
+
+    @contextmanager
+    def _tenant_scope(self, tenant_id: str) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
+        tenant = require_tenant(tenant_id)
+        with self._conn.transaction(), self._conn.cursor(row_factory=dict_row) as cur:
+            cur.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant,))
+            yield cur
+
+    # -- writes ------------------------------------------------------------------------
+
+    def create_entry(
+        self, tenant_id: str, entry: NewEntry, tags: Sequence[str], context: WriteContext
+    ) -> WriteOutcome:
+        """Record `entry_created` and project it, in one transaction; a repeated key is a no-op."""
+        with self._tenant_scope(tenant_id) as cur:
+            previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+            if previous is not None:
+                return WriteOutcome(entry=previous, applied=False)
+            self._register_tenant(cur, tenant_id)
+            entry_id = uuid4()
+            payload = {
+                "title": entry.title,
+                "summary": entry.summary,
+                "tags": list(tags),
+                "service": entry.service,
+                "origin": entry.origin.value,
+                "incident_id": entry.incident_id,
+            }
+            recorded_at = self._append_event(
+                cur, tenant_id, entry_id, EventType.CREATED, 1, payload, context
+            )
+            if recorded_at is None:  # a concurrent delivery of the same key won the race
+                raced = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+                assert raced is not None
+                return WriteOutcome(entry=raced, applied=False)
+            cur.execute(
+                "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
+                " service, origin, status, revision, incident_id, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s)",
+                (
+                    tenant_id,
+                    entry_id,
+                    entry.title,
+                    entry.summary,
+                    list(tags),
+                    entry.service,
+                    entry.origin.value,
+                    entry.incident_id,
+                    recorded_at,
+                    recorded_at,
+                ),
+            )
+            self._count_tags(cur, tenant_id, tags, +1)
+            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def correct_entry(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        text: EntryText,
+        tags: Sequence[str],
+        context: WriteContext,
+        expected_revision: int | None = None,
+    ) -> WriteOutcome:
+        """A new revision of an active entry's text; its old vector stops being served."""
+        with self._tenant_scope(tenant_id) as cur:
+            previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+            if previous is not None:
+                return WriteOutcome(entry=previous, applied=False)
+            current = self._lock_active(cur, tenant_id, entry_id)
+            if expected_revision is not None and expected_revision != current.revision:
+                raise RevisionConflictError(entry_id, expected_revision, current.revision)
+            revision = current.revision + 1
+            payload = {
+                "title": text.title,
+                "summary": text.summary,
+                "tags": list(tags),
+                "service": text.service,
+            }
+            recorded_at = self._append_event(
+                cur, tenant_id, entry_id, EventType.CORRECTED, revision, payload, context
+            )
+            if recorded_at is None:
+                raced = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+                assert raced is not None
+                return WriteOutcome(entry=raced, applied=False)
+            cur.execute(
+                "UPDATE org_memory_entries SET title = %s, summary = %s, tags = %s,"
+                " service = %s, origin = %s, revision = %s, updated_at = %s,"
+                " embedding = NULL, embed_rev = NULL, embedded_revision = NULL,"
+                " embedded_at = NULL"
+                " WHERE tenant_id = %s AND entry_id = %s",
+                (
+                    text.title,
+                    text.summary,
+                    list(tags),
+                    text.service,
+                    Origin.CORRECTION.value,
+                    revision,
+                    recorded_at,
+                    tenant_id,
+                    entry_id,
+                ),
+            )
+            self._count_tags(cur, tenant_id, current.tags, -1)
+            self._count_tags(cur, tenant_id, tags, +1)
+            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def retire_entry(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        reason: str,
+        context: WriteContext,
+        superseded_by: UUID | None = None,
+    ) -> WriteOutcome:
+        """Take an active entry out of retrieval (retired, or superseded by another entry)."""
+        with self._tenant_scope(tenant_id) as cur:
+            previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+            if previous is not None:
+                return WriteOutcome(entry=previous, applied=False)
+            current = self._lock_active(cur, tenant_id, entry_id)
+            if superseded_by is not None:
+                self._get(cur, tenant_id, superseded_by)  # must exist in this tenant
+                event_type, status = EventType.SUPERSEDED, EntryStatus.SUPERSEDED
+            else:
+                event_type, status = EventType.RETIRED, EntryStatus.RETIRED
+            payload = {
+                "reason": reason,
+                "superseded_by": None if superseded_by is None else str(superseded_by),
+            }
+            recorded_at = self._append_event(
+                cur, tenant_id, entry_id, event_type, current.revision, payload, context
+            )
+            if recorded_at is None:
+                raced = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+                assert raced is not None
+                return WriteOutcome(entry=raced, applied=False)
+            cur.execute(
+                "UPDATE org_memory_entries SET status = %s, superseded_by = %s, updated_at = %s"
+                " WHERE tenant_id = %s AND entry_id = %s",
+                (status.value, superseded_by, recorded_at, tenant_id, entry_id),
+            )
+            self._count_tags(cur, tenant_id, current.tags, -1)
+            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def _append_event(
+        self,
+        cur: psycopg.Cursor[dict[str, Any]],
+        tenant_id: str,
+        entry_id: UUID,
+        event_type: EventType,
+        revision: int,
+        payload: dict[str, Any],
+        context: WriteContext,
+    ) -> Any:
+        cur.execute(
+            "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,"
+            " actor, idempotency_key) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING recorded_at",
+            (
+                tenant_id,
+                entry_id,
+                event_type.value,
+                revision,
+                Jsonb(payload),
+                context.actor,
+                context.idempotency_key,
+            ),
+        )
+        row = cur.fetchone()
+        return None if row is None else row["recorded_at"]
+
+    def _entry_for_key(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, idempotency_key: str
+    ) -> MemoryEntry | None:
+        cur.execute(
+            "SELECT entry_id FROM org_memory_events WHERE tenant_id = %s AND idempotency_key = %s",
+            (tenant_id, idempotency_key),
+        )
+        row = cur.fetchone()
+        return None if row is None else self._get(cur, tenant_id, row["entry_id"])
+
+    def _lock_active(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, entry_id: UUID
+    ) -> MemoryEntry:
+        cur.execute(
+            _ENTRY_BY_ID_FOR_UPDATE,
+            (tenant_id, entry_id),
+        )
+        row = cur.fetchone()
+        if row is None:
+            raise EntryNotFoundError(entry_id)
+        entry = MemoryEntry.model_validate(row)
+        if entry.status is not EntryStatus.ACTIVE:
+            raise EntryNotActiveError(entry_id, entry.status.value)
+        return entry
+
+    def _register_tenant(self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str) -> None:
+        cur.execute(
+            "INSERT INTO org_memory_tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING",
+            (tenant_id,),
+        )
+        cur.execute(
+            "INSERT INTO org_memory_tenant_stats (tenant_id, active_entries, active_tag_total)"
+            " VALUES (%s, 0, 0) ON CONFLICT (tenant_id) DO NOTHING",
+            (tenant_id,),
+        )
+
+    def _count_tags(
+        self,
+        cur: psycopg.Cursor[dict[str, Any]],
+        tenant_id: str,
+        tags: Sequence[str],
+        delta: int,
+    ) -> None:
+        """Keep BM25 statistics current: tag document frequencies and the tenant's totals.
+
+        `delta` is +1 when an entry's tags enter the active set, -1 when they leave it; a
+        correction is -1 for the old tags then +1 for the new. Tags are locked in sorted
+        order so concurrent writers cannot deadlock.
+        """
+        unique = sorted(set(tags))
+        if delta > 0:
+            cur.execute(
+                "INSERT INTO org_memory_tag_stats (tenant_id, tag, doc_count)"
+                " SELECT %s, tag, 1 FROM unnest(%s::text[]) AS tag ORDER BY tag"
+                " ON CONFLICT (tenant_id, tag)"
+                " DO UPDATE SET doc_count = org_memory_tag_stats.doc_count + 1",
+                (tenant_id, unique),
+            )
+        else:
+            cur.execute(
+                "UPDATE org_memory_tag_stats SET doc_count = doc_count - 1"
+                " WHERE tenant_id = %s AND tag = ANY(%s)",
+                (tenant_id, unique),
+            )
+        cur.execute(
+            "UPDATE org_memory_tenant_stats SET active_entries = active_entries + %s,"
+            " active_tag_total = active_tag_total + %s WHERE tenant_id = %s",
+            (delta, delta * len(unique), tenant_id),
+        )
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get_entry(self, tenant_id: str, entry_id: UUID) -> MemoryEntry:
+        with self._tenant_scope(tenant_id) as cur:
+            return self._get(cur, tenant_id, entry_id)
+
+    def _get(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, entry_id: UUID
+    ) -> MemoryEntry:
+        cur.execute(
+            _ENTRY_BY_ID,
+            (tenant_id, entry_id),
+        )
+        row = cur.fetchone()
+        if row is None:
+            raise EntryNotFoundError(entry_id)
+        return MemoryEntry.model_validate(row)
+
+    def search(
+        self,
+        tenant_id: str,
+        *,
+        topic_tags: Sequence[str],
+        topic_vector: Sequence[float] | None,
+        embed_rev: str,
+        vector_cutoff: float,
+        service: str | None,
+        leg_limit: int,
+    ) -> SearchLegs:
+        """Both retrieval legs over one tenant's active entries, in one transaction.
+
+        Lexical: BM25 over tag sets (rare shared tags weigh most), widest first.
+        Vector: cosine distance against vectors of the current `embed_rev` and revision,
+        only those closer than `vector_cutoff`, nearest first.
+        """
+        with self._tenant_scope(tenant_id) as cur:
+            lexical = self._lexical_leg(cur, tenant_id, topic_tags, service, leg_limit)
+            vector: list[VectorCandidate] = []
+            if topic_vector is not None:
+                vector = self._vector_leg(
+                    cur, tenant_id, topic_vector, embed_rev, vector_cutoff, service, leg_limit
+                )
+            ids = list(dict.fromkeys([c.entry_id for c in lexical] + [c.entry_id for c in vector]))
+            entries: dict[UUID, MemoryEntry] = {}
+            if ids:
+                cur.execute(_ENTRIES_BY_IDS, (tenant_id, ids))
+                entries = {row["entry_id"]: MemoryEntry.model_validate(row) for row in cur}
+            cur.execute(
+                "SELECT count(*) AS active, count(*) FILTER (WHERE embedding IS NULL"
+                " OR embed_rev IS DISTINCT FROM %s OR embedded_revision IS DISTINCT FROM revision)"
+                " AS without_vector FROM org_memory_entries"
+                " WHERE tenant_id = %s AND status = 'active'"
+                " AND (%s::text IS NULL OR service = %s)",
+                (embed_rev, tenant_id, service, service),
+            )
+            coverage = cur.fetchone()
+            assert coverage is not None
+            return SearchLegs(
+                lexical=lexical,
+                vector=vector,
+                entries=entries,
+                active_entries=coverage["active"],
+                active_without_current_vector=coverage["without_vector"],
+            )
+
+    def _lexical_leg(
+        self,
+        cur: psycopg.Cursor[dict[str, Any]],
+        tenant_id: str,
+        topic_tags: Sequence[str],
+        service: str | None,
+        limit: int,
+    ) -> list[LexicalCandidate]:
+        tags = sorted(set(topic_tags))
+        if not tags:
+            return []
+        cur.execute(
+            "WITH corpus AS ("
+            "   SELECT active_entries::float8 AS n,"
+            "          GREATEST(active_tag_total::float8 / NULLIF(active_entries, 0), 1.0) AS avgdl"
+            "   FROM org_memory_tenant_stats WHERE tenant_id = %(tenant)s"
+            " ), idf AS ("
+            "   SELECT s.tag, ln(1.0 + (corpus.n - s.doc_count + 0.5) / (s.doc_count + 0.5)) AS w"
+            "   FROM org_memory_tag_stats s CROSS JOIN corpus"
+            "   WHERE s.tenant_id = %(tenant)s AND s.tag = ANY(%(tags)s) AND s.doc_count > 0"
+            " )"
+            " SELECT e.entry_id,"
+            "        sum(idf.w) * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
+            "          * cardinality(e.tags) / corpus.avgdl)) AS score,"
+            "        array_agg(idf.tag ORDER BY idf.w DESC, idf.tag) AS shared_tags"
+            " FROM org_memory_entries e"
+            " CROSS JOIN LATERAL unnest(e.tags) AS entry_tag(tag)"
+            " JOIN idf ON idf.tag = entry_tag.tag"
+            " CROSS JOIN corpus"
+            " WHERE e.tenant_id = %(tenant)s AND e.status = 'active' AND e.tags && %(tags)s"
+            "   AND (%(service)s::text IS NULL OR e.service = %(service)s)"
+            " GROUP BY e.entry_id, e.tags, e.updated_at, corpus.avgdl"
+            " ORDER BY score DESC, e.updated_at DESC, e.entry_id"
+            " LIMIT %(limit)s",
+            {
+                "tenant": tenant_id,
+                "tags": tags,
+                "k1": BM25_K1,
+                "b": BM25_B,
+                "service": service,
+                "limit": limit,
+            },
+        )
+        return [
+            LexicalCandidate(row["entry_id"], float(row["score"]), list(row["shared_tags"]))
+            for row in cur
+        ]
+
+    def _vector_leg(
+        self,
+        cur: psycopg.Cursor[dict[str, Any]],
+        tenant_id: str,
+        topic_vector: Sequence[float],
+        embed_rev: str,
+        cutoff: float,
+        service: str | None,
+        limit: int,
+    ) -> list[VectorCandidate]:
+        cur.execute(
+            "SELECT entry_id, embedding <=> %(q)s AS distance FROM org_memory_entries"
+            " WHERE tenant_id = %(tenant)s AND status = 'active'"
+            "   AND embed_rev = %(rev)s AND embedded_revision = revision"
+            "   AND (%(service)s::text IS NULL OR service = %(service)s)"
+            "   AND embedding <=> %(q)s < %(cutoff)s"
+            " ORDER BY distance, entry_id LIMIT %(limit)s",
+            {
+                "q": Vector(list(topic_vector)),
+                "tenant": tenant_id,
+                "rev": embed_rev,
+                "service": service,
+                "cutoff": cutoff,
+                "limit": limit,
+            },
+        )
+        return [VectorCandidate(row["entry_id"], float(row["distance"])) for row in cur]
+
+    # -- embeddings --------------------------------------------------------------------
+
+    def entries_for_embedding(
+        self, tenant_id: str, entry_ids: Sequence[UUID]
+    ) -> list[EntryForEmbedding]:
+        """Current text and revision of the given active entries."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT tenant_id, entry_id, revision, title, summary, service"
+                " FROM org_memory_entries"
+                " WHERE tenant_id = %s AND entry_id = ANY(%s) AND status = 'active'",
+                (tenant_id, list(entry_ids)),
+            )
+            return [EntryForEmbedding(**row) for row in cur]
+
+    def store_embedding(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        revision: int,
+        embed_rev: str,
+        embedding: Sequence[float],
+    ) -> bool:
+        """Store a vector only if the entry is still at the revision that was embedded.
+
+        Returns False when the job is stale (the text changed since) or already applied.
+        """
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "UPDATE org_memory_entries SET embedding = %s, embed_rev = %s,"
+                " embedded_revision = %s, embedded_at = clock_timestamp()"
+                " WHERE tenant_id = %s AND entry_id = %s AND revision = %s"
+                "   AND (embed_rev IS DISTINCT FROM %s OR embedded_revision IS DISTINCT FROM %s)",
+                (
+                    Vector(list(embedding)),
+                    embed_rev,
+                    revision,
+                    tenant_id,
+                    entry_id,
+                    revision,
+                    embed_rev,
+                    revision,
+                ),
+            )
+            return cur.rowcount == 1
+
+    def jobs_needing_embedding(
+        self, tenant_id: str, embed_rev: str, *, after: UUID | None = None, limit: int = 500
+    ) -> list[EmbedJob]:
+        """Active entries with no vector or one of an old `embed_rev`/revision, by id (keyset)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT tenant_id, entry_id, revision FROM org_memory_entries"
+                " WHERE tenant_id = %s AND status = 'active'"
+                "   AND (embedding IS NULL OR embed_rev IS DISTINCT FROM %s"
+                "        OR embedded_revision IS DISTINCT FROM revision)"
+                "   AND (%s::uuid IS NULL OR entry_id > %s)"
+                " ORDER BY entry_id LIMIT %s",
+                (tenant_id, embed_rev, after, after, limit),
+            )
+            return [EmbedJob(**row) for row in cur]
+
+    def tenant_ids(self) -> list[str]:
+        """Every tenant that has written memory (ids only; content stays behind RLS)."""
+        with self._conn.cursor() as cur:
+            cur.execute("SELECT tenant_id FROM org_memory_tenants ORDER BY tenant_id")
+            return [row[0] for row in cur]
+
+    # -- projection rebuild ------------------------------------------------------------
+
+    def _events(self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str) -> list[StoredEvent]:
+        cur.execute(
+            "SELECT entry_id, event_type, revision, payload, recorded_at FROM org_memory_events"
+            " WHERE tenant_id = %s ORDER BY event_id",
+            (tenant_id,),
+        )
+        return [
+            StoredEvent(
+                entry_id=row["entry_id"],
+                event_type=EventType(row["event_type"]),
+                revision=row["revision"],
+                payload=row["payload"],
+                recorded_at=row["recorded_at"],
+            )
+            for row in cur
+        ]
+
+    def _live(self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str) -> dict[UUID, Any]:
+        cur.execute(
+            "SELECT entry_id, title, summary, tags, service, origin, status, revision,"
+            " incident_id, superseded_by, created_at, updated_at"
+            " FROM org_memory_entries WHERE tenant_id = %s",
+            (tenant_id,),
+        )
+        live = {}
+        for row in cur:
+            row["tags"] = tuple(row["tags"])
+            row["origin"] = Origin(row["origin"])
+            row["status"] = EntryStatus(row["status"])
+            live[row["entry_id"]] = ProjectedEntry(**row)
+        return live
+
+    def _stats(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str
+    ) -> tuple[dict[str, int], tuple[int, int]]:
+        cur.execute(
+            "SELECT tag, doc_count FROM org_memory_tag_stats"
+            " WHERE tenant_id = %s AND doc_count > 0",
+            (tenant_id,),
+        )
+        tags = {row["tag"]: row["doc_count"] for row in cur}
+        cur.execute(
+            "SELECT active_entries, active_tag_total FROM org_memory_tenant_stats"
+            " WHERE tenant_id = %s",
+            (tenant_id,),
+        )
+        row = cur.fetchone()
+        totals = (0, 0) if row is None else (row["active_entries"], row["active_tag_total"])
+        return tags, totals
+
+    @staticmethod
+    def _expected_stats(
+        state: dict[UUID, ProjectedEntry],
+    ) -> tuple[dict[str, int], tuple[int, int]]:
+        counts: dict[str, int] = {}
+        active = 0
+        total = 0
+        for entry in state.values():
+            if entry.status is EntryStatus.ACTIVE:
+                active += 1
+                unique = set(entry.tags)
+                total += len(unique)
+                for tag in unique:
+                    counts[tag] = counts.get(tag, 0) + 1
+        return counts, (active, total)
+
+    def verify_projection(self, tenant_id: str) -> ProjectionReport:
+        """Replay the events and compare with the live projection and tag statistics."""
+        with self._tenant_scope(tenant_id) as cur:
+            events = self._events(cur, tenant_id)
+            expected = replay(events)
+            live = self._live(cur, tenant_id)
+            mismatches = [
+                f"entry {entry_id}: live {live.get(entry_id)!r} != replayed {want!r}"
+                for entry_id, want in expected.items()
+                if live.get(entry_id) != want
+            ]
+            mismatches += [
+                f"entry {entry_id}: in the projection but in no event"
+                for entry_id in live.keys() - expected.keys()
+            ]
+            if self._stats(cur, tenant_id) != self._expected_stats(expected):
+                mismatches.append("tag statistics differ from the replayed entries")
+            return ProjectionReport(tenant_id, len(events), len(expected), mismatches)
+
+    def rebuild_projection(self, tenant_id: str) -> ProjectionReport:
+        """Replace the tenant's projection and statistics with a replay of its events.
+
+        Vectors survive for entries whose revision is unchanged: they are derived from
+        exactly that text.
+        """
+        with self._tenant_scope(tenant_id) as cur:
+            events = self._events(cur, tenant_id)
+            state = replay(events)
+            cur.execute(
+                "CREATE TEMP TABLE grandbo_kept_vectors ON COMMIT DROP AS"
+                " SELECT entry_id, revision, embedding, embed_rev, embedded_revision, embedded_at"
+                " FROM org_memory_entries WHERE tenant_id = %s AND embedding IS NOT NULL",
+                (tenant_id,),
+            )
+            cur.execute("DELETE FROM org_memory_entries WHERE tenant_id = %s", (tenant_id,))
+            cur.execute("DELETE FROM org_memory_tag_stats WHERE tenant_id = %s", (tenant_id,))
+            cur.execute("DELETE FROM org_memory_tenant_stats WHERE tenant_id = %s", (tenant_id,))
+            # COPY is refused under row-level security; executemany pipelines the inserts.
+            cur.executemany(
+                "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
+                " service, origin, status, revision, incident_id, superseded_by, created_at,"
+                " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        tenant_id,
+                        e.entry_id,
+                        e.title,
+                        e.summary,
+                        list(e.tags),
+                        e.service,
+                        e.origin.value,
+                        e.status.value,
+                        e.revision,
+                        e.incident_id,
+                        e.superseded_by,
+                        e.created_at,
+                        e.updated_at,
+                    )
+                    for e in state.values()
+                ],
+            )
+            cur.execute(
+                "UPDATE org_memory_entries e SET embedding = k.embedding, embed_rev = k.embed_rev,"
+                " embedded_revision = k.embedded_revision, embedded_at = k.embedded_at"
+                " FROM grandbo_kept_vectors k"
+                " WHERE e.tenant_id = %s AND e.entry_id = k.entry_id"
+                "   AND e.revision = k.embedded_revision",
+                (tenant_id,),
+            )
+            counts, (active, total) = self._expected_stats(state)
+            cur.execute(
+                "INSERT INTO org_memory_tag_stats (tenant_id, tag, doc_count)"
+                " SELECT %s, tag, n FROM unnest(%s::text[], %s::int[]) AS s(tag, n)",
+                (tenant_id, list(counts), list(counts.values())),
+            )
+            cur.execute(
+                "INSERT INTO org_memory_tenant_stats (tenant_id, active_entries, active_tag_total)"
+                " VALUES (%s, %s, %s)",
+                (tenant_id, active, total),
+            )
+            return ProjectionReport(tenant_id, len(events), len(state), [])

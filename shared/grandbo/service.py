@@ -1,0 +1,329 @@
+"""The service layer: `query_org_memory` (the one read seam) and the write commands.
+
+Every caller (Beacon's tool, chat, the Edge Bridge, the CLI, the Lambdas) goes through
+these methods; none of them knows SQL or which embedding provider answers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TypeVar
+from uuid import UUID
+
+from pydantic import TypeAdapter, ValidationError
+
+from grandbo.embedding.base import Embedding, EmbeddingProvider, render_entry_text
+from grandbo.errors import EmbeddingError, InvalidInputError
+from grandbo.fusion import RRF_K, reciprocal_rank_fusion
+from grandbo.models import (
+    EmbedJob,
+    EntryText,
+    MatchExplanation,
+    MemoryEntry,
+    MemoryHit,
+    MemoryQueryResult,
+    NewEntry,
+    QueryMetadata,
+    ServiceName,
+    WriteContext,
+    WriteOutcome,
+)
+from grandbo.repository import MemoryRepository, SearchLegs
+from grandbo.tags import tags_for, tokenize
+from grandbo.tenancy import require_tenant
+from grandbo.text_rules import reject_unsafe_text
+from grandbo.topic import validate_topic
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_LIMIT = 5
+MAX_LIMIT = 25
+LEG_LIMIT = 25
+SERVICE_PATTERN_HINT = "letters, digits and . _ : / - (at most 120 characters)"
+
+_SERVICE: TypeAdapter[str] = TypeAdapter(ServiceName)
+_Command = TypeVar("_Command", NewEntry, EntryText)
+
+# Topic embedding runs on one worker thread so a hung provider cannot hold the query.
+_topic_embedder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grandbo-topic-embed")
+
+
+@dataclass(frozen=True, slots=True)
+class RankedCandidates:
+    """The two legs and their fusion before slicing; the eval harness reads all three."""
+
+    legs: SearchLegs
+    fused: list[UUID]
+    fused_scores: dict[UUID, float]
+    topic_tags: list[str]
+    vector_error: str | None
+
+
+def validate_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidInputError("limit", "must be an integer")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInputError("limit", f"must be between 1 and {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def validate_service(service: object) -> str | None:
+    if service is None:
+        return None
+    if not isinstance(service, str):
+        raise InvalidInputError("service", "must be a string")
+    try:
+        return _SERVICE.validate_python(service)
+    except ValidationError as exc:
+        raise InvalidInputError("service", SERVICE_PATTERN_HINT) from exc
+
+
+def _first_error(exc: ValidationError) -> InvalidInputError:
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"]) or "body"
+    return InvalidInputError(field, error["msg"])
+
+
+class MemoryService:
+    """Hybrid recall and event-sourced writes over one repository and one provider."""
+
+    def __init__(
+        self,
+        repository: MemoryRepository,
+        provider: EmbeddingProvider,
+        *,
+        topic_embed_timeout_s: float = 2.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.repository = repository
+        self.provider = provider
+        self.topic_embed_timeout_s = topic_embed_timeout_s
+        self._clock = clock
+
+    # -- read --------------------------------------------------------------------------
+
+    def query_org_memory(
+        self,
+        tenant_id: str,
+        topic: str,
+        *,
+        limit: int = DEFAULT_LIMIT,
+        service: str | None = None,
+    ) -> MemoryQueryResult:
+        """Have we seen this before? Entries relevant to `topic`, best first, with reasons."""
+        tenant = require_tenant(tenant_id)
+        text = validate_topic(topic)
+        limit = validate_limit(limit)
+        service = validate_service(service)
+        ranked = self.rank(tenant, text, service=service)
+        legs = ranked.legs
+        lexical = {c.entry_id: (rank, c) for rank, c in enumerate(legs.lexical, start=1)}
+        vector = {c.entry_id: (rank, c) for rank, c in enumerate(legs.vector, start=1)}
+        now = self._clock()
+        hits = []
+        for entry_id in ranked.fused[:limit]:
+            entry = legs.entries[entry_id]
+            lex = lexical.get(entry_id)
+            vec = vector.get(entry_id)
+            hits.append(
+                MemoryHit(
+                    entry_id=entry.entry_id,
+                    title=entry.title,
+                    summary=entry.summary,
+                    tags=entry.tags,
+                    service=entry.service,
+                    origin=entry.origin,
+                    revision=entry.revision,
+                    incident_id=entry.incident_id,
+                    created_at=entry.created_at,
+                    updated_at=entry.updated_at,
+                    age_days=round((now - entry.created_at).total_seconds() / 86400, 2),
+                    why=MatchExplanation(
+                        lexical_rank=None if lex is None else lex[0],
+                        lexical_score=None if lex is None else round(lex[1].score, 4),
+                        shared_tags=[] if lex is None else lex[1].shared_tags,
+                        vector_rank=None if vec is None else vec[0],
+                        vector_distance=None if vec is None else round(vec[1].distance, 4),
+                        fused_score=round(ranked.fused_scores[entry_id], 6),
+                    ),
+                )
+            )
+        metadata = QueryMetadata(
+            topic_tags=ranked.topic_tags,
+            lexical_candidates=len(legs.lexical),
+            vector_candidates=len(legs.vector),
+            vector_leg="unavailable" if ranked.vector_error else "ok",
+            vector_leg_error=ranked.vector_error,
+            embed_rev=self.provider.embed_rev,
+            vector_cutoff=self.provider.vector_cutoff,
+            active_entries=legs.active_entries,
+            active_entries_without_current_vector=legs.active_without_current_vector,
+        )
+        return MemoryQueryResult(hits=hits, metadata=metadata)
+
+    def rank(
+        self,
+        tenant_id: str,
+        topic: str,
+        *,
+        service: str | None = None,
+        use_lexical: bool = True,
+        use_vector: bool = True,
+    ) -> RankedCandidates:
+        """Both legs (top LEG_LIMIT each) and their RRF fusion, unsliced."""
+        topic_tags = tokenize(topic)
+        vector: Embedding | None = None
+        vector_error: str | None = None
+        if use_vector:
+            vector, vector_error = self._embed_topic(topic)
+        legs = self.repository.search(
+            tenant_id,
+            topic_tags=topic_tags if use_lexical else [],
+            topic_vector=vector,
+            embed_rev=self.provider.embed_rev,
+            vector_cutoff=self.provider.vector_cutoff,
+            service=service,
+            leg_limit=LEG_LIMIT,
+        )
+        fused = reciprocal_rank_fusion(
+            [[c.entry_id for c in legs.lexical], [c.entry_id for c in legs.vector]], k=RRF_K
+        )
+        return RankedCandidates(
+            legs=legs,
+            fused=[f.key for f in fused],
+            fused_scores={f.key: f.score for f in fused},
+            topic_tags=topic_tags,
+            vector_error=vector_error,
+        )
+
+    def _embed_topic(self, topic: str) -> tuple[Embedding | None, str | None]:
+        future = _topic_embedder.submit(self.provider.embed_one, topic)
+        try:
+            return future.result(timeout=self.topic_embed_timeout_s), None
+        except FutureTimeout:
+            future.cancel()
+            reason = f"embedding the topic timed out after {self.topic_embed_timeout_s}s"
+        except EmbeddingError as exc:
+            reason = f"embedding the topic failed: {exc}"
+        _log.warning("vector leg unavailable, answering from tags only: %s", reason)
+        return None, reason
+
+    # -- writes ------------------------------------------------------------------------
+
+    def record_entry(
+        self, tenant_id: str, entry: NewEntry | dict[str, object], context: WriteContext
+    ) -> WriteOutcome:
+        """Create an entry (an incident's corroborated finding or an admin's entry)."""
+        tenant = require_tenant(tenant_id)
+        command = self._parse(NewEntry, entry)
+        tags = tags_for([command.title, command.summary, command.service or ""], command.tags)
+        return self.repository.create_entry(tenant, command, tags, context)
+
+    def correct_entry(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        text: EntryText | dict[str, object],
+        context: WriteContext,
+        *,
+        expected_revision: int | None = None,
+    ) -> WriteOutcome:
+        """A new revision of the entry's text; it is re-embedded, the old vector dropped."""
+        tenant = require_tenant(tenant_id)
+        command = self._parse(EntryText, text)
+        tags = tags_for([command.title, command.summary, command.service or ""], command.tags)
+        return self.repository.correct_entry(
+            tenant, entry_id, command, tags, context, expected_revision
+        )
+
+    def retire_entry(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        reason: str,
+        context: WriteContext,
+        *,
+        superseded_by: UUID | None = None,
+    ) -> WriteOutcome:
+        tenant = require_tenant(tenant_id)
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > 2000:
+            raise InvalidInputError("reason", "must be 1-2000 characters saying why")
+        try:
+            reject_unsafe_text(reason)
+        except ValueError as exc:
+            raise InvalidInputError("reason", str(exc)) from exc
+        return self.repository.retire_entry(
+            tenant, entry_id, reason.strip(), context, superseded_by
+        )
+
+    def get_entry(self, tenant_id: str, entry_id: UUID) -> MemoryEntry:
+        return self.repository.get_entry(require_tenant(tenant_id), entry_id)
+
+    @staticmethod
+    def _parse(model: type[_Command], value: _Command | dict[str, object]) -> _Command:
+        if isinstance(value, model):
+            return value
+        try:
+            return model.model_validate(value)
+        except ValidationError as exc:
+            raise _first_error(exc) from exc
+
+    # -- embeddings --------------------------------------------------------------------
+
+    def embed_jobs(self, jobs: Sequence[EmbedJob]) -> int:
+        """Embed the entries the jobs name and store each vector under the revision guard.
+
+        Jobs may span tenants; each tenant's entries are read and written in that tenant's
+        own scope. Returns how many vectors were stored (stale or done jobs store none).
+        Raises EmbeddingError if the provider fails: nothing is stored for that batch.
+        """
+        by_tenant: dict[str, list[EmbedJob]] = {}
+        for job in jobs:
+            by_tenant.setdefault(job.tenant_id, []).append(job)
+        stored = 0
+        for tenant, tenant_jobs in by_tenant.items():
+            wanted = {job.entry_id: job.revision for job in tenant_jobs}
+            entries = [
+                e
+                for e in self.repository.entries_for_embedding(tenant, list(wanted))
+                if e.revision == wanted[e.entry_id]
+            ]
+            if not entries:
+                continue
+            vectors = self.provider.embed(
+                [render_entry_text(e.title, e.summary, e.service) for e in entries]
+            )
+            for entry, vector in zip(entries, vectors, strict=True):
+                stored += self.repository.store_embedding(
+                    tenant, entry.entry_id, entry.revision, self.provider.embed_rev, vector
+                )
+        return stored
+
+    def pending_jobs(self, tenant_id: str | None = None, *, page_size: int = 500) -> list[EmbedJob]:
+        """Every active entry (of one tenant, or of all) lacking a current vector."""
+        tenants = [require_tenant(tenant_id)] if tenant_id else self.repository.tenant_ids()
+        jobs: list[EmbedJob] = []
+        for tenant in tenants:
+            after: UUID | None = None
+            while True:
+                page = self.repository.jobs_needing_embedding(
+                    tenant, self.provider.embed_rev, after=after, limit=page_size
+                )
+                jobs.extend(page)
+                if len(page) < page_size:
+                    break
+                after = page[-1].entry_id
+        return jobs
+
+    def embed_pending(self, tenant_id: str | None = None, *, batch_size: int = 64) -> int:
+        """Backfill in-process: embed everything pending (the sweeper's work, synchronously)."""
+        jobs = self.pending_jobs(tenant_id)
+        stored = 0
+        for start in range(0, len(jobs), batch_size):
+            stored += self.embed_jobs(jobs[start : start + batch_size])
+        return stored

@@ -1,0 +1,80 @@
+"""Versioned migrations: applied once, recorded, and an edited applied file is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from grandbo.database import DatabaseUrls
+from grandbo.errors import MigrationError
+from grandbo.migrations import available_migrations, migrate
+
+
+def test_a_second_run_applies_nothing_and_every_version_is_recorded(
+    database: DatabaseUrls, admin_conn: psycopg.Connection[Any]
+) -> None:
+    assert migrate(database.admin) == []
+    recorded = [
+        row[0]
+        for row in admin_conn.execute(
+            "SELECT version FROM grandbo_schema_migrations ORDER BY version"
+        )
+    ]
+    assert recorded == [m.version for m in available_migrations()]
+
+
+def test_an_applied_migration_that_changed_is_refused(
+    database: DatabaseUrls, admin_conn: psycopg.Connection[Any]
+) -> None:
+    (checksum,) = admin_conn.execute(
+        "SELECT checksum FROM grandbo_schema_migrations WHERE version = 1"
+    ).fetchone() or ("",)
+    admin_conn.execute("UPDATE grandbo_schema_migrations SET checksum = 'x' WHERE version = 1")
+    try:
+        with pytest.raises(MigrationError, match="changed after it was applied"):
+            migrate(database.admin)
+    finally:
+        admin_conn.execute(
+            "UPDATE grandbo_schema_migrations SET checksum = %s WHERE version = 1", (checksum,)
+        )
+
+
+def test_the_schema_matches_the_storage_contract(admin_conn: psycopg.Connection[Any]) -> None:
+    columns = dict(
+        admin_conn.execute(
+            "SELECT column_name, format_type(atttypid, atttypmod) FROM information_schema.columns"
+            " JOIN pg_attribute ON attrelid = 'org_memory_entries'::regclass"
+            "  AND attname = column_name WHERE table_name = 'org_memory_entries'"
+        ).fetchall()
+    )
+    assert columns["embedding"] == "vector(1024)"
+    assert columns["tags"] == "text[]"
+    indexes = [
+        row[0]
+        for row in admin_conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = 'org_memory_entries'"
+        )
+    ]
+    assert any("USING gin (tags)" in definition for definition in indexes)
+    rls = admin_conn.execute(
+        "SELECT relname, relrowsecurity, relforcerowsecurity FROM pg_class"
+        " WHERE relname LIKE 'org_memory_%' AND relkind = 'r' AND relname <> 'org_memory_tenants'"
+    ).fetchall()
+    assert len(rls) == 4
+    assert all(enabled and forced for _, enabled, forced in rls)
+
+
+def test_the_application_role_owns_nothing_and_cannot_bypass_rls(
+    admin_conn: psycopg.Connection[Any],
+) -> None:
+    role = admin_conn.execute(
+        "SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles"
+        " WHERE rolname = 'grandbo_app'"
+    ).fetchone()
+    assert role == (False, False, False, False)
+    owned = admin_conn.execute(
+        "SELECT count(*) FROM pg_class WHERE relowner = 'grandbo_app'::regrole"
+    ).fetchone()
+    assert owned == (0,)

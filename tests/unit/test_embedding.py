@@ -1,0 +1,205 @@
+"""Embedding providers: the 1024 contract, Titan through botocore's Stubber, the local model."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+
+from grandbo.embedding.base import (
+    EMBEDDING_DIMENSIONS,
+    TEXT_TEMPLATE_VERSION,
+    check_embedding,
+    render_entry_text,
+)
+from grandbo.embedding.factory import provider_named
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.embedding.titan import TITAN_EMBED_V2, TitanEmbeddingProvider
+from grandbo.errors import EmbeddingError, GrandboError
+
+
+def _unit(dims: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    return [1.0 / math.sqrt(dims)] * dims
+
+
+@pytest.mark.parametrize(
+    ("vector", "problem"),
+    [
+        ([0.1] * 1023, "1023 dimensions"),
+        ([0.1] * 1025, "1025 dimensions"),
+        ([float("nan")] + [0.1] * 1023, "non-finite"),
+        ([float("inf")] + [0.1] * 1023, "non-finite"),
+        ([0.0] * 1024, "zero vector"),
+    ],
+)
+def test_contract_rejects_wrong_dimensions_non_finite_and_zero(
+    vector: list[float], problem: str
+) -> None:
+    with pytest.raises(EmbeddingError, match=problem):
+        check_embedding(vector, source="test")
+
+
+def test_embed_rev_names_model_dimensions_and_template() -> None:
+    provider = FakeEmbeddingProvider(model_id="m-1")
+    assert provider.embed_rev == f"m-1|d{EMBEDDING_DIMENSIONS}|t{TEXT_TEMPLATE_VERSION}"
+
+
+def test_entry_text_template_puts_title_service_then_summary() -> None:
+    assert render_entry_text("T", "S", "svc") == "T\nservice: svc\nS"
+    assert render_entry_text("T", "S", None) == "T\nS"
+
+
+def test_fake_provider_is_deterministic_and_honours_pinned_vectors() -> None:
+    pinned = _unit()
+    provider = FakeEmbeddingProvider(pinned={"exact": pinned})
+    first, second = provider.embed(["disk full on db", "disk full on db"])
+    assert first == second
+    assert provider.embed_one("exact") == pinned
+
+
+def test_a_provider_failure_becomes_an_embedding_error() -> None:
+    class Broken(FakeEmbeddingProvider):
+        def _embed(self, texts: list[str]) -> list[list[float]]:
+            raise RuntimeError("socket closed")
+
+    with pytest.raises(EmbeddingError, match="socket closed"):
+        Broken().embed(["text"])
+
+
+def test_unknown_provider_name_is_refused() -> None:
+    with pytest.raises(GrandboError, match="unknown embedding provider"):
+        provider_named("word2vec")
+
+
+# -- Titan through botocore's Stubber -------------------------------------------------
+
+
+def _titan() -> tuple[TitanEmbeddingProvider, Stubber]:
+    client = boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    return TitanEmbeddingProvider(client=client), Stubber(client)
+
+
+def _body(payload: Any) -> dict[str, Any]:
+    raw = json.dumps(payload).encode()
+    return {"body": StreamingBody(io.BytesIO(raw), len(raw)), "contentType": "application/json"}
+
+
+def _expected(text: str) -> dict[str, Any]:
+    return {
+        "modelId": TITAN_EMBED_V2,
+        "body": json.dumps({"inputText": text, "dimensions": 1024, "normalize": True}),
+        "contentType": "application/json",
+        "accept": "application/json",
+    }
+
+
+def test_titan_returns_the_1024_dimension_vector_per_text() -> None:
+    provider, stubber = _titan()
+    first, second = _unit(), [-x for x in _unit()]
+    stubber.add_response("invoke_model", _body({"embedding": first}), _expected("one"))
+    stubber.add_response("invoke_model", _body({"embedding": second}), _expected("two"))
+    with stubber:
+        assert provider.embed(["one", "two"]) == [first, second]
+    stubber.assert_no_pending_responses()
+    assert provider.embed_rev.startswith("amazon.titan-embed-text-v2:0|d1024")
+
+
+def test_titan_throttling_raises_an_embedding_error() -> None:
+    provider, stubber = _titan()
+    stubber.add_client_error(
+        "invoke_model", service_error_code="ThrottlingException", http_status_code=429
+    )
+    with stubber, pytest.raises(EmbeddingError, match="ThrottlingException"):
+        provider.embed(["text"])
+
+
+def test_titan_server_error_raises_an_embedding_error() -> None:
+    provider, stubber = _titan()
+    stubber.add_client_error(
+        "invoke_model", service_error_code="InternalServerException", http_status_code=500
+    )
+    with stubber, pytest.raises(EmbeddingError):
+        provider.embed(["text"])
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"),
+    [
+        ({"vector": [0.1] * 1024}, "malformed response"),
+        ({"embedding": "not a list"}, "malformed embedding"),
+        ({"embedding": [True] * 1024}, "malformed embedding"),
+        ({"embedding": [0.1] * 512}, "512 dimensions"),
+        ({"embedding": [float("nan")] * 1024}, "non-finite"),
+        ({"embedding": [0.0] * 1024}, "zero vector"),
+    ],
+)
+def test_titan_malformed_responses_fail_loudly(payload: Any, problem: str) -> None:
+    provider, stubber = _titan()
+    stubber.add_response("invoke_model", _body(payload))
+    with stubber, pytest.raises(EmbeddingError, match=problem):
+        provider.embed(["text"])
+
+
+def test_titan_non_json_body_fails_loudly() -> None:
+    provider, stubber = _titan()
+    raw = b"<html>gateway error</html>"
+    stubber.add_response(
+        "invoke_model",
+        {"body": StreamingBody(io.BytesIO(raw), len(raw)), "contentType": "text/html"},
+    )
+    with stubber, pytest.raises(EmbeddingError, match="malformed response"):
+        provider.embed(["text"])
+
+
+# -- the local MiniLM model --------------------------------------------------------------
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_local_model_is_1024_normalized_and_zero_padded(local_provider: Any) -> None:
+    (vector,) = local_provider.embed(["database connection pool exhausted"])
+    assert len(vector) == EMBEDDING_DIMENSIONS
+    assert all(x == 0.0 for x in vector[384:])
+    assert math.isclose(math.sqrt(sum(x * x for x in vector)), 1.0, rel_tol=1e-4)
+
+
+def test_local_model_places_paraphrases_closer_than_unrelated_text(local_provider: Any) -> None:
+    query, paraphrase, unrelated = local_provider.embed(
+        [
+            "the service ran out of database connections",
+            "all connections in the postgres pool were in use, new requests waited",
+            "the marketing site banner image had the wrong colour",
+        ]
+    )
+    assert _cosine(query, paraphrase) > _cosine(query, unrelated) + 0.2
+
+
+def test_local_model_batches_give_the_same_vectors_as_single_calls(local_provider: Any) -> None:
+    texts = ["short text", "a considerably longer text about kafka consumer lag " * 5]
+    batched = local_provider.embed(texts)
+    single = [local_provider.embed_one(t) for t in texts]
+    for a, b in zip(batched, single, strict=True):
+        assert _cosine(a, b) > 0.9999
+
+
+def test_a_model_file_with_the_wrong_hash_is_refused(tmp_path: Path) -> None:
+    from grandbo.embedding.local import _verified
+
+    tampered = tmp_path / "model.onnx"
+    tampered.write_bytes(b"not the pinned model")
+    with pytest.raises(EmbeddingError, match="sha256"):
+        _verified(tampered, "0" * 64)
