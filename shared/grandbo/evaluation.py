@@ -24,6 +24,7 @@ from grandbo.errors import InvalidInputError
 from grandbo.fusion import reciprocal_rank_fusion
 from grandbo.models import NewEntry, Origin, WriteContext
 from grandbo.service import MemoryService
+from grandbo.topic import validate_topic
 
 MODES = ("lexical", "vector", "hybrid")
 
@@ -149,6 +150,7 @@ def run_eval(
         if not relevant:
             continue
         try:
+            validate_topic(query.text)  # the same contract query_org_memory enforces
             timings: dict[str, float] = {}
             for mode in ("lexical", "vector"):
                 t0 = time.perf_counter()

@@ -1,0 +1,62 @@
+"""The eval harness on a small BEIR folder written by the test, through the real path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grandbo.evaluation import format_table, run_eval, score_ranking
+from grandbo.service import MemoryService
+
+
+def test_score_ranking_computes_recall_mrr_and_ndcg() -> None:
+    recall5, recall10, mrr, ndcg = score_ranking(["x", "a", "y", "b"], {"a": 1, "b": 1})
+    assert recall5 == 1.0
+    assert recall10 == 1.0
+    assert mrr == pytest.approx(0.5)
+    # DCG = 1/log2(3) + 1/log2(5); IDCG = 1 + 1/log2(3)
+    assert ndcg == pytest.approx((1 / 1.58496 + 1 / 2.32193) / (1 + 1 / 1.58496), rel=1e-4)
+    assert score_ranking([], {"a": 1}) == (0.0, 0.0, 0.0, 0.0)
+
+
+def _write_beir(folder: Path) -> None:
+    docs = [
+        ("d1", "Disk full", "The WAL volume on the primary database filled up"),
+        ("d2", "DNS timeouts", "CoreDNS pods were throttled and lookups timed out"),
+        ("d3", "Cert expiry", "An intermediate TLS certificate expired at the edge"),
+    ]
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in docs)
+    )
+    queries = [
+        ("q1", "writes failed because the database WAL volume was full"),
+        ("q2", "name lookups from pods timed out because CoreDNS was throttled"),
+        ("q3", "slug-only"),
+    ]
+    (folder / "queries_symptom.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "text": x}) + "\n" for i, x in queries)
+    )
+    (folder / "qrels_symptom.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq3\td3\t1\n"
+    )
+
+
+def test_eval_reports_every_mode_and_skips_contract_violations(
+    service: MemoryService, tmp_path: Path
+) -> None:
+    _write_beir(tmp_path)
+    report = run_eval(service, tmp_path, "symptom", cutoffs=[0.5])
+
+    assert report["documents"] == 3
+    assert report["entries_embedded"] == 3
+    assert report["queries_scored"] == 2
+    assert len(report["queries_skipped"]) == 1  # the slug query is refused by the contract
+    assert report["modes"]["lexical"]["recall@5"] == 1.0
+    assert report["modes"]["hybrid"]["mrr@10"] == 1.0
+    assert set(report["modes"]) == {"lexical", "vector", "hybrid"}
+    assert "0.5" in report["cutoff_sweep"]
+    table = format_table(report)
+    assert "hybrid" in table
+    assert "skipped by the topic contract: 1" in table

@@ -1,0 +1,285 @@
+"""query_org_memory on the real database: both legs, the cutoff, fusion, fallbacks."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.errors import InvalidInputError, InvalidTopicError
+from grandbo.models import EmbedJob
+from grandbo.repository import MemoryRepository
+from grandbo.service import MemoryService
+
+from .helpers import at_distance, context, direction, entry
+
+TOPIC = "requests to checkout time out waiting for a free database connection"
+
+
+def _add(memory: MemoryService, tenant: str, title: str, summary: str, **extra: Any) -> Any:
+    return memory.record_entry(tenant, entry(title, summary, **extra), context()).entry
+
+
+def test_write_then_query_round_trip(service: MemoryService, tenant: str) -> None:
+    pool = _add(
+        service,
+        tenant,
+        "Checkout connection pool exhausted",
+        "checkout requests queued waiting for a database connection from PgBouncer",
+        service="checkout-api",
+    )
+    _add(service, tenant, "Banner colour wrong", "The marketing banner used the old palette")
+    service.embed_pending(tenant)
+
+    result = service.query_org_memory(tenant, TOPIC)
+
+    assert result.hits[0].entry_id == pool.entry_id
+    assert result.hits[0].service == "checkout-api"
+    assert result.hits[0].why.lexical_rank == 1
+    assert {"checkout", "connect", "databas"} <= set(result.hits[0].why.shared_tags)
+    assert result.metadata.vector_leg == "ok"
+    assert result.metadata.active_entries == 2
+    assert result.metadata.active_entries_without_current_vector == 0
+    assert "verify" in result.notice
+
+
+def test_a_differently_worded_entry_is_found_by_the_vector_leg_only(
+    repository: MemoryRepository, local_provider: Any, tenant: str
+) -> None:
+    service = MemoryService(repository, local_provider)
+    pool = _add(
+        service,
+        tenant,
+        "PgBouncer saturation",
+        "All PgBouncer server slots were busy so new sessions waited in line until clients "
+        "gave up.",
+    )
+    _add(
+        service,
+        tenant,
+        "Marketing banner colour",
+        "The homepage banner image used last year's brand palette.",
+    )
+    service.embed_pending(tenant)
+
+    result = service.query_org_memory(
+        tenant, "the app cannot obtain a postgres connection and user requests hang"
+    )
+
+    assert [hit.entry_id for hit in result.hits] == [pool.entry_id]
+    why = result.hits[0].why
+    assert why.lexical_rank is None  # no shared tag at all
+    assert why.vector_rank == 1
+    assert why.vector_distance is not None
+    assert why.vector_distance < local_provider.vector_cutoff
+
+
+def test_an_exact_identifier_is_found_by_the_lexical_leg(
+    service: MemoryService, tenant: str
+) -> None:
+    target = _add(
+        service,
+        tenant,
+        "Expired intermediate on edge-proxy-eu",
+        "Clients failed the TLS handshake on edge-proxy-eu until the bundle was replaced.",
+    )
+    _add(service, tenant, "Edge proxy restart", "The proxy fleet restarted after a config push.")
+    result = service.query_org_memory(
+        tenant, "TLS handshakes are failing on edge-proxy-eu for older Android clients"
+    )
+    assert result.hits[0].entry_id == target.entry_id
+    assert "edge-proxy-eu" in result.hits[0].why.shared_tags
+    assert result.metadata.vector_candidates == 0  # nothing embedded: lexical carried it
+
+
+def _pinned_service(repository: MemoryRepository, vectors: dict[str, list[float]]) -> Any:
+    return MemoryService(repository, FakeEmbeddingProvider(pinned=vectors))
+
+
+def test_the_cutoff_keeps_an_unrelated_entry_out(repository: MemoryRepository, tenant: str) -> None:
+    cutoff = FakeEmbeddingProvider.vector_cutoff
+    near_text = "Near title\nNear summary of a related finding"
+    far_text = "Far title\nFar summary of an unrelated finding"
+    service = _pinned_service(
+        repository,
+        {
+            TOPIC: direction((0, 1.0)),
+            near_text: at_distance(cutoff - 0.1),
+            far_text: at_distance(cutoff + 0.05),
+        },
+    )
+    near = _add(service, tenant, "Near title", "Near summary of a related finding")
+    _add(service, tenant, "Far title", "Far summary of an unrelated finding")
+    service.embed_pending(tenant)
+
+    result = service.query_org_memory(tenant, TOPIC)
+
+    assert [hit.entry_id for hit in result.hits] == [near.entry_id]
+    assert result.metadata.vector_candidates == 1
+    assert result.metadata.active_entries == 2
+
+
+def test_slicing_happens_after_fusion(repository: MemoryRepository, tenant: str) -> None:
+    """An entry 6th in both legs wins the fused top 5 over each leg's top 5."""
+    topic = "kafka consumer lag grew after the broker upgrade rebalance storm"
+    texts: dict[str, list[float]] = {topic: direction((0, 1.0))}
+    lexical_only = [(f"Lexical {i}", f"kafka consumer lag after upgrade item{i}") for i in range(5)]
+    vector_only = [(f"Vector {i}", f"unrelated words zebra{i} giraffe{i}") for i in range(5)]
+    both_text = ("Both legs", "kafka mentioned once with filler words ocelot")
+    for i, (title, summary) in enumerate(lexical_only):
+        # share 3 topic tags: high BM25; vectors opposite the topic, far beyond the cutoff
+        texts[f"{title}\n{summary}"] = direction((0, -1.0), (i + 10, 0.1))
+    for i, (title, summary) in enumerate(vector_only):
+        # share no tags; vectors nearest to the topic
+        texts[f"{title}\n{summary}"] = at_distance(0.05 + 0.01 * i, axis=i + 20)
+    texts["Both legs\nkafka mentioned once with filler words ocelot"] = at_distance(0.2, axis=30)
+    service = _pinned_service(repository, texts)
+    for title, summary in [*lexical_only, *vector_only]:
+        _add(service, tenant, title, summary)
+    both = _add(service, tenant, *both_text)
+    service.embed_pending(tenant)
+
+    ranked = service.rank(tenant, topic)
+    lexical_ids = [c.entry_id for c in ranked.legs.lexical]
+    vector_ids = [c.entry_id for c in ranked.legs.vector]
+    assert lexical_ids.index(both.entry_id) == 5  # 6th lexically
+    assert vector_ids.index(both.entry_id) == 5  # 6th by vector
+
+    result = service.query_org_memory(tenant, topic, limit=5)
+
+    assert result.hits[0].entry_id == both.entry_id
+    assert result.hits[0].why.lexical_rank == 6
+    assert result.hits[0].why.vector_rank == 6
+    assert len(result.hits) == 5
+
+
+def test_a_stale_embed_rev_is_excluded_from_the_vector_leg(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    old = MemoryService(repository, FakeEmbeddingProvider(model_id="model-v1"))
+    new = MemoryService(repository, FakeEmbeddingProvider(model_id="model-v2"))
+    stored = _add(old, tenant, "Disk full on db", "The database volume filled with WAL files")
+    old.embed_pending(tenant)
+    topic = "the database volume filled up with WAL files and writes failed"
+
+    assert new.query_org_memory(tenant, topic).metadata.vector_candidates == 0
+    assert new.query_org_memory(tenant, topic).metadata.active_entries_without_current_vector == 1
+    assert [job.entry_id for job in new.pending_jobs(tenant)] == [stored.entry_id]
+
+    new.embed_pending(tenant)
+    result = new.query_org_memory(tenant, topic)
+    assert result.metadata.vector_candidates == 1
+    assert result.metadata.active_entries_without_current_vector == 0
+
+
+def test_the_revision_guard_refuses_a_stale_vector(
+    service: MemoryService, repository: MemoryRepository, tenant: str
+) -> None:
+    created = _add(service, tenant, "Original title", "Original summary of the finding")
+    service.correct_entry(
+        tenant, created.entry_id, entry("New title", "Corrected summary text"), context()
+    )
+    embed_rev = service.provider.embed_rev
+    stale = service.provider.embed_one("Original title\nOriginal summary of the finding")
+
+    assert not repository.store_embedding(tenant, created.entry_id, 1, embed_rev, stale)
+    assert (
+        service.embed_jobs([EmbedJob(tenant_id=tenant, entry_id=created.entry_id, revision=1)]) == 0
+    )
+    assert repository.get_entry(tenant, created.entry_id).embedded_revision is None
+    assert (
+        service.embed_jobs([EmbedJob(tenant_id=tenant, entry_id=created.entry_id, revision=2)]) == 1
+    )
+    again = EmbedJob(tenant_id=tenant, entry_id=created.entry_id, revision=2)
+    assert service.embed_jobs([again]) == 0  # redelivered job: already current, no-op
+    assert repository.get_entry(tenant, created.entry_id).embedded_revision == 2
+
+
+def test_retired_entries_are_never_returned(service: MemoryService, tenant: str) -> None:
+    created = _add(service, tenant, "Checkout pool", "checkout database connection waiting")
+    service.embed_pending(tenant)
+    service.retire_entry(tenant, created.entry_id, "wrong root cause", context())
+    result = service.query_org_memory(tenant, TOPIC)
+    assert result.hits == []
+    assert result.metadata.active_entries == 0
+
+
+def test_service_filter_limits_both_legs(service: MemoryService, tenant: str) -> None:
+    a = _add(service, tenant, "Checkout pool", "checkout database connection", service="checkout")
+    _add(service, tenant, "Payments pool", "checkout database connection", service="payments")
+    service.embed_pending(tenant)
+    result = service.query_org_memory(tenant, TOPIC, service="checkout")
+    assert [hit.entry_id for hit in result.hits] == [a.entry_id]
+
+
+def test_when_the_topic_cannot_be_embedded_the_lexical_leg_answers(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    class Down(FakeEmbeddingProvider):
+        def _embed(self, texts: list[str]) -> list[list[float]]:
+            raise ConnectionError("bedrock unreachable")
+
+    writer = MemoryService(repository, FakeEmbeddingProvider())
+    created = _add(writer, tenant, "Checkout pool", "checkout database connection waiting")
+    writer.embed_pending(tenant)
+
+    result = MemoryService(repository, Down()).query_org_memory(tenant, TOPIC)
+
+    assert [hit.entry_id for hit in result.hits] == [created.entry_id]
+    assert result.metadata.vector_leg == "unavailable"
+    assert result.metadata.vector_leg_error is not None
+    assert "bedrock unreachable" in result.metadata.vector_leg_error
+
+
+def test_a_hung_provider_times_out_into_the_lexical_leg(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    class Hung(FakeEmbeddingProvider):
+        def _embed(self, texts: list[str]) -> list[list[float]]:
+            time.sleep(1.0)
+            return super()._embed(texts)
+
+    writer = MemoryService(repository, FakeEmbeddingProvider())
+    _add(writer, tenant, "Checkout pool", "checkout database connection waiting")
+    service = MemoryService(repository, Hung(), topic_embed_timeout_s=0.1)
+
+    started = time.perf_counter()
+    result = service.query_org_memory(tenant, TOPIC)
+
+    assert time.perf_counter() - started < 0.9
+    assert len(result.hits) == 1
+    assert result.metadata.vector_leg_error is not None
+    assert "timed out" in result.metadata.vector_leg_error
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"topic": "checkout-api-slow-queries"}, "topic"),
+        ({"topic": TOPIC, "limit": 0}, "limit"),
+        ({"topic": TOPIC, "limit": 26}, "limit"),
+        ({"topic": TOPIC, "limit": "5"}, "limit"),
+        ({"topic": TOPIC, "service": "no spaces allowed"}, "service"),
+    ],
+)
+def test_bad_queries_name_the_field(
+    service: MemoryService, tenant: str, kwargs: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidInputError) as error:
+        service.query_org_memory(tenant, **kwargs)
+    assert error.value.field == field
+
+
+def test_a_slug_topic_is_rejected_with_guidance(service: MemoryService, tenant: str) -> None:
+    with pytest.raises(InvalidTopicError, match="describing what has been found"):
+        service.query_org_memory(tenant, "checkout-api-slow-queries")
+
+
+def test_limit_caps_the_fused_list(service: MemoryService, tenant: str) -> None:
+    for i in range(8):
+        _add(service, tenant, f"Checkout pool {i}", f"checkout database connection case {i}")
+    service.embed_pending(tenant)
+    assert len(service.query_org_memory(tenant, TOPIC).hits) == 5
+    assert len(service.query_org_memory(tenant, TOPIC, limit=8).hits) == 8
