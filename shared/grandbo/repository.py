@@ -422,27 +422,32 @@ class MemoryRepository:
         if not tags:
             return []
         cur.execute(
-            "WITH corpus AS ("
+            # MATERIALIZED keeps the plan small whatever the statistics say: the shared
+            # tags' weights once, the candidate entries once, then one hash join.
+            "WITH corpus AS MATERIALIZED ("
             "   SELECT active_entries::float8 AS n,"
             "          GREATEST(active_tag_total::float8 / NULLIF(active_entries, 0), 1.0) AS avgdl"
             "   FROM org_memory_tenant_stats WHERE tenant_id = %(tenant)s"
-            " ), idf AS ("
+            " ), idf AS MATERIALIZED ("
             "   SELECT s.tag, ln(1.0 + (corpus.n - s.doc_count + 0.5) / (s.doc_count + 0.5)) AS w"
             "   FROM org_memory_tag_stats s CROSS JOIN corpus"
             "   WHERE s.tenant_id = %(tenant)s AND s.tag = ANY(%(tags)s) AND s.doc_count > 0"
+            " ), candidates AS MATERIALIZED ("
+            "   SELECT e.entry_id, e.tags, cardinality(e.tags) AS tag_count, e.updated_at"
+            "   FROM org_memory_entries e"
+            "   WHERE e.tenant_id = %(tenant)s AND e.status = 'active' AND e.tags && %(tags)s"
+            "     AND (%(service)s::text IS NULL OR e.service = %(service)s)"
             " )"
-            " SELECT e.entry_id,"
+            " SELECT c.entry_id,"
             "        sum(idf.w) * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
-            "          * cardinality(e.tags) / corpus.avgdl)) AS score,"
+            "          * c.tag_count / corpus.avgdl)) AS score,"
             "        array_agg(idf.tag ORDER BY idf.w DESC, idf.tag) AS shared_tags"
-            " FROM org_memory_entries e"
-            " CROSS JOIN LATERAL unnest(e.tags) AS entry_tag(tag)"
+            " FROM candidates c"
+            " CROSS JOIN LATERAL unnest(c.tags) AS entry_tag(tag)"
             " JOIN idf ON idf.tag = entry_tag.tag"
             " CROSS JOIN corpus"
-            " WHERE e.tenant_id = %(tenant)s AND e.status = 'active' AND e.tags && %(tags)s"
-            "   AND (%(service)s::text IS NULL OR e.service = %(service)s)"
-            " GROUP BY e.entry_id, e.tags, e.updated_at, corpus.avgdl"
-            " ORDER BY score DESC, e.updated_at DESC, e.entry_id"
+            " GROUP BY c.entry_id, c.tag_count, c.updated_at, corpus.avgdl"
+            " ORDER BY score DESC, c.updated_at DESC, c.entry_id"
             " LIMIT %(limit)s",
             {
                 "tenant": tenant_id,
