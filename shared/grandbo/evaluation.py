@@ -38,6 +38,7 @@ class Query:
 @dataclass
 class ModeScores:
     recall_at_5: list[float] = field(default_factory=list)
+    capped_recall_at_5: list[float] = field(default_factory=list)
     recall_at_10: list[float] = field(default_factory=list)
     mrr_at_10: list[float] = field(default_factory=list)
     ndcg_at_10: list[float] = field(default_factory=list)
@@ -50,6 +51,7 @@ class ModeScores:
         latencies = sorted(self.latency_ms)
         return {
             "recall@5": mean(self.recall_at_5),
+            "capped_recall@5": mean(self.capped_recall_at_5),
             "recall@10": mean(self.recall_at_10),
             "mrr@10": mean(self.mrr_at_10),
             "ndcg@10": mean(self.ndcg_at_10),
@@ -87,9 +89,14 @@ def load_qrels(folder: Path, task: str) -> dict[str, dict[str, int]]:
 
 
 def score_ranking(ranking: Sequence[str], relevant: dict[str, int]) -> tuple[float, ...]:
-    """recall@5, recall@10, MRR@10, nDCG@10 of one ranked doc-id list."""
+    """recall@5, recall@10, MRR@10, nDCG@10 and capped recall@5 of one ranked doc-id list.
+
+    Capped recall (BEIR's R_cap) divides by min(relevant, k): with 16 relevant documents,
+    plain recall@5 can reach at most 0.31, capped recall 1.0.
+    """
     total = len(relevant)
-    recall5 = sum(1 for d in ranking[:5] if d in relevant) / total
+    hits5 = sum(1 for d in ranking[:5] if d in relevant)
+    recall5 = hits5 / total
     recall10 = sum(1 for d in ranking[:10] if d in relevant) / total
     mrr = next((1.0 / i for i, d in enumerate(ranking[:10], start=1) if d in relevant), 0.0)
     dcg = sum(
@@ -99,7 +106,7 @@ def score_ranking(ranking: Sequence[str], relevant: dict[str, int]) -> tuple[flo
     )
     ideal = sorted(relevant.values(), reverse=True)[:10]
     idcg = sum((2**g - 1) / math.log2(i + 1) for i, g in enumerate(ideal, start=1))
-    return recall5, recall10, mrr, (dcg / idcg if idcg else 0.0)
+    return recall5, recall10, mrr, (dcg / idcg if idcg else 0.0), hits5 / min(total, 5)
 
 
 def load_into_tenant(
@@ -217,6 +224,7 @@ def _add(scores: ModeScores, values: tuple[float, ...], latency_ms: float) -> No
     scores.recall_at_10.append(values[1])
     scores.mrr_at_10.append(values[2])
     scores.ndcg_at_10.append(values[3])
+    scores.capped_recall_at_5.append(values[4])
     scores.latency_ms.append(latency_ms)
 
 
@@ -225,13 +233,14 @@ def format_table(report: dict[str, Any]) -> str:
         f"{report['dataset']} / {report['task']}: {report['queries_scored']} queries, "
         f"{report['documents']} documents, provider {report['provider']}, "
         f"cutoff {report['vector_cutoff']}",
-        f"{'mode':<8} {'R@5':>7} {'R@10':>7} {'MRR@10':>7} {'nDCG@10':>8}"
+        f"{'mode':<8} {'R@5':>7} {'R@10':>7} {'MRR@10':>7} {'nDCG@10':>8} {'Rcap@5':>7}"
         f" {'p50 ms':>8} {'p95 ms':>8}",
     ]
     for mode, s in report["modes"].items():
         lines.append(
             f"{mode:<8} {s['recall@5']:>7.4f} {s['recall@10']:>7.4f} {s['mrr@10']:>7.4f} "
-            f"{s['ndcg@10']:>8.4f} {s['latency_p50_ms']:>8.2f} {s['latency_p95_ms']:>8.2f}"
+            f"{s['ndcg@10']:>8.4f} {s['capped_recall@5']:>7.4f} "
+            f"{s['latency_p50_ms']:>8.2f} {s['latency_p95_ms']:>8.2f}"
         )
     if report.get("queries_skipped"):
         lines.append(f"skipped by the topic contract: {len(report['queries_skipped'])}")

@@ -12,13 +12,16 @@ from grandbo.service import MemoryService
 
 
 def test_score_ranking_computes_recall_mrr_and_ndcg() -> None:
-    recall5, recall10, mrr, ndcg = score_ranking(["x", "a", "y", "b"], {"a": 1, "b": 1})
+    recall5, recall10, mrr, ndcg, _ = score_ranking(["x", "a", "y", "b"], {"a": 1, "b": 1})
     assert recall5 == 1.0
     assert recall10 == 1.0
     assert mrr == pytest.approx(0.5)
     # DCG = 1/log2(3) + 1/log2(5); IDCG = 1 + 1/log2(3)
     assert ndcg == pytest.approx((1 / 1.58496 + 1 / 2.32193) / (1 + 1 / 1.58496), rel=1e-4)
-    assert score_ranking([], {"a": 1}) == (0.0, 0.0, 0.0, 0.0)
+    assert score_ranking([], {"a": 1}) == (0.0, 0.0, 0.0, 0.0, 0.0)
+    many = {f"d{i}": 1 for i in range(16)}
+    assert score_ranking([f"d{i}" for i in range(5)], many)[0] == pytest.approx(5 / 16)
+    assert score_ranking([f"d{i}" for i in range(5)], many)[4] == 1.0
 
 
 def _write_beir(folder: Path) -> None:
