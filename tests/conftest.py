@@ -7,6 +7,12 @@ against another server instead.
 from __future__ import annotations
 
 import os
+
+# powertools outside Lambda: no metrics flushed to stdout, no tracing, quiet logs
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 import uuid
 from collections.abc import Iterator
 from pathlib import Path

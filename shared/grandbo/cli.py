@@ -179,6 +179,120 @@ def cmd_demo(args: argparse.Namespace, service: MemoryService) -> int:
     return 0
 
 
+def _keyring_path(settings: Settings) -> Path:
+    return settings.data_dir / "keyring.json"
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from grandbo.auth import mint_query_token
+    from grandbo.local_runner import local_keyring
+
+    keyring = local_keyring(_keyring_path(_settings(args)), DEMO_TENANT)
+    print(mint_query_token(keyring.find(args.key_id, "query"), ttl_s=args.ttl))
+    return 0
+
+
+def cmd_sign(args: argparse.Namespace) -> int:
+    from grandbo.auth import sign_admin_request
+    from grandbo.local_runner import local_keyring
+
+    keyring = local_keyring(_keyring_path(_settings(args)), DEMO_TENANT)
+    body = (args.body or "").encode()
+    headers = sign_admin_request(keyring.find(args.key_id, "admin"), args.method, args.path, body)
+    print(" ".join(f"-H '{name}: {value}'" for name, value in headers.items()))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    # quiet powertools outside Lambda: no EMF lines on stdout, warnings only
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "DEBUG" if args.verbose else "WARNING")
+    from functions.embed_worker.handler import lambda_handler as embed_worker
+
+    from grandbo.auth import mint_query_token, sign_admin_request
+    from grandbo.database import resolve_urls
+    from grandbo.demo import DEMO_TOPIC, seed_demo
+    from grandbo.embedding.factory import provider_named
+    from grandbo.lambda_runtime import LambdaEnvironment, LambdaRuntime, install_runtime, runtime
+    from grandbo.local_runner import LocalEmbedPump, local_keyring, serve
+    from grandbo.migrations import migrate
+    from grandbo.queue import InProcessEmbedQueue
+
+    settings = _settings(args)
+    urls = resolve_urls(settings)
+    migrate(urls.admin)
+    keyring = local_keyring(_keyring_path(settings), DEMO_TENANT)
+    embed_queue = InProcessEmbedQueue()
+    environment = LambdaEnvironment.model_validate(
+        {"DATABASE_URL": urls.app, "GRANDBO_EMBEDDING_PROVIDER": settings.provider}
+    )
+    install_runtime(
+        LambdaRuntime(
+            environment,
+            provider=provider_named(settings.provider),
+            embed_queue=embed_queue,
+            keyring=keyring,
+        )
+    )
+    pump = LocalEmbedPump(embed_queue, embed_worker)
+    service = runtime().service()
+    created = seed_demo(service, DEMO_TENANT)
+    # entries written before this run (or whose enqueue failed) go through the sweeper path
+    embed_queue.send(service.pending_jobs(DEMO_TENANT))
+    while pump.pump_once():
+        pass
+    print(f"demo organization '{DEMO_TENANT}': {created} new entries; embed queue drained")
+    print(f"\n$ grandbo query --tenant {DEMO_TENANT} {json.dumps(DEMO_TOPIC)}\n")
+    print_result(service.query_org_memory(DEMO_TENANT, DEMO_TOPIC, limit=3), as_json=False)
+
+    server = serve(args.host, args.port)
+    base = f"http://{args.host}:{server.server_address[1]}"
+    token = mint_query_token(keyring.find(f"{DEMO_TENANT}-beacon", "query"), ttl_s=86_400)
+    create = json.dumps(
+        {
+            "title": "Disk full on the WAL volume",
+            "summary": "Replication lag let WAL accumulate until the volume filled.",
+        }
+    )
+    signed = sign_admin_request(
+        keyring.find(f"{DEMO_TENANT}-admin", "admin"), "POST", "/v1/admin/entries", create.encode()
+    )
+    signed_headers = " ".join(f"-H '{k}: {v}'" for k, v in signed.items())
+    print(
+        f"""
+Grandbo is serving on {base} (Ctrl-C to stop). Keys: {_keyring_path(settings)}
+
+Query (Beacon's tool; the token is bound to tenant '{DEMO_TENANT}', valid 24 h):
+  curl -s {base}/v1/memory/query -H 'Content-Type: application/json' \\
+    -H 'Authorization: Bearer {token}' \\
+    -d '{{"topic": "pods restart with OOMKilled after we raised the cache TTL", "limit": 3}}'
+
+Admin (signed; this signature is valid once, for 5 minutes):
+  curl -s {base}/v1/admin/entries -H 'Content-Type: application/json' {signed_headers} \\
+    -d '{create}'
+  Sign your own: .venv/bin/grandbo sign POST /v1/admin/entries --body '<json>'
+  New query token: .venv/bin/grandbo token
+
+Incident closed (EventBridge shape; only corroborated findings are kept):
+  curl -s {base}/local/events -d @incident.json     # schema: shared/grandbo/incidents.py
+Backfill / sweeper:
+  curl -s -X POST {base}/local/backfill -d '{{"tenant_id": "{DEMO_TENANT}"}}'
+""",
+        flush=True,
+    )
+    pump.start()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        pump.stop()
+        server.server_close()
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from grandbo.evaluation import format_table, run_eval
 
@@ -266,6 +380,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("demo", help="seed the demo organization and answer a first query")
 
+    srv = sub.add_parser("serve", help="run every Lambda locally over HTTP (the local runner)")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8787)
+
+    sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
+
+    tok = sub.add_parser("token", help="mint a query token from the local keyring")
+    tok.add_argument("--key-id", default=f"{DEMO_TENANT}-beacon")
+    tok.add_argument("--ttl", type=int, default=3600)
+
+    sig = sub.add_parser("sign", help="curl headers that sign one admin request")
+    sig.add_argument("method")
+    sig.add_argument("path", help="path after the base URL, e.g. /v1/admin/entries")
+    sig.add_argument("--body", help="the exact JSON body that will be sent")
+    sig.add_argument("--key-id", default=f"{DEMO_TENANT}-admin")
+
     ev = sub.add_parser("eval", help="retrieval quality on a BEIR-format folder")
     ev.add_argument("folder")
     ev.add_argument("--task", default="symptom")
@@ -290,14 +420,30 @@ _SERVICE_COMMANDS = {
 }
 
 
+def cmd_openapi(args: argparse.Namespace) -> int:
+    from grandbo.openapi import openapi_json
+
+    sys.stdout.write(openapi_json())
+    return 0
+
+
+_STANDALONE_COMMANDS = {
+    "openapi": cmd_openapi,
+    "eval": cmd_eval,
+    "serve": cmd_serve,
+    "token": cmd_token,
+    "sign": cmd_sign,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
         if args.command == "migrate":
             return cmd_migrate(args)
-        if args.command == "eval":
-            return cmd_eval(args)
+        if args.command in _STANDALONE_COMMANDS:
+            return _STANDALONE_COMMANDS[args.command](args)
         with open_service(_settings(args)) as service:
             return _SERVICE_COMMANDS[args.command](args, service)
     except InvalidInputError as exc:

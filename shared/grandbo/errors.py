@@ -64,3 +64,23 @@ class MigrationError(GrandboError):
 
 class ProjectionMismatchError(GrandboError):
     """Replaying the events does not reproduce the live projection."""
+
+
+class AuthenticationError(GrandboError):
+    """A request's signature or token is missing, malformed, expired, replayed or wrong.
+
+    Maps to 401. `reason` is for logs; callers get one generic message so a probe learns
+    nothing about which check failed.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class InvalidEventError(GrandboError):
+    """An incoming event (EventBridge, SQS) does not match its schema; it is not retried."""
+
+
+class EnqueueError(GrandboError):
+    """The embed queue refused a job; the write stands and the sweeper will catch up."""

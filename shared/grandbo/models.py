@@ -122,6 +122,9 @@ class WriteOutcome(BaseModel):
 
     entry: MemoryEntry
     applied: bool
+    #: None when no embed job was due (a no-op or a retirement), else whether the job
+    #: reached the queue; False is logged and counted, and the sweeper repairs it.
+    embed_enqueued: bool | None = None
 
 
 class EmbedJob(BaseModel):

@@ -559,6 +559,23 @@ class MemoryRepository:
             cur.execute("SELECT tenant_id FROM org_memory_tenants ORDER BY tenant_id")
             return [row[0] for row in cur]
 
+    # -- request nonces ----------------------------------------------------------------
+
+    def claim_nonce(self, tenant_id: str, key_id: str, nonce: str, retention_s: int) -> bool:
+        """Record a signed request's nonce; False if this key already used it."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "DELETE FROM admin_request_nonces WHERE tenant_id = %s"
+                " AND seen_at < clock_timestamp() - make_interval(secs => %s)",
+                (tenant_id, retention_s),
+            )
+            cur.execute(
+                "INSERT INTO admin_request_nonces (tenant_id, key_id, nonce) VALUES (%s, %s, %s)"
+                " ON CONFLICT (tenant_id, key_id, nonce) DO NOTHING",
+                (tenant_id, key_id, nonce),
+            )
+            return cur.rowcount == 1
+
     # -- projection rebuild ------------------------------------------------------------
 
     def _events(self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str) -> list[StoredEvent]:

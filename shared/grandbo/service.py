@@ -7,7 +7,7 @@ these methods; none of them knows SQL or which embedding provider answers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -33,6 +33,7 @@ from grandbo.models import (
     WriteContext,
     WriteOutcome,
 )
+from grandbo.queue import EmbedQueue
 from grandbo.repository import MemoryRepository, SearchLegs
 from grandbo.tags import tags_for, tokenize
 from grandbo.tenancy import require_tenant
@@ -98,11 +99,14 @@ class MemoryService:
         provider: EmbeddingProvider,
         *,
         topic_embed_timeout_s: float = 2.0,
+        embed_queue: EmbedQueue | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.repository = repository
         self.provider = provider
         self.topic_embed_timeout_s = topic_embed_timeout_s
+        self.embed_queue = embed_queue
+        self.enqueue_failures = 0
         self._clock = clock
 
     # -- read --------------------------------------------------------------------------
@@ -222,7 +226,7 @@ class MemoryService:
         tenant = require_tenant(tenant_id)
         command = self._parse(NewEntry, entry)
         tags = tags_for([command.title, command.summary, command.service or ""], command.tags)
-        return self.repository.create_entry(tenant, command, tags, context)
+        return self._after_commit(self.repository.create_entry(tenant, command, tags, context))
 
     def correct_entry(
         self,
@@ -237,8 +241,10 @@ class MemoryService:
         tenant = require_tenant(tenant_id)
         command = self._parse(EntryText, text)
         tags = tags_for([command.title, command.summary, command.service or ""], command.tags)
-        return self.repository.correct_entry(
-            tenant, entry_id, command, tags, context, expected_revision
+        return self._after_commit(
+            self.repository.correct_entry(
+                tenant, entry_id, command, tags, context, expected_revision
+            )
         )
 
     def retire_entry(
@@ -260,6 +266,24 @@ class MemoryService:
         return self.repository.retire_entry(
             tenant, entry_id, reason.strip(), context, superseded_by
         )
+
+    def _after_commit(self, outcome: WriteOutcome) -> WriteOutcome:
+        """Enqueue the embed job of a committed write; a queue failure never fails the write."""
+        if not outcome.applied or self.embed_queue is None:
+            return outcome
+        entry = outcome.entry
+        job = EmbedJob(tenant_id=entry.tenant_id, entry_id=entry.entry_id, revision=entry.revision)
+        try:
+            self.embed_queue.send([job])
+        except Exception:
+            self.enqueue_failures += 1
+            _log.exception(
+                "embed job not enqueued; the sweeper will embed entry %s revision %s",
+                entry.entry_id,
+                entry.revision,
+            )
+            return outcome.model_copy(update={"embed_enqueued": False})
+        return outcome.model_copy(update={"embed_enqueued": True})
 
     def get_entry(self, tenant_id: str, entry_id: UUID) -> MemoryEntry:
         return self.repository.get_entry(require_tenant(tenant_id), entry_id)
@@ -304,21 +328,28 @@ class MemoryService:
                 )
         return stored
 
-    def pending_jobs(self, tenant_id: str | None = None, *, page_size: int = 500) -> list[EmbedJob]:
-        """Every active entry (of one tenant, or of all) lacking a current vector."""
+    def pending_job_pages(
+        self, tenant_id: str | None = None, *, page_size: int = 500
+    ) -> Iterator[list[EmbedJob]]:
+        """Pages of active entries (of one tenant, or of all) lacking a current vector.
+
+        Each tenant is read in its own scope; every job carries its tenant.
+        """
         tenants = [require_tenant(tenant_id)] if tenant_id else self.repository.tenant_ids()
-        jobs: list[EmbedJob] = []
         for tenant in tenants:
             after: UUID | None = None
             while True:
                 page = self.repository.jobs_needing_embedding(
                     tenant, self.provider.embed_rev, after=after, limit=page_size
                 )
-                jobs.extend(page)
+                if page:
+                    yield page
                 if len(page) < page_size:
                     break
                 after = page[-1].entry_id
-        return jobs
+
+    def pending_jobs(self, tenant_id: str | None = None) -> list[EmbedJob]:
+        return [job for page in self.pending_job_pages(tenant_id) for job in page]
 
     def embed_pending(self, tenant_id: str | None = None, *, batch_size: int = 64) -> int:
         """Backfill in-process: embed everything pending (the sweeper's work, synchronously)."""

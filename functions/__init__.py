@@ -1,0 +1,1 @@
+"""Lambda handlers: one thin module per function, over the shared `grandbo` layer."""

@@ -1,0 +1,1 @@
+"""The admin_api Lambda function."""

@@ -1,0 +1,140 @@
+"""The signed admin API: create, correct and retire memory entries of the key's tenant.
+
+Every request is verified (HMAC-SHA256 over timestamp, nonce, method, path and the raw
+body; 5-minute window; one use per nonce) before routing; the tenant is the signing
+key's. `Idempotency-Key` makes a retried create or correction a no-op.
+"""
+
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from grandbo.api_models import CorrectEntryRequest, CreateEntryRequest, RetireEntryRequest
+from grandbo.auth import SIGNATURE_WINDOW_S, Caller, verify_admin_request
+from grandbo.errors import AuthenticationError
+from grandbo.http_errors import proxy_error, register_error_handlers
+from grandbo.lambda_runtime import runtime
+from grandbo.models import Origin, WriteContext, WriteOutcome
+from grandbo.observability import logger, metrics, tracer
+
+NONCE_RETENTION_S = 3 * SIGNATURE_WINDOW_S
+
+app = APIGatewayRestResolver(enable_validation=True)
+register_error_handlers(app)
+
+
+def authenticate(event: APIGatewayProxyEvent) -> Caller:
+    """The caller a signed request proves; its nonce is spent only once the signature holds."""
+    repository = runtime().service().repository
+
+    def claim(caller: Caller, nonce: str) -> bool:
+        return repository.claim_nonce(caller.tenant_id, caller.key_id, nonce, NONCE_RETENTION_S)
+
+    raw = event.decoded_body or ""
+    return verify_admin_request(
+        runtime().keyring(),
+        event.headers,
+        event.http_method,
+        event.path,
+        raw.encode("utf-8", "surrogatepass"),
+        claim,
+    )
+
+
+def _context(operation: str) -> WriteContext:
+    caller: Caller = app.context["caller"]
+    headers = app.current_event.headers
+    key = headers.get("idempotency-key") or headers.get("Idempotency-Key")
+    nonce = headers.get("x-grandbo-nonce") or headers.get("X-Grandbo-Nonce")
+    return WriteContext(
+        actor=f"admin:{caller.key_id}",
+        idempotency_key=f"admin:{operation}:{key}" if key else f"admin:{caller.key_id}:{nonce}",
+    )
+
+
+def _written(outcome: WriteOutcome, status: int) -> Response[Any]:
+    if outcome.applied:
+        metrics.add_metric("EntriesWritten", MetricUnit.Count, 1)
+    if outcome.embed_enqueued is False:
+        metrics.add_metric("EnqueueFailures", MetricUnit.Count, 1)
+    return Response(
+        status_code=status if outcome.applied else 200,
+        content_type=content_types.APPLICATION_JSON,
+        body=outcome.model_dump_json(),
+    )
+
+
+@app.post("/v1/admin/entries")
+@tracer.capture_method
+def create_entry(request: CreateEntryRequest) -> Response[Any]:
+    caller: Caller = app.context["caller"]
+    entry = {**request.model_dump(), "origin": Origin.ADMIN}
+    outcome = runtime().service().record_entry(caller.tenant_id, entry, _context("create"))
+    return _written(outcome, 201)
+
+
+@app.get("/v1/admin/entries/<entry_id>")
+def get_entry(entry_id: UUID) -> dict[str, Any]:
+    caller: Caller = app.context["caller"]
+    return runtime().service().get_entry(caller.tenant_id, entry_id).model_dump(mode="json")
+
+
+@app.post("/v1/admin/entries/<entry_id>/corrections")
+@tracer.capture_method
+def correct_entry(entry_id: UUID, request: CorrectEntryRequest) -> Response[Any]:
+    caller: Caller = app.context["caller"]
+    text = request.model_dump(exclude={"expected_revision"})
+    outcome = (
+        runtime()
+        .service()
+        .correct_entry(
+            caller.tenant_id,
+            entry_id,
+            text,
+            _context(f"correct:{entry_id}"),
+            expected_revision=request.expected_revision,
+        )
+    )
+    return _written(outcome, 201)
+
+
+@app.post("/v1/admin/entries/<entry_id>/retirement")
+@tracer.capture_method
+def retire_entry(entry_id: UUID, request: RetireEntryRequest) -> Response[Any]:
+    caller: Caller = app.context["caller"]
+    outcome = (
+        runtime()
+        .service()
+        .retire_entry(
+            caller.tenant_id,
+            entry_id,
+            request.reason,
+            _context(f"retire:{entry_id}"),
+            superseded_by=request.superseded_by,
+        )
+    )
+    return _written(outcome, 200)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # Authenticate before routing or validation: an unsigned caller learns nothing else.
+    try:
+        caller = authenticate(APIGatewayProxyEvent(event))
+    except AuthenticationError as exc:
+        logger.warning("admin request not authenticated", extra={"reason": exc.reason})
+        return proxy_error(401, "unauthorized", "the request is not authenticated")
+    except psycopg.OperationalError:
+        logger.exception("database unavailable while checking the nonce")
+        return proxy_error(503, "unavailable", "the memory store is unavailable; retry")
+    logger.append_keys(tenant_id=caller.tenant_id, key_id=caller.key_id)
+    app.append_context(caller=caller)  # type: ignore[no-untyped-call]
+    return app.resolve(event, context)

@@ -1,0 +1,1 @@
+"""The authorizer Lambda function."""

@@ -1,0 +1,1 @@
+"""The backfill Lambda function."""

@@ -1,0 +1,34 @@
+"""Backfill and sweeper: enqueue every active entry lacking a current vector.
+
+Invoked on demand with `{"tenant_id": "acme"}` (one tenant) or `{}` (all), and by the
+schedule as the sweeper (all tenants). Each job names its own tenant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from grandbo.errors import GrandboError
+from grandbo.lambda_runtime import runtime
+from grandbo.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    scheduled = event.get("detail-type") == "Scheduled Event"
+    tenant = None if scheduled else event.get("tenant_id")
+    queue = runtime().embed_queue
+    if queue is None:
+        raise GrandboError("GRANDBO_EMBED_QUEUE_URL is not set")
+    enqueued = 0
+    for page in runtime().service().pending_job_pages(tenant):
+        queue.send(page)
+        enqueued += len(page)
+    metrics.add_metric("BackfillEnqueued", MetricUnit.Count, enqueued)
+    logger.info("backfill enqueued", extra={"tenant_id": tenant or "*", "jobs": enqueued})
+    return {"enqueued": enqueued, "tenant_id": tenant}

@@ -1,0 +1,48 @@
+"""SQS embed worker: each record is one EmbedJob; failures are reported per record.
+
+A provider failure (throttling, 5xx, timeout, a vector that breaks the 1024 contract)
+fails only that record, which SQS redelivers and finally dead-letters; the entry itself
+is never touched except by a successful, revision-guarded vector write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from grandbo.lambda_runtime import runtime
+from grandbo.models import EmbedJob
+from grandbo.observability import logger, metrics, tracer
+
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+@tracer.capture_method
+def embed_record(record: SQSRecord) -> int:
+    job = EmbedJob.model_validate_json(record.body)
+    try:
+        stored = runtime().service().embed_jobs([job])
+    except Exception:
+        metrics.add_metric("EmbedFailures", MetricUnit.Count, 1)
+        raise
+    metrics.add_metric("EmbeddingsWritten", MetricUnit.Count, stored)
+    return stored
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return dict(
+        process_partial_response(
+            event=event, record_handler=embed_record, processor=processor, context=context
+        )
+    )

@@ -1,0 +1,1 @@
+"""The incident_closed Lambda function."""

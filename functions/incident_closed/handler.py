@@ -1,0 +1,43 @@
+"""EventBridge incident-closed events → memory entries for corroborated findings only.
+
+A malformed event raises InvalidEventError: EventBridge's retries and the target's DLQ
+keep it for inspection, and nothing of it is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from grandbo.errors import InvalidEventError
+from grandbo.incidents import parse_incident_closed, record_incident
+from grandbo.lambda_runtime import runtime
+from grandbo.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        envelope = EventBridgeModel.model_validate(event)
+    except ValidationError as exc:
+        raise InvalidEventError(f"not an EventBridge event: {exc.errors()[0]['msg']}") from exc
+    incident = parse_incident_closed(envelope.detail)
+    logger.append_keys(tenant_id=incident.tenant_id, incident_id=incident.incident_id)
+    outcomes = record_incident(runtime().service(), incident)
+    created = sum(o.applied for o in outcomes)
+    metrics.add_metric("EntriesWritten", MetricUnit.Count, created)
+    metrics.add_metric(
+        "EnqueueFailures", MetricUnit.Count, sum(o.embed_enqueued is False for o in outcomes)
+    )
+    logger.info("incident recorded", extra={"corroborated": len(outcomes), "created": created})
+    return {
+        "incident_id": incident.incident_id,
+        "entries": [str(o.entry.entry_id) for o in outcomes],
+        "created": created,
+    }

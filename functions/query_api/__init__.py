@@ -1,0 +1,1 @@
+"""The query_api Lambda function."""

@@ -1,0 +1,63 @@
+"""The query API: `POST /v1/memory/query` and `GET /v1/memory/entries/{entry_id}`.
+
+The tenant is the one the authorizer proved; nothing in the request can choose it.
+"""
+
+import time
+from typing import Any
+from uuid import UUID
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from grandbo.api_models import QueryRequest
+from grandbo.errors import AuthenticationError
+from grandbo.http_errors import register_error_handlers
+from grandbo.lambda_runtime import runtime
+from grandbo.observability import logger, metrics, tracer
+
+app = APIGatewayRestResolver(enable_validation=True)
+register_error_handlers(app)
+
+
+def caller_tenant() -> str:
+    tenant = app.current_event.request_context.authorizer.get_context().get("tenant_id")
+    if not isinstance(tenant, str) or not tenant:
+        raise AuthenticationError("no tenant in the authorizer context")
+    return tenant
+
+
+@app.post("/v1/memory/query")
+@tracer.capture_method
+def query_memory(request: QueryRequest) -> dict[str, Any]:
+    started = time.perf_counter()
+    result = (
+        runtime()
+        .service()
+        .query_org_memory(
+            caller_tenant(), request.topic, limit=request.limit, service=request.service
+        )
+    )
+    metrics.add_metric(
+        "QueryLatency", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000
+    )
+    metrics.add_metric("LexicalCandidates", MetricUnit.Count, result.metadata.lexical_candidates)
+    metrics.add_metric("VectorCandidates", MetricUnit.Count, result.metadata.vector_candidates)
+    if result.metadata.vector_leg_error:
+        metrics.add_metric("VectorLegUnavailable", MetricUnit.Count, 1)
+    return result.model_dump(mode="json")
+
+
+@app.get("/v1/memory/entries/<entry_id>")
+@tracer.capture_method
+def get_entry(entry_id: UUID) -> dict[str, Any]:
+    return runtime().service().get_entry(caller_tenant(), entry_id).model_dump(mode="json")
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

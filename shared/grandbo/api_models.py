@@ -1,0 +1,46 @@
+"""Request bodies of the HTTP API, shared by the handlers, the client and the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from grandbo.service import DEFAULT_LIMIT, MAX_LIMIT
+from grandbo.topic import MAX_TOPIC_CHARS
+
+MAX_BODY_BYTES = 64 * 1024
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class QueryRequest(_Body):
+    """`query_org_memory`: a sentence about what was found, not a slug or a title."""
+
+    topic: Annotated[StrictStr, Field(max_length=MAX_TOPIC_CHARS * 2)]
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
+    service: StrictStr | None = None
+
+
+class CreateEntryRequest(_Body):
+    title: StrictStr
+    summary: StrictStr
+    service: StrictStr | None = None
+    tags: list[StrictStr] = Field(default_factory=list, max_length=50)
+    incident_id: StrictStr | None = None
+
+
+class CorrectEntryRequest(_Body):
+    title: StrictStr
+    summary: StrictStr
+    service: StrictStr | None = None
+    tags: list[StrictStr] = Field(default_factory=list, max_length=50)
+    expected_revision: Annotated[StrictInt, Field(ge=1)] | None = None
+
+
+class RetireEntryRequest(_Body):
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+    superseded_by: UUID | None = None

@@ -1,0 +1,215 @@
+"""Who is calling: tenant-bound signing keys, signed admin requests, Beacon query tokens.
+
+Every key belongs to exactly one tenant, so a valid signature or token *is* the tenant;
+nothing in a request body can choose it. Several keys may be active at once (rotation:
+add the new key, move callers, remove the old one).
+
+Admin requests carry four headers and an HMAC-SHA256 over
+
+    "{timestamp}\\n{nonce}\\n{METHOD}\\n{path}\\n{sha256(raw body) hex}"
+
+accepted for five minutes either side of the server clock, once per nonce. Beacon and
+other readers send `Authorization: Bearer gbq1.{key_id}.{expiry}.{hmac hex}`, checked by
+the API Gateway authorizer before the query Lambda runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from grandbo.errors import AuthenticationError, GrandboError
+from grandbo.tenancy import require_tenant
+
+SIGNATURE_WINDOW_S = 300
+MAX_TOKEN_LIFETIME_S = 24 * 3600
+TOKEN_PREFIX = "gbq1"  # noqa: S105 - a format tag, not a secret
+
+HEADER_KEY_ID = "x-grandbo-key-id"
+HEADER_TIMESTAMP = "x-grandbo-timestamp"
+HEADER_NONCE = "x-grandbo-nonce"
+HEADER_SIGNATURE = "x-grandbo-signature"
+
+_NONCE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_DIGITS = re.compile(r"^[0-9]{1,12}$")
+
+Role = Literal["admin", "query"]
+
+
+class SigningKey(BaseModel):
+    """One shared secret, bound to one tenant and the roles it may act in."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+    tenant_id: str
+    secret: Annotated[str, StringConstraints(min_length=32)]
+    roles: list[Role] = Field(min_length=1)
+
+    def __repr__(self) -> str:  # never print a secret
+        return f"SigningKey(key_id={self.key_id!r}, tenant_id={self.tenant_id!r})"
+
+
+class _KeyringDocument(BaseModel):
+    keys: list[SigningKey]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated caller: the tenant its key is bound to, and which key it used."""
+
+    tenant_id: str
+    key_id: str
+
+
+class Keyring:
+    """The active signing keys, by key id."""
+
+    def __init__(self, keys: list[SigningKey]) -> None:
+        for key in keys:
+            require_tenant(key.tenant_id)
+        self._keys = {key.key_id: key for key in keys}
+        if len(self._keys) != len(keys):
+            raise GrandboError("the keyring lists a key id twice")
+
+    @classmethod
+    def from_json(cls, document: str) -> Keyring:
+        try:
+            return cls(_KeyringDocument.model_validate_json(document).keys)
+        except ValidationError as exc:
+            raise GrandboError(f"the keyring document is malformed: {exc}") from exc
+
+    def find(self, key_id: str, role: Role) -> SigningKey:
+        key = self._keys.get(key_id)
+        if key is None or role not in key.roles:
+            raise AuthenticationError(f"unknown key id or key not allowed to {role}")
+        return key
+
+
+def new_secret() -> str:
+    return secrets.token_urlsafe(48)
+
+
+def _mac(secret: str, message: str) -> str:
+    return hmac.new(secret.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
+def string_to_sign(timestamp: str, nonce: str, method: str, path: str, body: bytes) -> str:
+    digest = hashlib.sha256(body).hexdigest()
+    return f"{timestamp}\n{nonce}\n{method.upper()}\n{path}\n{digest}"
+
+
+def sign_admin_request(
+    key: SigningKey,
+    method: str,
+    path: str,
+    body: bytes,
+    *,
+    now: float | None = None,
+    nonce: str | None = None,
+) -> dict[str, str]:
+    """The headers that authenticate one admin request."""
+    timestamp = str(int(time.time() if now is None else now))
+    nonce = nonce or secrets.token_urlsafe(24)
+    signature = _mac(key.secret, string_to_sign(timestamp, nonce, method, path, body))
+    return {
+        HEADER_KEY_ID: key.key_id,
+        HEADER_TIMESTAMP: timestamp,
+        HEADER_NONCE: nonce,
+        HEADER_SIGNATURE: signature,
+    }
+
+
+def verify_admin_request(
+    keyring: Keyring,
+    headers: Mapping[str, str],
+    method: str,
+    path: str,
+    body: bytes,
+    claim_nonce: Callable[[Caller, str], bool],
+    *,
+    now: float | None = None,
+) -> Caller:
+    """Return the caller a signed admin request proves, or raise AuthenticationError.
+
+    `claim_nonce(caller, nonce)` records the nonce and returns False if it was seen
+    before; it is called only once the signature is valid, so unauthenticated traffic
+    cannot fill the nonce store.
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    missing = [
+        h
+        for h in (HEADER_KEY_ID, HEADER_TIMESTAMP, HEADER_NONCE, HEADER_SIGNATURE)
+        if not lowered.get(h)
+    ]
+    if missing:
+        raise AuthenticationError(f"missing header(s): {', '.join(missing)}")
+    key_id, timestamp = lowered[HEADER_KEY_ID], lowered[HEADER_TIMESTAMP]
+    nonce, signature = lowered[HEADER_NONCE], lowered[HEADER_SIGNATURE]
+    if not _DIGITS.fullmatch(timestamp):
+        raise AuthenticationError("timestamp is not unix seconds")
+    if not _NONCE.fullmatch(nonce):
+        raise AuthenticationError("nonce must be 16-128 characters of [A-Za-z0-9_-]")
+    if not _HEX64.fullmatch(signature):
+        raise AuthenticationError("signature is not 64 lower-case hex characters")
+    key = keyring.find(key_id, "admin")
+    clock = time.time() if now is None else now
+    if abs(clock - int(timestamp)) > SIGNATURE_WINDOW_S:
+        raise AuthenticationError("timestamp outside the 5-minute window")
+    expected = _mac(key.secret, string_to_sign(timestamp, nonce, method, path, body))
+    if not hmac.compare_digest(expected, signature):
+        raise AuthenticationError("signature mismatch")
+    caller = Caller(tenant_id=key.tenant_id, key_id=key.key_id)
+    if not claim_nonce(caller, nonce):
+        raise AuthenticationError("nonce replayed")
+    return caller
+
+
+def mint_query_token(key: SigningKey, *, ttl_s: int = 3600, now: float | None = None) -> str:
+    """A bearer token for the query API, bound to the key's tenant, valid for `ttl_s`."""
+    if not 1 <= ttl_s <= MAX_TOKEN_LIFETIME_S:
+        raise GrandboError(f"token lifetime must be 1..{MAX_TOKEN_LIFETIME_S} seconds")
+    expiry = int(time.time() if now is None else now) + ttl_s
+    payload = f"{TOKEN_PREFIX}.{key.key_id}.{expiry}"
+    return f"{payload}.{_mac(key.secret, payload)}"
+
+
+def verify_query_token(
+    keyring: Keyring, authorization: str | None, *, now: float | None = None
+) -> Caller:
+    """The caller a `Bearer gbq1...` header proves, or AuthenticationError."""
+    if not authorization:
+        raise AuthenticationError("missing Authorization header")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise AuthenticationError("Authorization must be 'Bearer <token>'")
+    parts = token.strip().split(".")
+    if len(parts) != 4 or parts[0] != TOKEN_PREFIX:
+        raise AuthenticationError("malformed token")
+    _, key_id, expiry, signature = parts
+    if not _DIGITS.fullmatch(expiry) or not _HEX64.fullmatch(signature):
+        raise AuthenticationError("malformed token")
+    key = keyring.find(key_id, "query")
+    clock = time.time() if now is None else now
+    if int(expiry) < clock:
+        raise AuthenticationError("token expired")
+    if int(expiry) - clock > MAX_TOKEN_LIFETIME_S + SIGNATURE_WINDOW_S:
+        raise AuthenticationError("token lifetime too long")
+    expected = _mac(key.secret, f"{TOKEN_PREFIX}.{key_id}.{expiry}")
+    if not hmac.compare_digest(expected, signature):
+        raise AuthenticationError("signature mismatch")
+    return Caller(tenant_id=key.tenant_id, key_id=key.key_id)
+
+
+def keyring_document(keys: list[SigningKey]) -> str:
+    return json.dumps({"keys": [key.model_dump() for key in keys]}, indent=2)

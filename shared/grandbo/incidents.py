@@ -1,0 +1,131 @@
+"""Incident-closed events: the write-behind of what an incident actually established.
+
+EventBridge event (`source` = `landfall.incidents`, `detail-type` = `IncidentClosed`):
+
+    detail = {
+      "tenant_id":   "acme",                       # the organization
+      "incident_id": "INC-1042",
+      "title":       "Checkout latency",           # the incident's own title (never embedded alone)
+      "service":     "checkout-api",               # optional, default service of findings
+      "closed_at":   "2026-11-29T10:00:00Z",
+      "findings": [                                 # up to 50
+        {"finding_id": "f1", "status": "corroborated" | "hypothesis" | "rejected",
+         "title": "...", "summary": "...", "service": "...", "tags": ["..."]}
+      ],
+      "chatter": [{"author": "...", "text": "..."}] # optional, never stored
+    }
+
+Only `corroborated` findings become entries; each is keyed `incident:{id}:finding:{id}`
+so a redelivered event records nothing new.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from grandbo.errors import InvalidEventError, InvalidInputError
+from grandbo.models import EntryText, NewEntry, Origin, ServiceName, WriteContext, WriteOutcome
+from grandbo.service import MemoryService
+from grandbo.tenancy import require_tenant
+
+INCIDENT_SOURCE = "landfall.incidents"
+INCIDENT_CLOSED = "IncidentClosed"
+MAX_FINDINGS = 50
+
+_Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[\w.:-]+$")]
+
+
+class FindingStatus(enum.StrEnum):
+    CORROBORATED = "corroborated"
+    HYPOTHESIS = "hypothesis"
+    REJECTED = "rejected"
+
+
+class Finding(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    finding_id: _Id
+    status: FindingStatus
+    title: str
+    summary: str
+    service: ServiceName | None = None
+    tags: list[str] = Field(default_factory=list)
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    author: str | None = None
+    text: str | None = None
+
+
+class IncidentClosed(BaseModel):
+    """The `detail` of an incident-closed event."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    tenant_id: str
+    incident_id: _Id
+    title: str = Field(max_length=300)
+    service: ServiceName | None = None
+    closed_at: datetime
+    findings: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS)
+    chatter: list[ChatMessage] = Field(default_factory=list)
+
+
+def parse_incident_closed(detail: Any) -> IncidentClosed:
+    try:
+        incident = IncidentClosed.model_validate(detail)
+        require_tenant(incident.tenant_id)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise InvalidEventError(f"IncidentClosed.{where}: {error['msg']}") from exc
+    except InvalidInputError as exc:
+        raise InvalidEventError(f"IncidentClosed.{exc.field}: {exc.message}") from exc
+    return incident
+
+
+def corroborated_entries(incident: IncidentClosed) -> list[tuple[str, NewEntry]]:
+    """(idempotency key, entry) for each corroborated finding; everything else is dropped.
+
+    Findings are validated as entries *before* anything is written, so one malformed
+    finding rejects the event whole instead of storing part of it.
+    """
+    entries = []
+    for finding in incident.findings:
+        if finding.status is not FindingStatus.CORROBORATED:
+            continue
+        try:
+            text = EntryText(
+                title=finding.title,
+                summary=finding.summary,
+                service=finding.service or incident.service,
+                tags=finding.tags,
+            )
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise InvalidEventError(
+                f"IncidentClosed.findings[{finding.finding_id}].{where}: {error['msg']}"
+            ) from exc
+        entry = NewEntry(
+            **text.model_dump(), origin=Origin.INCIDENT, incident_id=incident.incident_id
+        )
+        entries.append((f"incident:{incident.incident_id}:finding:{finding.finding_id}", entry))
+    return entries
+
+
+def record_incident(service: MemoryService, incident: IncidentClosed) -> list[WriteOutcome]:
+    """Write the incident's corroborated findings; a redelivery changes nothing."""
+    actor = f"incident-closed:{incident.incident_id}"
+    return [
+        service.record_entry(
+            incident.tenant_id, entry, WriteContext(actor=actor, idempotency_key=key)
+        )
+        for key, entry in corroborated_entries(incident)
+    ]

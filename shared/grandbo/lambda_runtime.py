@@ -1,0 +1,209 @@
+"""What one Lambda container holds: validated environment, one connection, one service.
+
+The environment is validated at cold start. The connection is created lazily, reused
+across invocations, health-checked before use (closed, broken or idle too long → a
+ping, then a reconnect) and kept per thread, so the local runner can drive several
+"containers" from one process without two of them sharing a transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psycopg
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grandbo.auth import Keyring
+from grandbo.database import connect
+from grandbo.embedding.base import EmbeddingProvider
+from grandbo.embedding.factory import provider_named
+from grandbo.errors import GrandboError
+from grandbo.queue import EmbedQueue, SqsEmbedQueue
+from grandbo.repository import MemoryRepository
+from grandbo.service import MemoryService
+
+IDLE_PING_AFTER_S = 60.0
+KEYRING_CACHE_S = 300
+
+
+class LambdaEnvironment(BaseModel):
+    """The environment every Grandbo function reads; one of the database settings is needed."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    database_url: str | None = Field(default=None, alias="DATABASE_URL")
+    database_secret_arn: str | None = Field(default=None, alias="GRANDBO_DB_SECRET_ARN")
+    provider: Literal["local", "titan", "fake"] = Field(
+        default="titan", alias="GRANDBO_EMBEDDING_PROVIDER"
+    )
+    embed_queue_url: str | None = Field(default=None, alias="GRANDBO_EMBED_QUEUE_URL")
+    keyring_secret_arn: str | None = Field(default=None, alias="GRANDBO_KEYRING_SECRET_ARN")
+    keyring_file: str | None = Field(default=None, alias="GRANDBO_KEYRING_FILE")
+    topic_embed_timeout_s: float = Field(default=2.0, alias="GRANDBO_TOPIC_EMBED_TIMEOUT_S")
+
+    @model_validator(mode="after")
+    def _one_database(self) -> LambdaEnvironment:
+        if not self.database_url and not self.database_secret_arn:
+            raise ValueError("set DATABASE_URL or GRANDBO_DB_SECRET_ARN")
+        return self
+
+    @classmethod
+    def from_environ(cls) -> LambdaEnvironment:
+        return cls.model_validate({k: v for k, v in os.environ.items() if v})
+
+
+def database_url_from_secret(secret_string: str) -> str:
+    """An RDS-style secret (host, port, username, password, dbname) as a connection URL."""
+    from psycopg.conninfo import make_conninfo
+
+    secret = json.loads(secret_string)
+    return make_conninfo(
+        "",
+        host=secret["host"],
+        port=str(secret.get("port", 5432)),
+        user=secret["username"],
+        password=secret["password"],
+        dbname=secret.get("dbname", "postgres"),
+        sslmode="require",
+    )
+
+
+@dataclass
+class _Slot:
+    conn: psycopg.Connection[Any] | None = None
+    used_at: float = 0.0
+    service: MemoryService | None = None
+
+
+class LambdaRuntime:
+    """Per-container state, with overrides for the local runner and the tests."""
+
+    def __init__(
+        self,
+        environment: LambdaEnvironment | None = None,
+        *,
+        provider: EmbeddingProvider | None = None,
+        embed_queue: EmbedQueue | None = None,
+        keyring: Keyring | None = None,
+    ) -> None:
+        self._environment = environment
+        self._provider = provider
+        self._queue = embed_queue
+        self._keyring = keyring
+        self._keyring_loaded_at = 0.0
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[psycopg.Connection[Any]] = []
+
+    @property
+    def environment(self) -> LambdaEnvironment:
+        if self._environment is None:
+            self._environment = LambdaEnvironment.from_environ()
+        return self._environment
+
+    @property
+    def provider(self) -> EmbeddingProvider:
+        with self._lock:
+            if self._provider is None:
+                self._provider = provider_named(self.environment.provider)
+            return self._provider
+
+    @property
+    def embed_queue(self) -> EmbedQueue | None:
+        if self._queue is None and self.environment.embed_queue_url:
+            self._queue = SqsEmbedQueue(self.environment.embed_queue_url)
+        return self._queue
+
+    def _database_url(self) -> str:
+        env = self.environment
+        if env.database_url:
+            return env.database_url
+        from aws_lambda_powertools.utilities.parameters import get_secret
+
+        assert env.database_secret_arn is not None
+        return database_url_from_secret(str(get_secret(env.database_secret_arn, max_age=300)))
+
+    def connection(self) -> psycopg.Connection[Any]:
+        slot: _Slot = self._slot()
+        conn = slot.conn
+        idle = time.monotonic() - slot.used_at > IDLE_PING_AFTER_S
+        if conn is not None and not conn.closed and not conn.broken and idle:
+            try:
+                conn.execute("SELECT 1")
+            except psycopg.Error:
+                conn.close()
+        if conn is None or conn.closed or conn.broken:
+            slot.conn = conn = connect(self._database_url())
+            slot.service = None
+            with self._lock:
+                self._connections.append(conn)
+        slot.used_at = time.monotonic()
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this runtime opened, in any thread."""
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+
+    def _slot(self) -> _Slot:
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = _Slot()
+        return slot
+
+    def service(self) -> MemoryService:
+        conn = self.connection()
+        slot = self._slot()
+        if slot.service is None:
+            slot.service = MemoryService(
+                MemoryRepository(conn),
+                self.provider,
+                topic_embed_timeout_s=self.environment.topic_embed_timeout_s,
+                embed_queue=self.embed_queue,
+            )
+        return slot.service
+
+    def keyring(self) -> Keyring:
+        """The signing keys, from Secrets Manager (cached 5 minutes) or a local file."""
+        if self._keyring is not None and (
+            self._keyring_loaded_at == 0.0
+            or time.monotonic() - self._keyring_loaded_at < KEYRING_CACHE_S
+        ):
+            return self._keyring
+        env = self.environment
+        if env.keyring_secret_arn:
+            from aws_lambda_powertools.utilities.parameters import get_secret
+
+            document = str(get_secret(env.keyring_secret_arn, max_age=KEYRING_CACHE_S))
+        elif env.keyring_file:
+            with open(env.keyring_file, encoding="utf-8") as handle:
+                document = handle.read()
+        else:
+            raise GrandboError("no keyring: set GRANDBO_KEYRING_SECRET_ARN or GRANDBO_KEYRING_FILE")
+        self._keyring = Keyring.from_json(document)
+        self._keyring_loaded_at = time.monotonic()
+        return self._keyring
+
+
+_runtime: LambdaRuntime | None = None
+
+
+def runtime() -> LambdaRuntime:
+    """The container's runtime (created from the environment on first use)."""
+    global _runtime
+    if _runtime is None:
+        _runtime = LambdaRuntime()
+    return _runtime
+
+
+def install_runtime(value: LambdaRuntime | None) -> None:
+    """Replace the container's runtime (the local runner and the tests do this)."""
+    global _runtime
+    _runtime = value

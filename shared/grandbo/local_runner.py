@@ -1,0 +1,305 @@
+"""The local runner: every Lambda of Grandbo on 127.0.0.1, driven by real AWS event shapes.
+
+HTTP requests become API Gateway REST proxy events (the query routes pass the same
+REQUEST authorizer first), `POST /local/events` delivers an EventBridge event to the
+incident-closed handler, `POST /local/backfill` invokes the backfill handler, and an
+in-process queue feeds SQS-shaped batches to the embed worker, redelivering records
+it reports in `batchItemFailures` (up to MAX_RECEIVES, then a local dead-letter list).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from grandbo.auth import Keyring, SigningKey, keyring_document, new_secret
+from grandbo.models import EmbedJob
+from grandbo.queue import InProcessEmbedQueue
+
+_log = logging.getLogger(__name__)
+
+MAX_RECEIVES = 5
+REDELIVERY_DELAY_S = 0.5
+MAX_REQUEST_BYTES = 1024 * 1024
+
+
+@dataclass
+class LambdaContextStub:
+    """The attributes powertools reads from a Lambda context."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:local:000000000000:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def local_keyring(path: Path, tenant_id: str) -> Keyring:
+    """The local keyring file, created with one admin and one query key for `tenant_id`."""
+    if not path.exists():
+        keys = [
+            SigningKey(
+                key_id=f"{tenant_id}-admin",
+                tenant_id=tenant_id,
+                secret=new_secret(),
+                roles=["admin"],
+            ),
+            SigningKey(
+                key_id=f"{tenant_id}-beacon",
+                tenant_id=tenant_id,
+                secret=new_secret(),
+                roles=["query"],
+            ),
+        ]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(keyring_document(keys))
+        path.chmod(0o600)
+    return Keyring.from_json(path.read_text())
+
+
+def proxy_event(
+    method: str,
+    raw_path: str,
+    headers: dict[str, str],
+    body: bytes,
+    *,
+    authorizer: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An API Gateway REST API (v1) proxy event for one HTTP request."""
+    url = urlsplit(raw_path)
+    query = parse_qs(url.query, keep_blank_values=True)
+    try:
+        text: str | None = body.decode("utf-8") if body else None
+        encoded = False
+    except UnicodeDecodeError:
+        text, encoded = base64.b64encode(body).decode(), True
+    return {
+        "resource": "/{proxy+}",
+        "path": url.path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": {"proxy": url.path.lstrip("/")},
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": "/{proxy+}",
+            "httpMethod": method,
+            "path": f"/local{url.path}",
+            "stage": "local",
+            "requestId": str(uuid.uuid4()),
+            "accountId": "000000000000",
+            "apiId": "local",
+            "identity": {"sourceIp": "127.0.0.1"},
+            "authorizer": authorizer,
+        },
+        "body": text,
+        "isBase64Encoded": encoded,
+    }
+
+
+def lambda_context(function_name: str) -> Any:
+    """A context object with what powertools reads (typed Any: it stands in for Lambda's)."""
+    return LambdaContextStub(function_name)
+
+
+def authorizer_event(method: str, path: str, headers: dict[str, str]) -> dict[str, Any]:
+    return {
+        "type": "REQUEST",
+        "methodArn": f"arn:aws:execute-api:local:000000000000:local/local/{method}{path}",
+        "resource": "/{proxy+}",
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "queryStringParameters": {},
+        "pathParameters": {},
+        "stageVariables": {},
+        "requestContext": {"stage": "local", "apiId": "local", "accountId": "000000000000"},
+    }
+
+
+class LocalEmbedPump:
+    """Drains the in-process queue into the embed worker as SQS batches, with redelivery."""
+
+    def __init__(self, embed_queue: InProcessEmbedQueue, handler: Callable[..., dict[str, Any]]):
+        self.queue = embed_queue
+        self.handler = handler
+        self.receives: dict[str, int] = {}
+        self.dead_letters: list[EmbedJob] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def pump_once(self) -> int:
+        """Deliver one batch (up to 10); returns how many records were delivered."""
+        batch = self.queue.drain()
+        if not batch:
+            return 0
+        records = []
+        for job in batch:
+            message_id = str(uuid.uuid4())
+            key = f"{job.tenant_id}/{job.entry_id}/{job.revision}"
+            self.receives[key] = self.receives.get(key, 0) + 1
+            records.append((message_id, key, job))
+        event = {
+            "Records": [_sqs_record(mid, job, self.receives[key]) for mid, key, job in records]
+        }
+        response = self.handler(event, lambda_context("grandbo-embed-worker"))
+        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        for message_id, key, job in records:
+            if message_id not in failed:
+                self.receives.pop(key, None)
+            elif self.receives[key] >= MAX_RECEIVES:
+                _log.error("embed job dead-lettered after %s receives: %s", MAX_RECEIVES, key)
+                self.dead_letters.append(job)
+                self.receives.pop(key, None)
+            else:
+                threading.Timer(REDELIVERY_DELAY_S, self.queue.send, args=([job],)).start()
+        return len(records)
+
+    def start(self) -> None:
+        def loop() -> None:
+            while not self._stop.is_set():
+                try:
+                    if not self.pump_once():
+                        time.sleep(0.1)
+                except Exception:
+                    _log.exception("embed pump failed; continuing")
+                    time.sleep(1.0)
+
+        self._thread = threading.Thread(target=loop, name="grandbo-embed-pump", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def _sqs_record(message_id: str, job: EmbedJob, receive_count: int) -> dict[str, Any]:
+    now = str(int(time.time() * 1000))
+    return {
+        "messageId": message_id,
+        "receiptHandle": f"local-{message_id}",
+        "body": job.model_dump_json(),
+        "attributes": {
+            "ApproximateReceiveCount": str(receive_count),
+            "SentTimestamp": now,
+            "SenderId": "local",
+            "ApproximateFirstReceiveTimestamp": now,
+        },
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:local:000000000000:grandbo-embed",
+        "awsRegion": "local",
+    }
+
+
+class LocalGateway(BaseHTTPRequestHandler):
+    """API Gateway, EventBridge and Lambda invoke, for one process on 127.0.0.1."""
+
+    server_version = "grandbo-local"
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def do_PUT(self) -> None:
+        self._dispatch()
+
+    def do_DELETE(self) -> None:
+        self._dispatch()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.info("%s %s", self.address_string(), format % args)
+
+    def _dispatch(self) -> None:
+        from functions.admin_api.handler import lambda_handler as admin_handler
+        from functions.authorizer.handler import lambda_handler as authorize
+        from functions.backfill.handler import lambda_handler as backfill_handler
+        from functions.incident_closed.handler import lambda_handler as incident_handler
+        from functions.query_api.handler import lambda_handler as query_handler
+
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_REQUEST_BYTES:
+            self._reply(413, {"error": "payload_too_large", "message": "request too large"})
+            return
+        body = self.rfile.read(length) if length else b""
+        headers = {k: v for k, v in self.headers.items()}
+        path = urlsplit(self.path).path
+        try:
+            if path.startswith("/v1/memory/"):
+                try:
+                    policy = authorize(
+                        authorizer_event(self.command, path, headers),
+                        lambda_context("grandbo-authorizer"),
+                    )
+                except Exception:
+                    self._reply(401, {"message": "Unauthorized"})
+                    return
+                context = {**policy.get("context", {}), "principalId": policy["principalId"]}
+                event = proxy_event(self.command, self.path, headers, body, authorizer=context)
+                self._proxy_reply(query_handler(event, lambda_context("grandbo-query")))
+            elif path.startswith("/v1/admin/"):
+                event = proxy_event(self.command, self.path, headers, body)
+                self._proxy_reply(admin_handler(event, lambda_context("grandbo-admin")))
+            elif path == "/local/events" and self.command == "POST":
+                result = incident_handler(
+                    json.loads(body), lambda_context("grandbo-incident-closed")
+                )
+                self._reply(200, result)
+            elif path == "/local/backfill" and self.command == "POST":
+                payload = json.loads(body) if body else {}
+                self._reply(200, backfill_handler(payload, lambda_context("grandbo-backfill")))
+            else:
+                self._reply(
+                    404, {"error": "not_found", "message": f"no route {self.command} {path}"}
+                )
+        except Exception as exc:  # a handler raising is what Lambda reports as an error
+            _log.exception("handler failed")
+            self._reply(502, {"error": "lambda_error", "message": f"{type(exc).__name__}: {exc}"})
+
+    def _proxy_reply(self, response: dict[str, Any]) -> None:
+        body = response.get("body") or ""
+        raw = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode()
+        self.send_response(int(response["statusCode"]))
+        headers = dict(response.get("headers") or {})
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            headers.setdefault(name, values[-1])
+        for name, value in headers.items():
+            self.send_header(name, str(value))
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _reply(self, status: int, payload: Any) -> None:
+        raw = json.dumps(payload, default=str).encode()
+        self.send_response(status, HTTPStatus(status).phrase)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+def serve(host: str, port: int) -> HTTPServer:
+    """An HTTP server bound to `host:port` (one request at a time, like one container)."""
+    return HTTPServer((host, port), LocalGateway)

@@ -1,0 +1,61 @@
+"""The OpenAPI document of the HTTP API, generated from the handlers' own routes and models.
+
+`grandbo openapi > docs/openapi.json` refreshes the checked-in copy; a test fails when the
+copy and the code disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from grandbo import __version__
+
+_AUTH_DOC = {
+    "securitySchemes": {
+        "queryToken": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "gbq1.{key_id}.{expiry}.{hmac}: mint with `grandbo token`; bound to "
+            "the key's tenant.",
+        },
+        "adminSignature": {
+            "type": "apiKey",
+            "in": "header",
+            "name": "x-grandbo-signature",
+            "description": "HMAC-SHA256 hex over '{timestamp}\\n{nonce}\\n{METHOD}\\n{path}\\n"
+            "{sha256(body)}', with x-grandbo-key-id, x-grandbo-timestamp (unix seconds, "
+            "+/- 300 s) and x-grandbo-nonce (single use).",
+        },
+    }
+}
+
+
+def openapi_document() -> dict[str, Any]:
+    from functions.admin_api.handler import app as admin_app
+    from functions.query_api.handler import app as query_app
+
+    title = "Grandbo memory API"
+    query: dict[str, Any] = json.loads(
+        query_app.get_openapi_json_schema(title=title, version=__version__)
+    )
+    admin = json.loads(admin_app.get_openapi_json_schema(title=title, version=__version__))
+    for path_item in query["paths"].values():
+        for operation in path_item.values():
+            operation["security"] = [{"queryToken": []}]
+    for path_item in admin["paths"].values():
+        for operation in path_item.values():
+            operation["security"] = [{"adminSignature": []}]
+    query["paths"].update(admin["paths"])
+    schemas = query.setdefault("components", {}).setdefault("schemas", {})
+    schemas.update(admin.get("components", {}).get("schemas", {}))
+    query["components"].update(_AUTH_DOC)
+    query["info"]["description"] = (
+        "Institutional memory for incident investigation. Results are hints to verify with "
+        "live tools, not ground truth."
+    )
+    return query
+
+
+def openapi_json() -> str:
+    return json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,149 @@
+"""The local runner on an ephemeral port, wired to the test database (end-to-end fixtures)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from functions.embed_worker.handler import lambda_handler as embed_worker
+
+from grandbo.auth import Keyring, SigningKey, mint_query_token, new_secret, sign_admin_request
+from grandbo.database import DatabaseUrls
+from grandbo.embedding.base import EmbeddingProvider
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.lambda_runtime import LambdaEnvironment, LambdaRuntime, install_runtime
+from grandbo.local_runner import LocalEmbedPump, serve
+from grandbo.queue import EmbedQueue, InProcessEmbedQueue
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+
+
+@dataclass
+class Gateway:
+    host: str
+    port: int
+    keys: dict[str, SigningKey]
+    queue: InProcessEmbedQueue
+    pump: LocalEmbedPump
+    runtime: LambdaRuntime
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            response = conn.getresponse()
+            raw = response.read()
+        finally:
+            conn.close()
+        try:
+            parsed: Any = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        return Reply(response.status, parsed)
+
+    def query(self, tenant: str, payload: Any, *, raw: bytes | None = None) -> Reply:
+        token = mint_query_token(self.keys[f"{tenant}-query"])
+        body = raw if raw is not None else json.dumps(payload).encode()
+        return self.request(
+            "POST",
+            "/v1/memory/query",
+            body,
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+
+    def admin(
+        self,
+        tenant: str,
+        method: str,
+        path: str,
+        payload: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> Reply:
+        body = (
+            raw if raw is not None else (b"" if payload is None else json.dumps(payload).encode())
+        )
+        signed = sign_admin_request(self.keys[f"{tenant}-admin"], method, path, body)
+        all_headers = {"Content-Type": "application/json", **signed, **(headers or {})}
+        return self.request(method, path, body or None, all_headers)
+
+    def publish(self, event: dict[str, Any]) -> Reply:
+        return self.request("POST", "/local/events", json.dumps(event).encode())
+
+    def drain(self) -> None:
+        while self.pump.pump_once():
+            pass
+
+
+def keys_for(*tenants: str) -> dict[str, SigningKey]:
+    keys = {}
+    for tenant in tenants:
+        for role in ("admin", "query"):
+            keys[f"{tenant}-{role}"] = SigningKey(
+                key_id=f"{tenant}-{role}-{uuid.uuid4().hex[:6]}",
+                tenant_id=tenant,
+                secret=new_secret(),
+                roles=[role],  # type: ignore[list-item]
+            )
+    return keys
+
+
+def start_gateway(
+    database: DatabaseUrls,
+    tenants: tuple[str, ...],
+    provider: EmbeddingProvider,
+    embed_queue: EmbedQueue | None = None,
+) -> tuple[Gateway, Any]:
+    keys = keys_for(*tenants)
+    queue = InProcessEmbedQueue()
+    runtime = LambdaRuntime(
+        LambdaEnvironment.model_validate(
+            {"DATABASE_URL": database.app, "GRANDBO_EMBEDDING_PROVIDER": "fake"}
+        ),
+        provider=provider,
+        embed_queue=embed_queue or queue,
+        keyring=Keyring(list(keys.values())),
+    )
+    install_runtime(runtime)
+    server = serve("127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[0], server.server_address[1]
+    gateway = Gateway(
+        str(host), int(port), keys, queue, LocalEmbedPump(queue, embed_worker), runtime
+    )
+    return gateway, server
+
+
+@pytest.fixture
+def provider() -> FakeEmbeddingProvider:
+    return FakeEmbeddingProvider()
+
+
+@pytest.fixture
+def gateway(
+    database: DatabaseUrls, tenant: str, other_tenant: str, provider: FakeEmbeddingProvider
+) -> Iterator[Gateway]:
+    gw, server = start_gateway(database, (tenant, other_tenant), provider)
+    yield gw
+    server.shutdown()
+    server.server_close()
+    gw.runtime.close()
+    install_runtime(None)

@@ -1,0 +1,208 @@
+"""The signed admin endpoint over HTTP: every bad signature is a 401, never a 500."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from grandbo.auth import sign_admin_request
+
+from .conftest import Gateway
+
+PATH = "/v1/admin/entries"
+ENTRY = {
+    "title": "WAL volume filled on the orders primary",
+    "summary": "Replication slot of a dead replica pinned WAL until the orders volume filled.",
+    "service": "orders-db",
+}
+
+
+def _signed(gateway: Gateway, tenant: str, body: bytes, **overrides: Any) -> dict[str, str]:
+    headers = sign_admin_request(gateway.keys[f"{tenant}-admin"], "POST", PATH, body, **overrides)
+    return {"Content-Type": "application/json", **headers}
+
+
+def test_a_valid_signature_creates_the_entry(gateway: Gateway, tenant: str) -> None:
+    reply = gateway.admin(tenant, "POST", PATH, ENTRY)
+    assert reply.status == 201
+    assert reply.body["applied"] is True
+    assert reply.body["entry"]["tenant_id"] == tenant
+    assert reply.body["entry"]["origin"] == "admin"
+    assert reply.body["embed_enqueued"] is True
+
+
+def test_an_idempotency_key_makes_a_retry_a_no_op(gateway: Gateway, tenant: str) -> None:
+    first = gateway.admin(tenant, "POST", PATH, ENTRY, headers={"Idempotency-Key": "create-1"})
+    retry = gateway.admin(tenant, "POST", PATH, ENTRY, headers={"Idempotency-Key": "create-1"})
+    assert (first.status, retry.status) == (201, 200)
+    assert retry.body["applied"] is False
+    assert retry.body["entry"]["entry_id"] == first.body["entry"]["entry_id"]
+
+
+def _tamper(gateway: Gateway, tenant: str) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(ENTRY).encode()
+    headers = _signed(gateway, tenant, body)
+    return json.dumps({**ENTRY, "title": "Tampered title here"}).encode(), headers
+
+
+def _expired(gateway: Gateway, tenant: str) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(ENTRY).encode()
+    return body, _signed(gateway, tenant, body, now=time.time() - 301)
+
+
+def _future(gateway: Gateway, tenant: str) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(ENTRY).encode()
+    return body, _signed(gateway, tenant, body, now=time.time() + 301)
+
+
+def _unknown_key(gateway: Gateway, tenant: str) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(ENTRY).encode()
+    return body, {**_signed(gateway, tenant, body), "x-grandbo-key-id": "nobody"}
+
+
+def _query_key(gateway: Gateway, tenant: str) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(ENTRY).encode()
+    headers = sign_admin_request(gateway.keys[f"{tenant}-query"], "POST", PATH, body)
+    return body, {"Content-Type": "application/json", **headers}
+
+
+def _missing_header(gateway: Gateway, tenant: str) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(ENTRY).encode()
+    headers = _signed(gateway, tenant, body)
+    del headers["x-grandbo-nonce"]
+    return body, headers
+
+
+def _non_ascii_signature(gateway: Gateway, tenant: str) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(ENTRY).encode()
+    return body, {**_signed(gateway, tenant, body), "x-grandbo-signature": "é" * 64}
+
+
+def _garbage_timestamp(gateway: Gateway, tenant: str) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(ENTRY).encode()
+    return body, {**_signed(gateway, tenant, body), "x-grandbo-timestamp": "1e99"}
+
+
+def _no_headers(gateway: Gateway, tenant: str) -> tuple[bytes, dict[str, str]]:
+    return json.dumps(ENTRY).encode(), {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        _tamper,
+        _expired,
+        _future,
+        _unknown_key,
+        _query_key,
+        _missing_header,
+        _non_ascii_signature,
+        _garbage_timestamp,
+        _no_headers,
+    ],
+)
+def test_bad_signatures_get_401_and_store_nothing(
+    gateway: Gateway, tenant: str, forge: Any
+) -> None:
+    body, headers = forge(gateway, tenant)
+    reply = gateway.request("POST", PATH, body, headers)
+    assert reply.status == 401
+    assert reply.body == {"error": "unauthorized", "message": "the request is not authenticated"}
+    assert gateway.queue.jobs.qsize() == 0
+
+
+def test_a_replayed_nonce_gets_401(gateway: Gateway, tenant: str) -> None:
+    body = json.dumps(ENTRY).encode()
+    headers = _signed(gateway, tenant, body)
+    assert gateway.request("POST", PATH, body, headers).status == 201
+    replay = gateway.request("POST", PATH, body, headers)
+    assert replay.status == 401
+
+
+def test_after_a_correction_the_old_vector_is_never_served(gateway: Gateway, tenant: str) -> None:
+    created = gateway.admin(tenant, "POST", PATH, ENTRY).body["entry"]
+    gateway.drain()
+    topic = "replication slot of a dead replica pinned WAL and the volume filled"
+    before = gateway.query(tenant, {"topic": topic}).body["hits"][0]
+    assert before["why"]["vector_rank"] == 1
+
+    corrected = gateway.admin(
+        tenant,
+        "POST",
+        f"{PATH}/{created['entry_id']}/corrections",
+        {
+            "title": "Kafka consumer lag",
+            "summary": "Consumers fell behind after a rebalance.",
+            "expected_revision": 1,
+        },
+    )
+    assert corrected.status == 201
+    assert corrected.body["entry"]["revision"] == 2
+    during = gateway.query(tenant, {"topic": topic}).body
+    # the old text's vector is gone; nothing matches the old topic by vector any more
+    assert during["metadata"]["vector_candidates"] == 0
+    assert during["metadata"]["active_entries_without_current_vector"] == 1
+
+    gateway.drain()
+    lag = gateway.query(tenant, {"topic": "kafka consumers fell behind after a rebalance"}).body
+    assert lag["hits"][0]["why"]["vector_rank"] == 1
+    assert lag["hits"][0]["revision"] == 2
+
+
+def test_retire_then_correct_conflicts(gateway: Gateway, tenant: str) -> None:
+    created = gateway.admin(tenant, "POST", PATH, ENTRY).body["entry"]
+    retired = gateway.admin(
+        tenant, "POST", f"{PATH}/{created['entry_id']}/retirement", {"reason": "duplicate"}
+    )
+    assert retired.status == 200
+    assert retired.body["entry"]["status"] == "retired"
+    again = gateway.admin(
+        tenant,
+        "POST",
+        f"{PATH}/{created['entry_id']}/corrections",
+        {"title": "Too late now", "summary": "The entry is retired already."},
+    )
+    assert again.status == 409
+
+
+def test_stale_expected_revision_is_409_naming_the_field(gateway: Gateway, tenant: str) -> None:
+    created = gateway.admin(tenant, "POST", PATH, ENTRY).body["entry"]
+    reply = gateway.admin(
+        tenant,
+        "POST",
+        f"{PATH}/{created['entry_id']}/corrections",
+        {"title": "New title", "summary": "New summary text", "expected_revision": 3},
+    )
+    assert reply.status == 409
+    assert reply.body["field"] == "expected_revision"
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"summary": "no title given here"}, "title"),
+        ({"title": "", "summary": "empty title given"}, "title"),
+        ({"title": "ok title", "summary": "nul \u0000 here"}, "summary"),
+        ({"title": 5, "summary": "wrong type title"}, "title"),
+        ({**ENTRY, "service": "has spaces in it"}, "service"),
+        ({**ENTRY, "owner": "extra field"}, "owner"),
+        ({**ENTRY, "tags": ["ok", 7]}, "tags.1"),
+    ],
+)
+def test_bad_admin_input_is_4xx_naming_the_field(
+    gateway: Gateway, tenant: str, payload: dict[str, Any], field: str
+) -> None:
+    reply = gateway.admin(tenant, "POST", PATH, payload)
+    assert reply.status in (400, 422)
+    assert reply.body["field"] == field
+    assert gateway.queue.jobs.qsize() == 0
+
+
+def test_unknown_entries_are_404(gateway: Gateway, tenant: str) -> None:
+    reply = gateway.admin(tenant, "POST", f"{PATH}/{uuid.uuid4()}/retirement", {"reason": "x"})
+    assert reply.status == 404
+    assert gateway.admin(tenant, "GET", f"{PATH}/not-a-uuid").status == 422
