@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
-SRC := shared tests $(wildcard functions infra)
+SRC := shared tests $(wildcard functions infra bench)
 
 .PHONY: install run test unit integration lint format eval clean
 

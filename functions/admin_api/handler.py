@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from grandbo.api_models import CorrectEntryRequest, CreateEntryRequest, RetireEntryRequest
 from grandbo.auth import SIGNATURE_WINDOW_S, Caller, verify_admin_request
 from grandbo.errors import AuthenticationError
-from grandbo.http_errors import proxy_error, register_error_handlers
+from grandbo.http_errors import precheck_body, proxy_error, register_error_handlers
 from grandbo.lambda_runtime import runtime
 from grandbo.models import Origin, WriteContext, WriteOutcome
 from grandbo.observability import logger, metrics, tracer
@@ -126,6 +126,9 @@ def retire_entry(entry_id: UUID, request: RetireEntryRequest) -> Response[Any]:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    rejected = precheck_body(event)
+    if rejected is not None:
+        return rejected
     # Authenticate before routing or validation: an unsigned caller learns nothing else.
     try:
         caller = authenticate(APIGatewayProxyEvent(event))

@@ -22,7 +22,9 @@ from grandbo.lambda_runtime import runtime
 from grandbo.models import EmbedJob
 from grandbo.observability import logger, metrics, tracer
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# A batch where every record failed is reported like any other partial failure, so each
+# record is retried and dead-lettered on its own instead of failing the invocation.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @tracer.capture_method

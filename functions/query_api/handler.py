@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.api_models import QueryRequest
 from grandbo.errors import AuthenticationError
-from grandbo.http_errors import register_error_handlers
+from grandbo.http_errors import precheck_body, register_error_handlers
 from grandbo.lambda_runtime import runtime
 from grandbo.observability import logger, metrics, tracer
 
@@ -60,4 +60,4 @@ def get_entry(entry_id: UUID) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    return precheck_body(event) or app.resolve(event, context)

@@ -1,18 +1,19 @@
 """Domain errors to HTTP responses, in one place for every API handler.
 
-400 bad field, 401 not authenticated, 404 no such entry (in this tenant), 409 conflict,
-413 body too large, 422 request shape or topic contract, 503 database unavailable.
-Nothing a caller sends produces a 500.
+400 bad field or body, 401 not authenticated, 404 no such entry (in this tenant), 409
+conflict, 413 body too large, 422 request shape or topic contract, 503 database
+unavailable. Nothing a caller sends should produce a 500; a bug that does is logged.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import psycopg
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from grandbo.api_models import MAX_BODY_BYTES
@@ -27,10 +28,6 @@ from grandbo.errors import (
 from grandbo.observability import logger
 
 
-class PayloadTooLargeError(Exception):
-    """The request body exceeds the API's documented limit."""
-
-
 def error_response(
     status: int, error: str, message: str, field: str | None = None
 ) -> Response[Any]:
@@ -42,29 +39,42 @@ def error_response(
     )
 
 
-def proxy_error(status: int, error: str, message: str) -> dict[str, Any]:
+def proxy_error(status: int, error: str, message: str, field: str | None = None) -> dict[str, Any]:
     """An API Gateway proxy response, for errors raised before a resolver runs."""
+    body: dict[str, Any] = {"error": error, "message": message}
+    if field is not None:
+        body["field"] = field
     return {
         "statusCode": status,
         "headers": {"Content-Type": content_types.APPLICATION_JSON},
-        "body": json.dumps({"error": error, "message": message}),
+        "body": json.dumps(body),
         "isBase64Encoded": False,
     }
 
 
-def reject_large_bodies(
-    app: APIGatewayRestResolver, next_middleware: NextMiddleware
-) -> Response[Any]:
-    """413 before any parsing when the raw body exceeds MAX_BODY_BYTES."""
-    body = app.current_event.body or ""
-    if len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
-        raise PayloadTooLargeError(f"the request body exceeds {MAX_BODY_BYTES} bytes")
-    return next_middleware(app)
+def precheck_body(event: dict[str, Any]) -> dict[str, Any] | None:
+    """413 for a body over MAX_BODY_BYTES, 400 for one that is not UTF-8 text; else None.
+
+    Runs before the resolver, so no parser ever sees an oversized or binary body.
+    """
+    body = event.get("body") or ""
+    if not isinstance(body, str):
+        return proxy_error(400, "invalid_request", "body: must be UTF-8 JSON")
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(body, validate=True)
+            raw.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return proxy_error(400, "invalid_request", "body: must be UTF-8 JSON", "body")
+    else:
+        raw = body.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_BODY_BYTES:
+        return proxy_error(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    return None
 
 
 def register_error_handlers(app: APIGatewayRestResolver) -> None:
-    """Map every domain error to its status, and cap request bodies."""
-    app.use(middlewares=[reject_large_bodies])
+    """Map every domain error to its status."""
 
     @app.exception_handler(RequestValidationError)
     def _request_shape(exc: RequestValidationError) -> Response[Any]:
@@ -98,11 +108,19 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     def _not_active(exc: EntryNotActiveError) -> Response[Any]:
         return error_response(409, "entry_not_active", str(exc))
 
-    @app.exception_handler(PayloadTooLargeError)
-    def _too_large(exc: PayloadTooLargeError) -> Response[Any]:
-        return error_response(413, "payload_too_large", str(exc))
-
     @app.exception_handler(psycopg.OperationalError)
     def _database(exc: psycopg.OperationalError) -> Response[Any]:
         logger.exception("database unavailable")
         return error_response(503, "unavailable", "the memory store is unavailable; retry")
+
+    @app.exception_handler(ServiceError)
+    def _routing(exc: ServiceError) -> Response[Any]:
+        # powertools' own errors (no such route, method not allowed) keep their status
+        error = "not_found" if exc.status_code == 404 else "request_error"
+        return error_response(exc.status_code, error, str(exc.msg))
+
+    @app.exception_handler(Exception)
+    def _unexpected(exc: Exception) -> Response[Any]:
+        # a bug, not an input problem: logged with its trace, answered without internals
+        logger.exception("unexpected error")
+        return error_response(500, "internal_error", "unexpected error; it has been logged")

@@ -229,6 +229,20 @@ class LocalGateway(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._dispatch()
 
+    def do_PATCH(self) -> None:
+        self._dispatch()
+
+    def do_OPTIONS(self) -> None:
+        self._dispatch()
+
+    def __getattr__(self, name: str) -> Any:
+        # any other method (TRACE, QUERY, ...) is refused like API Gateway would: 405, not 501
+        if name.startswith("do_"):
+            return lambda: self._reply(
+                405, {"error": "method_not_allowed", "message": f"{name[3:]} is not served"}
+            )
+        raise AttributeError(name)
+
     def log_message(self, format: str, *args: Any) -> None:
         _log.info("%s %s", self.address_string(), format % args)
 

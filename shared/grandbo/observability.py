@@ -8,4 +8,6 @@ SERVICE = "grandbo"
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace="Grandbo", service=SERVICE)
-tracer = Tracer(service=SERVICE)
+# Patch only botocore (Bedrock, SQS, Secrets Manager calls): auto-patching every library
+# X-Ray knows imports them all at cold start.
+tracer = Tracer(service=SERVICE, patch_modules=["botocore"])

@@ -123,7 +123,7 @@ def start_gateway(
     )
     install_runtime(runtime)
     server = serve("127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     host, port = server.server_address[0], server.server_address[1]
     gateway = Gateway(

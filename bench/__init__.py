@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): each prints figures beside a baseline measured in the same run."""

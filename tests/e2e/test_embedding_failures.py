@@ -1,0 +1,217 @@
+"""Embedding is fire-and-forget: queue and provider failures never lose or damage an entry."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ReadTimeoutError
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+from functions.embed_worker.handler import lambda_handler as embed_worker
+
+from grandbo.database import DatabaseUrls
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.embedding.titan import TitanEmbeddingProvider
+from grandbo.errors import EnqueueError
+from grandbo.lambda_runtime import install_runtime, runtime
+from grandbo.local_runner import lambda_context
+from grandbo.models import EmbedJob
+
+from .conftest import Gateway, start_gateway
+
+ENTRY = {
+    "title": "Kafka rebalance storm",
+    "summary": "Consumers rebalanced in a loop after the broker upgrade and lag grew for hours.",
+}
+TOPIC = "kafka consumers keep rebalancing after the broker upgrade and lag grows"
+
+
+class FlakyQueue:
+    """SQS that refuses sends while `down` is set."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.sent: list[EmbedJob] = []
+
+    def send(self, jobs: Sequence[EmbedJob]) -> None:
+        if self.down:
+            raise EnqueueError("SQS: ServiceUnavailable")
+        self.sent.extend(jobs)
+
+
+def test_a_failed_enqueue_keeps_the_write_and_the_sweeper_repairs_it(
+    database: DatabaseUrls, tenant: str
+) -> None:
+    flaky = FlakyQueue()
+    gateway, server = start_gateway(database, (tenant,), FakeEmbeddingProvider(), flaky)
+    try:
+        created = gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY)
+        assert created.status == 201
+        assert created.body["embed_enqueued"] is False
+        found = gateway.query(tenant, {"topic": TOPIC}).body
+        assert found["hits"][0]["entry_id"] == created.body["entry"]["entry_id"]
+        assert found["hits"][0]["why"]["vector_rank"] is None
+
+        flaky.down = False  # SQS is back; the scheduled sweeper runs once
+        swept = gateway.request(
+            "POST", "/local/backfill", json.dumps({"detail-type": "Scheduled Event"}).encode()
+        )
+        assert swept.status == 200
+        mine = [job for job in flaky.sent if job.tenant_id == tenant]
+        assert [str(job.entry_id) for job in mine] == [created.body["entry"]["entry_id"]]
+        gateway.queue.send(mine)  # SQS delivers to the worker
+        gateway.drain()
+        after = gateway.query(tenant, {"topic": TOPIC}).body
+        assert after["hits"][0]["why"]["vector_rank"] == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+        gateway.runtime.close()
+        install_runtime(None)
+
+
+def _sqs_event(jobs: list[EmbedJob]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": f"m{i}",
+                "receiptHandle": f"r{i}",
+                "body": job.model_dump_json(),
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "0",
+                    "SenderId": "x",
+                    "ApproximateFirstReceiveTimestamp": "0",
+                },
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:grandbo-embed",
+                "awsRegion": "us-east-1",
+            }
+            for i, job in enumerate(jobs)
+        ]
+    }
+
+
+class PartlyDown(FakeEmbeddingProvider):
+    """Fails for texts containing a marker while `down` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        if self.down and any("FAIL" in text for text in texts):
+            raise ConnectionError("bedrock: ServiceUnavailable")
+        return super()._embed(texts)
+
+
+def test_a_batch_of_ten_with_two_failures_reports_exactly_those_two(
+    database: DatabaseUrls, tenant: str
+) -> None:
+    provider = PartlyDown()
+    gateway, server = start_gateway(database, (tenant,), provider)
+    try:
+        ids = []
+        for i in range(10):
+            marker = "FAIL" if i in (3, 7) else "ok"
+            reply = gateway.admin(
+                tenant,
+                "POST",
+                "/v1/admin/entries",
+                {"title": f"Finding {i} {marker}", "summary": f"Summary of finding number {i}."},
+            )
+            ids.append(reply.body["entry"]["entry_id"])
+        jobs = gateway.queue.drain(limit=10)
+        assert len(jobs) == 10
+
+        response = embed_worker(_sqs_event(jobs), lambda_context("embed-worker"))
+
+        assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == ["m3", "m7"]
+        service = runtime().service()
+        for i, entry_id in enumerate(ids):
+            entry = service.get_entry(tenant, uuid.UUID(entry_id))
+            assert entry.title.startswith(f"Finding {i}")  # intact
+            assert (entry.embedded_revision is None) == (i in (3, 7))
+
+        provider.down = False  # the fault clears; SQS redrives the two
+        redrive = embed_worker(_sqs_event([jobs[3], jobs[7]]), lambda_context("embed-worker"))
+        assert redrive["batchItemFailures"] == []
+        assert service.pending_jobs(tenant) == []
+    finally:
+        server.shutdown()
+        server.server_close()
+        gateway.runtime.close()
+        install_runtime(None)
+
+
+def _titan_body(payload: Any) -> dict[str, Any]:
+    raw = json.dumps(payload).encode()
+    return {"body": StreamingBody(io.BytesIO(raw), len(raw)), "contentType": "application/json"}
+
+
+class TimingOutTitan(TitanEmbeddingProvider):
+    def _invoke(self, text: str) -> list[float]:
+        raise ReadTimeoutError(endpoint_url="https://bedrock-runtime.us-east-1.amazonaws.com")
+
+
+@pytest.mark.parametrize(
+    "fault",
+    ["throttling", "server_error", "timeout", "wrong_dimension", "nan"],
+)
+def test_titan_faults_are_reported_retried_and_leave_the_entry_intact(
+    database: DatabaseUrls, tenant: str, fault: str
+) -> None:
+    client = boto3.client(
+        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    stubber = Stubber(client)
+    if fault == "throttling":
+        stubber.add_client_error("invoke_model", "ThrottlingException", http_status_code=429)
+    elif fault == "server_error":
+        stubber.add_client_error("invoke_model", "InternalServerException", http_status_code=500)
+    elif fault == "wrong_dimension":
+        stubber.add_response("invoke_model", _titan_body({"embedding": [0.1] * 256}))
+    elif fault == "nan":
+        stubber.add_response("invoke_model", _titan_body({"embedding": [float("nan")] * 1024}))
+    stubber.add_response("invoke_model", _titan_body({"embedding": [0.03] * 1024}))
+    provider: TitanEmbeddingProvider = (
+        TimingOutTitan(client) if fault == "timeout" else TitanEmbeddingProvider(client)
+    )
+    gateway, server = start_gateway(database, (tenant,), provider)
+    try:
+        created = gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY).body["entry"]
+        (job,) = gateway.queue.drain()
+        with stubber:
+            failed = embed_worker(_sqs_event([job]), lambda_context("embed-worker"))
+            assert failed["batchItemFailures"] == [{"itemIdentifier": "m0"}]
+            entry = runtime().service().get_entry(tenant, uuid.UUID(created["entry_id"]))
+            assert entry.title == ENTRY["title"]
+            assert entry.embedded_revision is None
+            if fault == "timeout":
+                runtime().service().provider = TitanEmbeddingProvider(client)
+            redriven = embed_worker(_sqs_event([job]), lambda_context("embed-worker"))
+        assert redriven["batchItemFailures"] == []
+        entry = runtime().service().get_entry(tenant, uuid.UUID(created["entry_id"]))
+        assert entry.embedded_revision == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+        gateway.runtime.close()
+        install_runtime(None)
+
+
+def test_a_malformed_sqs_body_fails_only_its_record(gateway: Gateway, tenant: str) -> None:
+    gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY)
+    (job,) = gateway.queue.drain()
+    event = _sqs_event([job, job])
+    event["Records"][1]["body"] = '{"tenant_id": "x"}'
+    response = embed_worker(event, lambda_context("embed-worker"))
+    assert response["batchItemFailures"] == [{"itemIdentifier": "m1"}]

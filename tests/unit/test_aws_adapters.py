@@ -1,0 +1,120 @@
+"""AWS adapters against moto: the SQS embed queue, keyrings and database secrets."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from grandbo.auth import Keyring, SigningKey, keyring_document, new_secret
+from grandbo.errors import EnqueueError, GrandboError
+from grandbo.lambda_runtime import LambdaEnvironment, LambdaRuntime, database_url_from_secret
+from grandbo.models import EmbedJob
+from grandbo.queue import SqsEmbedQueue
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        yield
+
+
+def _jobs(n: int) -> list[EmbedJob]:
+    return [EmbedJob(tenant_id="acme", entry_id=uuid.uuid4(), revision=1) for _ in range(n)]
+
+
+def _receive_all(sqs: Any, url: str) -> list[dict[str, Any]]:
+    bodies = []
+    while True:
+        batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if not batch:
+            return bodies
+        bodies += [json.loads(m["Body"]) for m in batch]
+        sqs.delete_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)
+            ],
+        )
+
+
+def test_sqs_queue_sends_every_job_in_batches_of_ten(aws: None) -> None:
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName="grandbo-embed")["QueueUrl"]
+    jobs = _jobs(23)
+    SqsEmbedQueue(url, client=sqs).send(jobs)
+    received = _receive_all(sqs, url)
+    assert sorted(b["entry_id"] for b in received) == sorted(str(j.entry_id) for j in jobs)
+    assert all(b["tenant_id"] == "acme" and b["revision"] == 1 for b in received)
+
+
+def test_sqs_queue_failure_raises_an_enqueue_error(aws: None) -> None:
+    sqs = boto3.client("sqs")
+    missing = "https://sqs.us-east-1.amazonaws.com/123456789012/does-not-exist"
+    with pytest.raises(EnqueueError, match="SQS refused"):
+        SqsEmbedQueue(missing, client=sqs).send(_jobs(1))
+
+
+def _keys() -> list[SigningKey]:
+    return [
+        SigningKey(key_id="acme-admin-1", tenant_id="acme", secret=new_secret(), roles=["admin"]),
+        SigningKey(key_id="acme-admin-2", tenant_id="acme", secret=new_secret(), roles=["admin"]),
+        SigningKey(key_id="beta-query", tenant_id="beta", secret=new_secret(), roles=["query"]),
+    ]
+
+
+def test_the_keyring_loads_from_secrets_manager_with_several_active_keys(aws: None) -> None:
+    secrets = boto3.client("secretsmanager")
+    arn = secrets.create_secret(Name="grandbo/keyring", SecretString=keyring_document(_keys()))[
+        "ARN"
+    ]
+    env = LambdaEnvironment.model_validate(
+        {"DATABASE_URL": "postgresql://unused", "GRANDBO_KEYRING_SECRET_ARN": arn}
+    )
+    keyring = LambdaRuntime(env).keyring()
+    assert keyring.find("acme-admin-1", "admin").tenant_id == "acme"
+    assert keyring.find("acme-admin-2", "admin").tenant_id == "acme"  # rotation: both active
+    assert keyring.find("beta-query", "query").tenant_id == "beta"
+
+
+def test_a_malformed_keyring_fails_loudly() -> None:
+    with pytest.raises(GrandboError, match="malformed"):
+        Keyring.from_json('{"keys": [{"key_id": "k", "tenant_id": "acme", "secret": "short"}]}')
+    duplicate = keyring_document([_keys()[0], _keys()[0]])
+    with pytest.raises(GrandboError, match="twice"):
+        Keyring.from_json(duplicate)
+
+
+def test_a_secret_never_appears_in_a_keys_repr() -> None:
+    key = _keys()[0]
+    assert key.secret not in repr(key)
+
+
+def test_database_secrets_become_tls_connection_urls() -> None:
+    url = database_url_from_secret(
+        json.dumps(
+            {
+                "host": "db.example",
+                "port": 5432,
+                "username": "grandbo_app",
+                "password": "p@ss word",
+                "dbname": "grandbo",
+            }
+        )
+    )
+    assert "host=db.example" in url
+    assert "sslmode=require" in url
+    assert "user=grandbo_app" in url
+
+
+def test_the_environment_requires_a_database() -> None:
+    with pytest.raises(ValueError, match="DATABASE_URL or GRANDBO_DB_SECRET_ARN"):
+        LambdaEnvironment.model_validate({"GRANDBO_EMBEDDING_PROVIDER": "titan"})
