@@ -69,9 +69,8 @@ def main() -> None:
             "from grandbo.lambda_runtime import runtime\nruntime().provider",
         )
     )
-    print(
-        f"{'import (fresh interpreter, Titan configured)':<48} {'median ms':>10} {'max ms':>8}  heavy"
-    )
+    title = "import (fresh interpreter, Titan configured)"
+    print(f"{title:<48} {'median ms':>10} {'max ms':>8}  heavy")
     for label, statement in rows:
         median, worst, heavy = measure(statement, args.runs)
         print(f"{label:<48} {median:>10.1f} {worst:>8.1f}  {','.join(heavy) or '-'}")
