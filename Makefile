@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
 SRC := shared tests $(wildcard functions infra bench)
 
-.PHONY: install run test unit integration lint format eval clean
+.PHONY: install run test unit integration lint format eval bench openapi clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +17,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## Run Grandbo locally: embedded PostgreSQL + pgvector, local MiniLM model, demo organization.
+## Run Grandbo locally: embedded PostgreSQL + pgvector, local MiniLM model, demo organization,
+## every Lambda behind a local HTTP gateway on 127.0.0.1:8787.
 run: $(STAMP)
-	$(BIN)/grandbo demo
+	$(BIN)/grandbo serve
 
 ## The whole suite (lint, types, unit, integration on a real embedded PostgreSQL).
 test: lint $(STAMP)
@@ -43,6 +44,12 @@ format: $(STAMP)
 eval: $(STAMP)
 	$(BIN)/grandbo eval $(EVAL_DATA) --task symptom
 	$(BIN)/grandbo eval $(EVAL_DATA) --task mechanism
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.handler_imports
+
+openapi: $(STAMP)
+	$(BIN)/grandbo openapi > docs/openapi.json
 
 clean:
 	rm -rf $(VENV) .grandbo
