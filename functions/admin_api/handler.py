@@ -21,7 +21,7 @@ from grandbo.errors import AuthenticationError
 from grandbo.http_errors import precheck_body, proxy_error, register_error_handlers
 from grandbo.lambda_runtime import runtime
 from grandbo.models import Origin, WriteContext, WriteOutcome
-from grandbo.observability import logger, metrics, tracer
+from grandbo.observability import count_entries_created, logger, metrics, tracer
 
 NONCE_RETENTION_S = 3 * SIGNATURE_WINDOW_S
 
@@ -60,7 +60,7 @@ def _context(operation: str) -> WriteContext:
 
 def _written(outcome: WriteOutcome, status: int) -> Response[Any]:
     if outcome.applied:
-        metrics.add_metric("EntriesWritten", MetricUnit.Count, 1)
+        count_entries_created(outcome.entry.origin.value, 1)
     if outcome.embed_enqueued is False:
         metrics.add_metric("EnqueueFailures", MetricUnit.Count, 1)
     return Response(

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from grandbo.errors import InvalidEventError
 from grandbo.incidents import parse_incident_closed, record_incident
 from grandbo.lambda_runtime import runtime
-from grandbo.observability import logger, metrics, tracer
+from grandbo.observability import count_entries_created, logger, metrics, tracer
 
 
 @logger.inject_lambda_context
@@ -31,7 +31,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     logger.append_keys(tenant_id=incident.tenant_id, incident_id=incident.incident_id)
     outcomes = record_incident(runtime().service(), incident)
     created = sum(o.applied for o in outcomes)
-    metrics.add_metric("EntriesWritten", MetricUnit.Count, created)
+    count_entries_created("incident", created)
     metrics.add_metric(
         "EnqueueFailures", MetricUnit.Count, sum(o.embed_enqueued is False for o in outcomes)
     )
