@@ -5,14 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
-SRC := shared tests $(wildcard functions infra bench)
+SRC := shared tests app.py $(wildcard functions infra bench)
 
-.PHONY: install run test unit integration lint format eval bench openapi clean
+.PHONY: install run test unit integration lint format eval bench openapi synth clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[local,aws,dev]"
+	$(BIN)/pip install --quiet -e ".[local,aws,infra,dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -50,6 +50,13 @@ bench: $(STAMP)
 
 openapi: $(STAMP)
 	$(BIN)/grandbo openapi > docs/openapi.json
+
+## Synthesize the CDK app offline into cdk.out/ (asset bundling skipped; `cdk deploy` bundles).
+synth: $(STAMP)
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 CDK_OUTDIR=cdk.out \
+	CDK_CONTEXT_JSON='{"aws:cdk:bundling-stacks": [], "stage": "$(or $(STAGE),dev)"}' \
+	$(BIN)/python app.py
+	@ls cdk.out/*.template.json
 
 clean:
 	rm -rf $(VENV) .grandbo

@@ -30,5 +30,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         queue.send(page)
         enqueued += len(page)
     metrics.add_metric("BackfillEnqueued", MetricUnit.Count, enqueued)
+    oldest = runtime().service().oldest_pending_age_s(tenant)
+    metrics.add_metric("OldestUnembeddedAgeSeconds", MetricUnit.Seconds, oldest)
     logger.info("backfill enqueued", extra={"tenant_id": tenant or "*", "jobs": enqueued})
-    return {"enqueued": enqueued, "tenant_id": tenant}
+    return {"enqueued": enqueued, "tenant_id": tenant, "oldest_unembedded_age_s": oldest}

@@ -38,6 +38,8 @@ class LambdaEnvironment(BaseModel):
 
     database_url: str | None = Field(default=None, alias="DATABASE_URL")
     database_secret_arn: str | None = Field(default=None, alias="GRANDBO_DB_SECRET_ARN")
+    # RDS Proxy's endpoint: the secret names the cluster, connections go through the proxy
+    database_host: str | None = Field(default=None, alias="GRANDBO_DB_HOST")
     provider: Literal["local", "titan", "fake"] = Field(
         default="titan", alias="GRANDBO_EMBEDDING_PROVIDER"
     )
@@ -57,14 +59,14 @@ class LambdaEnvironment(BaseModel):
         return cls.model_validate({k: v for k, v in os.environ.items() if v})
 
 
-def database_url_from_secret(secret_string: str) -> str:
+def database_url_from_secret(secret_string: str, host: str | None = None) -> str:
     """An RDS-style secret (host, port, username, password, dbname) as a connection URL."""
     from psycopg.conninfo import make_conninfo
 
     secret = json.loads(secret_string)
     return make_conninfo(
         "",
-        host=secret["host"],
+        host=host or secret["host"],
         port=str(secret.get("port", 5432)),
         user=secret["username"],
         password=secret["password"],
@@ -126,7 +128,8 @@ class LambdaRuntime:
         from aws_lambda_powertools.utilities.parameters import get_secret
 
         assert env.database_secret_arn is not None
-        return database_url_from_secret(str(get_secret(env.database_secret_arn, max_age=300)))
+        secret = str(get_secret(env.database_secret_arn, max_age=300))
+        return database_url_from_secret(secret, env.database_host)
 
     def connection(self) -> psycopg.Connection[Any]:
         slot: _Slot = self._slot()

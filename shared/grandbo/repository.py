@@ -553,6 +553,19 @@ class MemoryRepository:
             )
             return [EmbedJob(**row) for row in cur]
 
+    def oldest_unembedded_at(self, tenant_id: str, embed_rev: str) -> Any:
+        """When the longest-waiting active entry without a current vector was last written."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT min(updated_at) AS oldest FROM org_memory_entries"
+                " WHERE tenant_id = %s AND status = 'active'"
+                "   AND (embedding IS NULL OR embed_rev IS DISTINCT FROM %s"
+                "        OR embedded_revision IS DISTINCT FROM revision)",
+                (tenant_id, embed_rev),
+            )
+            row = cur.fetchone()
+            return None if row is None else row["oldest"]
+
     def tenant_ids(self) -> list[str]:
         """Every tenant that has written memory (ids only; content stays behind RLS)."""
         with self._conn.cursor() as cur:

@@ -348,6 +348,17 @@ class MemoryService:
                     break
                 after = page[-1].entry_id
 
+    def oldest_pending_age_s(self, tenant_id: str | None = None) -> float:
+        """Seconds the longest-waiting entry (of one tenant, or all) has lacked a vector."""
+        tenants = [require_tenant(tenant_id)] if tenant_id else self.repository.tenant_ids()
+        now = self._clock()
+        ages = [
+            (now - oldest).total_seconds()
+            for tenant in tenants
+            if (oldest := self.repository.oldest_unembedded_at(tenant, self.provider.embed_rev))
+        ]
+        return max(ages, default=0.0)
+
     def pending_jobs(self, tenant_id: str | None = None) -> list[EmbedJob]:
         return [job for page in self.pending_job_pages(tenant_id) for job in page]
 

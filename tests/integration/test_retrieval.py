@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -283,3 +284,17 @@ def test_limit_caps_the_fused_list(service: MemoryService, tenant: str) -> None:
     service.embed_pending(tenant)
     assert len(service.query_org_memory(tenant, TOPIC).hits) == 5
     assert len(service.query_org_memory(tenant, TOPIC, limit=8).hits) == 8
+
+
+def test_oldest_pending_age_measures_the_longest_wait(service: MemoryService, tenant: str) -> None:
+    assert service.oldest_pending_age_s(tenant) == 0.0
+    _add(service, tenant, "Waiting entry", "An entry that has no vector yet")
+    assert service.oldest_pending_age_s(tenant) >= 0.0
+    later = MemoryService(
+        service.repository,
+        service.provider,
+        clock=lambda: datetime.now(UTC) + timedelta(hours=1),
+    )
+    assert 3500 < later.oldest_pending_age_s(tenant) < 3700
+    service.embed_pending(tenant)
+    assert later.oldest_pending_age_s(tenant) == 0.0

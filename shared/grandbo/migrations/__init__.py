@@ -78,3 +78,13 @@ def migrate(admin_url: str) -> list[Migration]:
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
     return applied_now
+
+
+def set_app_role_password(admin_url: str, password: str) -> None:
+    """Give the application role its password (from its Secrets Manager secret)."""
+    from psycopg import sql
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER ROLE grandbo_app WITH LOGIN PASSWORD {}").format(sql.Literal(password))
+        )

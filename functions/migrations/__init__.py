@@ -1,0 +1,1 @@
+"""The migrations Lambda function (a CloudFormation custom resource)."""

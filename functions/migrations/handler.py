@@ -1,0 +1,35 @@
+"""Custom resource: apply pending migrations and set the application role's password.
+
+Create and Update migrate (idempotent: applied versions are skipped, edited ones refused);
+Delete does nothing — data outlives the stack's custom resource.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from aws_lambda_powertools.utilities.parameters import get_secret
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from grandbo.lambda_runtime import database_url_from_secret
+from grandbo.migrations import migrate, set_app_role_password
+from grandbo.observability import logger
+
+PHYSICAL_ID = "grandbo-schema"
+
+
+@logger.inject_lambda_context
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if event.get("RequestType") == "Delete":
+        return {"PhysicalResourceId": event.get("PhysicalResourceId", PHYSICAL_ID)}
+    admin_url = database_url_from_secret(str(get_secret(os.environ["GRANDBO_ADMIN_SECRET_ARN"])))
+    applied = migrate(admin_url)
+    app_secret = json.loads(str(get_secret(os.environ["GRANDBO_DB_SECRET_ARN"])))
+    set_app_role_password(admin_url, app_secret["password"])
+    logger.info("schema migrated", extra={"applied": [f"{m.version}_{m.name}" for m in applied]})
+    return {
+        "PhysicalResourceId": PHYSICAL_ID,
+        "Data": {"Applied": ",".join(str(m.version) for m in applied)},
+    }

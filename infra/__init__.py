@@ -1,0 +1,1 @@
+"""CDK (Python) infrastructure of Grandbo: one stack per stage, composed of constructs."""

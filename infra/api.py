@@ -1,0 +1,152 @@
+"""API Gateway REST API: the query routes behind the tenant authorizer, the signed admin routes."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_wafv2 as wafv2
+from constructs import Construct
+
+from infra.config import StageConfig
+
+QUERY_SCHEMA = apigw.JsonSchema(
+    schema=apigw.JsonSchemaVersion.DRAFT4,
+    type=apigw.JsonSchemaType.OBJECT,
+    required=["topic"],
+    additional_properties=False,
+    properties={
+        "topic": apigw.JsonSchema(type=apigw.JsonSchemaType.STRING, min_length=1, max_length=8000),
+        "limit": apigw.JsonSchema(type=apigw.JsonSchemaType.INTEGER, minimum=1, maximum=25),
+        "service": apigw.JsonSchema(type=[apigw.JsonSchemaType.STRING, apigw.JsonSchemaType.NULL]),
+    },
+)
+
+
+class MemoryApi(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        query_function: lambda_.Function,
+        admin_function: lambda_.Function,
+        authorizer_function: lambda_.Function,
+        stage: StageConfig,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.THREE_MONTHS)
+        self.api = apigw.RestApi(
+            self,
+            "Api",
+            rest_api_name=f"grandbo-{stage.name}",
+            description="Grandbo memory: query_org_memory and signed admin writes",
+            cloud_watch_role=True,
+            deploy_options=apigw.StageOptions(
+                stage_name=stage.name,
+                throttling_rate_limit=stage.api_rate_limit,
+                throttling_burst_limit=stage.api_burst_limit,
+                tracing_enabled=True,
+                metrics_enabled=True,
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=False,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+            ),
+        )
+        authorizer = apigw.RequestAuthorizer(
+            self,
+            "TenantAuthorizer",
+            handler=authorizer_function,
+            identity_sources=[apigw.IdentitySource.header("Authorization")],
+            results_cache_ttl=Duration.minutes(5),
+        )
+        validator = apigw.RequestValidator(
+            self,
+            "BodyValidator",
+            rest_api=self.api,
+            validate_request_body=True,
+            validate_request_parameters=True,
+        )
+        query_model = self.api.add_model(
+            "QueryRequest", content_type="application/json", schema=QUERY_SCHEMA
+        )
+        query_integration = apigw.LambdaIntegration(query_function)
+        memory = self.api.root.add_resource("v1").add_resource("memory")
+        memory.add_resource("query").add_method(
+            "POST",
+            query_integration,
+            authorizer=authorizer,
+            request_validator=validator,
+            request_models={"application/json": query_model},
+        )
+        memory.add_resource("entries").add_resource("{entry_id}").add_method(
+            "GET",
+            query_integration,
+            authorizer=authorizer,
+            request_validator=validator,
+            request_parameters={"method.request.path.entry_id": True},
+        )
+        # Admin requests are HMAC-signed over the body; a REQUEST authorizer never sees the
+        # body, so the admin Lambda verifies the signature itself before anything else.
+        admin = self.api.root.get_resource("v1")
+        assert admin is not None
+        admin.add_resource("admin").add_resource("{proxy+}").add_method(
+            "ANY",
+            apigw.LambdaIntegration(admin_function),
+            authorization_type=apigw.AuthorizationType.NONE,
+            request_validator=validator,
+        )
+        self.web_acl = wafv2.CfnWebACL(
+            self,
+            "WebAcl",
+            scope="REGIONAL",
+            default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
+            visibility_config=_visibility("grandbo-api"),
+            rules=[
+                wafv2.CfnWebACL.RuleProperty(
+                    name="AWSManagedRulesCommonRuleSet",
+                    priority=0,
+                    override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
+                            vendor_name="AWS", name="AWSManagedRulesCommonRuleSet"
+                        )
+                    ),
+                    visibility_config=_visibility("common-rules"),
+                ),
+                wafv2.CfnWebACL.RuleProperty(
+                    name="RatePerIp",
+                    priority=1,
+                    action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
+                            limit=2000, aggregate_key_type="IP"
+                        )
+                    ),
+                    visibility_config=_visibility("rate-per-ip"),
+                ),
+            ],
+        )
+        wafv2.CfnWebACLAssociation(
+            self,
+            "WebAclAssociation",
+            resource_arn=self.api.deployment_stage.stage_arn,
+            web_acl_arn=self.web_acl.attr_arn,
+        )
+
+
+def _visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
+    return wafv2.CfnWebACL.VisibilityConfigProperty(
+        cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True
+    )

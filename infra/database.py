@@ -1,0 +1,69 @@
+"""Aurora PostgreSQL Serverless v2 with pgvector 0.8, RDS Proxy, and the two secrets."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_rds as rds
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.network import Network
+
+# Aurora PostgreSQL 17.5 ships pgvector 0.8.0 (iterative index scans).
+ENGINE_VERSION = rds.AuroraPostgresEngineVersion.VER_17_5
+DATABASE_NAME = "grandbo"
+APP_ROLE = "grandbo_app"
+
+
+class Database(Construct):
+    """The one store: encrypted, backed up, behind RDS Proxy; admin and app role secrets."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, network: Network, stage: StageConfig
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.security_group = ec2.SecurityGroup(
+            self, "DbSg", vpc=network.vpc, description="Aurora", allow_all_outbound=False
+        )
+        self.cluster = rds.DatabaseCluster(
+            self,
+            "Cluster",
+            engine=rds.DatabaseClusterEngine.aurora_postgres(version=ENGINE_VERSION),
+            credentials=rds.Credentials.from_generated_secret("grandbo_admin"),
+            default_database_name=DATABASE_NAME,
+            writer=rds.ClusterInstance.serverless_v2("Writer"),
+            serverless_v2_min_capacity=stage.min_acu,
+            serverless_v2_max_capacity=stage.max_acu,
+            vpc=network.vpc,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+            security_groups=[self.security_group],
+            storage_encrypted=True,
+            backup=rds.BackupProps(retention=Duration.days(stage.backup_days)),
+            deletion_protection=stage.deletion_protection,
+            removal_policy=RemovalPolicy.RETAIN if stage.retain_data else RemovalPolicy.SNAPSHOT,
+            iam_authentication=True,
+            cloudwatch_logs_exports=["postgresql"],
+        )
+        assert self.cluster.secret is not None
+        self.admin_secret = self.cluster.secret
+        self.cluster.add_rotation_single_user(automatically_after=Duration.days(30))
+        self.app_secret = rds.DatabaseSecret(
+            self, "AppSecret", username=APP_ROLE, master_secret=self.admin_secret
+        )
+        self.app_secret.attach(self.cluster)
+        self.proxy = self.cluster.add_proxy(
+            "Proxy",
+            secrets=[self.admin_secret, self.app_secret],
+            vpc=network.vpc,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+            security_groups=[self.security_group],
+            require_tls=True,
+            debug_logging=False,
+        )
+        self.security_group.add_ingress_rule(
+            self.security_group, ec2.Port.tcp(5432), "RDS Proxy to Aurora"
+        )
+        self.security_group.add_ingress_rule(
+            network.lambda_security_group, ec2.Port.tcp(5432), "Lambdas to the proxy and cluster"
+        )

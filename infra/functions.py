@@ -1,0 +1,174 @@
+"""Every Grandbo Lambda: one thin handler each, all on the shared `grandbo` layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Aws, Duration
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.database import Database
+from infra.layer import layer_code
+from infra.network import Network
+
+ROOT = Path(__file__).resolve().parents[1]
+TITAN_EMBED_V2 = "amazon.titan-embed-text-v2:0"
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """Sizing, with the reason for each choice."""
+
+    folder: str
+    memory_mb: int
+    timeout_s: int
+    reserved_concurrency: int | None
+    why: str
+
+
+SPECS = {
+    "query": FunctionSpec(
+        "query_api",
+        512,
+        10,
+        None,
+        "interactive: one Titan call + 3 SQL statements, ~50 ms warm; "
+        "API Gateway's 29 s cap is far off",
+    ),
+    "authorizer": FunctionSpec(
+        "authorizer", 256, 5, None, "HMAC check only, results cached 5 minutes by API Gateway"
+    ),
+    "admin": FunctionSpec("admin_api", 512, 15, None, "a write is one short transaction"),
+    "incident": FunctionSpec(
+        "incident_closed",
+        512,
+        30,
+        10,
+        "up to 50 findings per event; 10 concurrent writers are plenty",
+    ),
+    "embed": FunctionSpec(
+        "embed_worker",
+        512,
+        60,
+        None,
+        "10 Titan calls per batch; concurrency capped on the event source",
+    ),
+    "backfill": FunctionSpec(
+        "backfill", 512, 300, 1, "one sweeper at a time: pages through every tenant"
+    ),
+    "migrations": FunctionSpec("migrations", 512, 300, 1, "schema changes never run twice at once"),
+}
+
+
+class Functions(Construct):
+    """The Lambdas, their environment, and least-privilege grants."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        network: Network,
+        database: Database,
+        embed_queue: sqs.IQueue,
+        stage: StageConfig,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.layer = lambda_.LayerVersion(
+            self,
+            "GrandboLayer",
+            code=layer_code(),
+            compatible_runtimes=[lambda_.Runtime.PYTHON_3_11],
+            compatible_architectures=[lambda_.Architecture.ARM_64],
+            description="grandbo repository layer + runtime dependencies",
+        )
+        self.keyring = secretsmanager.Secret(
+            self,
+            "Keyring",
+            description='Grandbo signing keys: {"keys": [{key_id, tenant_id, secret, roles}]}',
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template='{"keys": []}',  # noqa: S106 - an empty keyring
+                generate_string_key="unused",
+            ),
+        )
+        common_env = {
+            "GRANDBO_DB_SECRET_ARN": database.app_secret.secret_arn,
+            "GRANDBO_DB_HOST": database.proxy.endpoint,
+            "GRANDBO_EMBEDDING_PROVIDER": "titan",
+            "GRANDBO_EMBED_QUEUE_URL": embed_queue.queue_url,
+            "POWERTOOLS_SERVICE_NAME": "grandbo",
+            "POWERTOOLS_METRICS_NAMESPACE": "Grandbo",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+            "GRANDBO_STAGE": stage.name,
+        }
+        self.functions: dict[str, lambda_.Function] = {}
+        for name, spec in SPECS.items():
+            env = dict(common_env)
+            if name in ("authorizer", "admin"):
+                env["GRANDBO_KEYRING_SECRET_ARN"] = self.keyring.secret_arn
+            if name == "migrations":
+                env = {
+                    "GRANDBO_ADMIN_SECRET_ARN": database.admin_secret.secret_arn,
+                    "GRANDBO_DB_SECRET_ARN": database.app_secret.secret_arn,
+                    "POWERTOOLS_SERVICE_NAME": "grandbo",
+                }
+            function = lambda_.Function(
+                self,
+                f"{name.title()}Function",
+                description=f"grandbo {name}: {spec.why}",
+                runtime=lambda_.Runtime.PYTHON_3_11,
+                architecture=lambda_.Architecture.ARM_64,
+                handler="handler.lambda_handler",
+                code=lambda_.Code.from_asset(str(ROOT / "functions" / spec.folder)),
+                layers=[self.layer],
+                memory_size=spec.memory_mb,
+                timeout=Duration.seconds(spec.timeout_s),
+                reserved_concurrent_executions=spec.reserved_concurrency,
+                environment=env,
+                tracing=lambda_.Tracing.ACTIVE,
+                vpc=network.vpc,
+                vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+                security_groups=[network.lambda_security_group],
+                log_group=logs.LogGroup(
+                    self,
+                    f"{name.title()}Logs",
+                    retention=_retention(stage.log_retention_days),
+                ),
+            )
+            self.functions[name] = function
+
+        for name in ("query", "admin", "incident", "embed", "backfill"):
+            database.app_secret.grant_read(self.functions[name])
+        database.admin_secret.grant_read(self.functions["migrations"])
+        database.app_secret.grant_read(self.functions["migrations"])
+        for name in ("authorizer", "admin"):
+            self.keyring.grant_read(self.functions[name])
+        for name in ("admin", "incident", "backfill"):
+            embed_queue.grant_send_messages(self.functions[name])
+        titan = iam.PolicyStatement(
+            actions=["bedrock:InvokeModel"],
+            resources=[
+                f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}::foundation-model/{TITAN_EMBED_V2}"
+            ],
+        )
+        for name in ("query", "embed"):
+            self.functions[name].add_to_role_policy(titan)
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    choices = {
+        7: logs.RetentionDays.ONE_WEEK,
+        14: logs.RetentionDays.TWO_WEEKS,
+        30: logs.RetentionDays.ONE_MONTH,
+        90: logs.RetentionDays.THREE_MONTHS,
+        365: logs.RetentionDays.ONE_YEAR,
+    }
+    return choices[min((d for d in choices if d >= days), default=365)]

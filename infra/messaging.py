@@ -1,0 +1,102 @@
+"""The embed queue (SQS + DLQ) and the EventBridge wiring: incident-closed rule, sweeper."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.config import StageConfig
+
+EMBED_TIMEOUT_S = 60  # the embed function's timeout; see infra/functions.py
+INCIDENT_SOURCE = "landfall.incidents"
+INCIDENT_CLOSED = "IncidentClosed"
+
+
+class EmbedQueue(Construct):
+    """Visibility 6x the worker's timeout, redrive after 5 receives, encrypted, TLS only."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letters = sqs.Queue(
+            self,
+            "EmbedDlq",
+            retention_period=Duration.days(14),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+        )
+        self.queue = sqs.Queue(
+            self,
+            "EmbedQueue",
+            visibility_timeout=Duration.seconds(6 * EMBED_TIMEOUT_S),
+            retention_period=Duration.days(4),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=5, queue=self.dead_letters),
+        )
+
+
+class EventWiring(Construct):
+    """Incident-closed events → write-behind; schedule → sweeper; SQS → embed worker."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        embed_queue: EmbedQueue,
+        incident_function: lambda_.Function,
+        embed_function: lambda_.Function,
+        backfill_function: lambda_.Function,
+        stage: StageConfig,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        embed_function.add_event_source(
+            sources.SqsEventSource(
+                embed_queue.queue,
+                batch_size=10,
+                max_batching_window=Duration.seconds(2),
+                report_batch_item_failures=True,
+                max_concurrency=max(2, stage.embed_max_concurrency),
+            )
+        )
+        self.incident_dead_letters = sqs.Queue(
+            self,
+            "IncidentDlq",
+            retention_period=Duration.days(14),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+        )
+        incident_function.configure_async_invoke(
+            retry_attempts=2,
+            max_event_age=Duration.hours(6),
+            on_failure=destinations.SqsDestination(self.incident_dead_letters),
+        )
+        self.incident_rule = events.Rule(
+            self,
+            "IncidentClosedRule",
+            description="Corroborated findings of closed incidents become memory entries",
+            event_pattern=events.EventPattern(
+                source=[INCIDENT_SOURCE], detail_type=[INCIDENT_CLOSED]
+            ),
+            targets=[
+                targets.LambdaFunction(
+                    incident_function,
+                    dead_letter_queue=self.incident_dead_letters,
+                    retry_attempts=8,
+                    max_event_age=Duration.hours(24),
+                )
+            ],
+        )
+        self.sweeper_rule = events.Rule(
+            self,
+            "SweeperSchedule",
+            description="Enqueue every entry lacking a current vector",
+            schedule=events.Schedule.rate(Duration.minutes(stage.sweeper_minutes)),
+            targets=[targets.LambdaFunction(backfill_function, retry_attempts=2)],
+        )

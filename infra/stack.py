@@ -1,0 +1,166 @@
+"""GrandboStack: the whole service for one stage, with cdk-nag suppressions justified."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from cdk_nag import NagPackSuppression, NagSuppressions
+from constructs import Construct
+
+from infra.alarms import Alarms
+from infra.api import MemoryApi
+from infra.config import StageConfig
+from infra.database import Database
+from infra.functions import Functions
+from infra.messaging import EmbedQueue, EventWiring
+from infra.network import Network
+from infra.schema import SchemaMigrations
+
+
+class GrandboStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, stage: StageConfig, **kwargs: object
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        self.stage = stage
+        self.network = Network(self, "Network")
+        self.database = Database(self, "Database", network=self.network, stage=stage)
+        self.embed = EmbedQueue(self, "Embed")
+        self.functions = Functions(
+            self,
+            "Functions",
+            network=self.network,
+            database=self.database,
+            embed_queue=self.embed.queue,
+            stage=stage,
+        )
+        fns = self.functions.functions
+        self.schema = SchemaMigrations(self, "Migrations", function=fns["migrations"])
+        for name, function in fns.items():
+            if name != "migrations":
+                function.node.add_dependency(self.schema.resource)
+        self.events = EventWiring(
+            self,
+            "Events",
+            embed_queue=self.embed,
+            incident_function=fns["incident"],
+            embed_function=fns["embed"],
+            backfill_function=fns["backfill"],
+            stage=stage,
+        )
+        self.api = MemoryApi(
+            self,
+            "Api",
+            query_function=fns["query"],
+            admin_function=fns["admin"],
+            authorizer_function=fns["authorizer"],
+            stage=stage,
+        )
+        self.alarms = Alarms(
+            self,
+            "Alarms",
+            dead_letter_queues={
+                "Embed": self.embed.dead_letters,
+                "IncidentClosed": self.events.incident_dead_letters,
+            },
+            embed_function=fns["embed"],
+            api=self.api.api,
+        )
+        CfnOutput(self, "ApiUrl", value=self.api.api.url)
+        CfnOutput(self, "KeyringSecretArn", value=self.functions.keyring.secret_arn)
+        CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn)
+        self._justify_suppressions()
+
+    def _justify_suppressions(self) -> None:
+        """Each suppression says why the rule does not apply or what replaces it."""
+        NagSuppressions.add_stack_suppressions(
+            self,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM4",
+                    reason="AWSLambdaBasicExecutionRole / AWSLambdaVPCAccessExecutionRole are the "
+                    "AWS-maintained minimum for Lambda logging and VPC ENIs; the API Gateway "
+                    "CloudWatch role uses the AWS-managed push-to-logs policy.",
+                ),
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    reason="Wildcards come from CDK grants scoped to one resource (X-Ray "
+                    "PutTraceSegments has no resource-level permissions; the custom-resource "
+                    "provider invokes its own handler's versions).",
+                ),
+                NagPackSuppression(
+                    id="AwsSolutions-L1",
+                    reason="Python 3.11 on purpose: the layer ships bytecode compiled by the "
+                    "3.11 toolchain the project is built and tested with; bump both together.",
+                ),
+            ],
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.network.endpoint_security_group,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-EC23",
+                    reason="Ingress is HTTPS from the VPC's own CIDR only (a token cdk-nag cannot "
+                    "resolve at synth), for the interface endpoints.",
+                )
+            ],
+            apply_to_children=True,
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.functions.keyring,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-SMG4",
+                    reason="Signing keys rotate by adding a key, moving callers, removing the "
+                    "old one (several are active at once); automatic rotation would cut callers "
+                    "off.",
+                )
+            ],
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.database.app_secret,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-SMG4",
+                    reason="The application role's password is set by the migrations custom "
+                    "resource on deploy; rotating it requires a redeploy (tracked for a rotation "
+                    "Lambda that also runs ALTER ROLE).",
+                )
+            ],
+        )
+        for queue in (self.embed.dead_letters, self.events.incident_dead_letters):
+            NagSuppressions.add_resource_suppressions(
+                queue,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-SQS3", reason="This queue is itself a dead-letter queue."
+                    )
+                ],
+            )
+        NagSuppressions.add_resource_suppressions(
+            self.api.api,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-APIG4",
+                    reason="/v1/admin/* is authenticated by an HMAC signature over the body, "
+                    "verified in the admin Lambda before routing (a REQUEST authorizer cannot "
+                    "see the body). /v1/memory/* uses the tenant Lambda authorizer.",
+                ),
+                NagPackSuppression(
+                    id="AwsSolutions-COG4",
+                    reason="Callers are services (Beacon, admins' tools) with tenant-bound "
+                    "keys, not Cognito users; the Lambda authorizer and signatures cover it.",
+                ),
+            ],
+            apply_to_children=True,
+        )
+        if not self.stage.deletion_protection:
+            NagSuppressions.add_resource_suppressions(
+                self.database.cluster,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-RDS10",
+                        reason="Deletion protection is on in prod only; dev stacks are disposable.",
+                    )
+                ],
+                apply_to_children=True,
+            )

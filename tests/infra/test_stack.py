@@ -1,0 +1,268 @@
+"""The CDK stacks, synthesized offline (no Docker, no bundling), checked property by property."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+cdk = pytest.importorskip("aws_cdk", reason="install the infra extra: pip install -e '.[infra]'")
+from app import build_app  # noqa: E402
+from aws_cdk.assertions import Annotations, Match, Template  # noqa: E402
+
+
+def _synth(stage: str) -> tuple[Any, Template]:
+    # skip asset bundling: the layer's pip step runs on `cdk deploy`, not in tests
+    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": stage})
+    _, stack = build_app(app)
+    return stack, Template.from_stack(stack)
+
+
+@pytest.fixture(scope="module")
+def dev() -> tuple[Any, Template]:
+    return _synth("dev")
+
+
+@pytest.fixture(scope="module")
+def prod() -> tuple[Any, Template]:
+    return _synth("prod")
+
+
+def _resources(template: Template, kind: str) -> dict[str, Any]:
+    return template.find_resources(kind)
+
+
+def _functions(template: Template) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in _resources(template, "AWS::Lambda::Function").items()
+        if v["Properties"].get("Handler") == "handler.lambda_handler"
+    }
+
+
+def _by_description(template: Template, prefix: str) -> dict[str, Any]:
+    (found,) = [
+        v
+        for v in _functions(template).values()
+        if v["Properties"]["Description"].startswith(prefix)
+    ]
+    return dict(found["Properties"])
+
+
+# -- network ------------------------------------------------------------------------------
+
+
+def test_private_isolated_subnets_no_nat_and_endpoints_for_the_data_path(dev: Any) -> None:
+    _, t = dev
+    t.resource_count_is("AWS::EC2::NatGateway", 0)
+    t.resource_count_is("AWS::EC2::InternetGateway", 0)
+    endpoints = [
+        str(v["Properties"]["ServiceName"]) for v in _resources(t, "AWS::EC2::VPCEndpoint").values()
+    ]
+    for service in ("sqs", "bedrock-runtime", "secretsmanager"):
+        assert any(service in name for name in endpoints), service
+    for function in _functions(t).values():
+        assert "VpcConfig" in function["Properties"]
+
+
+# -- database ------------------------------------------------------------------------------
+
+
+def test_aurora_serverless_v2_with_pgvector_08_encrypted_and_backed_up(dev: Any) -> None:
+    _, t = dev
+    t.has_resource_properties(
+        "AWS::RDS::DBCluster",
+        {
+            "Engine": "aurora-postgresql",
+            "EngineVersion": "17.5",
+            "StorageEncrypted": True,
+            "BackupRetentionPeriod": 7,
+            "ServerlessV2ScalingConfiguration": {"MinCapacity": 0.5, "MaxCapacity": 2},
+        },
+    )
+    t.has_resource_properties("AWS::RDS::DBInstance", {"DBInstanceClass": "db.serverless"})
+    t.has_resource_properties(
+        "AWS::RDS::DBProxy", {"RequireTLS": True, "EngineFamily": "POSTGRESQL"}
+    )
+    cluster = next(iter(_resources(t, "AWS::RDS::DBCluster").values()))
+    assert cluster["DeletionPolicy"] == "Snapshot"
+
+
+def test_prod_keeps_its_data(prod: Any) -> None:
+    _, t = prod
+    cluster = next(iter(_resources(t, "AWS::RDS::DBCluster").values()))
+    assert cluster["DeletionPolicy"] == "Retain"
+    assert cluster["Properties"]["DeletionProtection"] is True
+    assert cluster["Properties"]["BackupRetentionPeriod"] == 35
+
+
+def test_migrations_run_on_every_deploy_through_a_custom_resource(dev: Any) -> None:
+    _, t = dev
+    (schema,) = _resources(t, "Custom::GrandboSchema").values()
+    assert len(schema["Properties"]["MigrationsDigest"]) == 64
+    migrations = _by_description(t, "grandbo migrations")
+    assert migrations["ReservedConcurrentExecutions"] == 1
+
+
+# -- functions ------------------------------------------------------------------------------
+
+
+def test_every_function_uses_the_shared_layer_on_arm64_python(dev: Any) -> None:
+    _, t = dev
+    (layer_id,) = _resources(t, "AWS::Lambda::LayerVersion").keys()
+    functions = _functions(t)
+    assert len(functions) == 7
+    for function in functions.values():
+        props = function["Properties"]
+        assert props["Layers"] == [{"Ref": layer_id}]
+        assert props["Architectures"] == ["arm64"]
+        assert props["Runtime"] == "python3.11"
+        assert props["TracingConfig"] == {"Mode": "Active"}
+
+
+def test_sizing_and_concurrency(dev: Any) -> None:
+    _, t = dev
+    assert _by_description(t, "grandbo query")["Timeout"] == 10
+    assert _by_description(t, "grandbo embed")["Timeout"] == 60
+    assert _by_description(t, "grandbo backfill")["ReservedConcurrentExecutions"] == 1
+    assert _by_description(t, "grandbo incident")["ReservedConcurrentExecutions"] == 10
+    env = _by_description(t, "grandbo query")["Environment"]["Variables"]
+    assert env["GRANDBO_EMBEDDING_PROVIDER"] == "titan"
+    assert "GRANDBO_DB_HOST" in env
+    assert "GRANDBO_DB_SECRET_ARN" in env
+
+
+# -- messaging ------------------------------------------------------------------------------
+
+
+def test_embed_queue_redrive_visibility_and_partial_batch_failures(dev: Any) -> None:
+    _, t = dev
+    queues = _resources(t, "AWS::SQS::Queue")
+    (embed,) = [q for q in queues.values() if "RedrivePolicy" in q["Properties"]]
+    assert embed["Properties"]["RedrivePolicy"]["maxReceiveCount"] >= 5
+    assert embed["Properties"]["VisibilityTimeout"] >= 6 * 60
+    t.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "BatchSize": 10,
+            "ScalingConfig": {"MaximumConcurrency": 2},
+        },
+    )
+
+
+def test_incident_closed_rule_has_retries_a_dlq_and_an_on_failure_destination(dev: Any) -> None:
+    _, t = dev
+    t.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventPattern": {"source": ["landfall.incidents"], "detail-type": ["IncidentClosed"]},
+            "Targets": [
+                Match.object_like(
+                    {
+                        "DeadLetterConfig": Match.any_value(),
+                        "RetryPolicy": {
+                            "MaximumRetryAttempts": 8,
+                            "MaximumEventAgeInSeconds": 86400,
+                        },
+                    }
+                )
+            ],
+        },
+    )
+    t.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {"DestinationConfig": {"OnFailure": Match.any_value()}, "MaximumRetryAttempts": 2},
+    )
+    t.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(30 minutes)"})
+
+
+# -- API ------------------------------------------------------------------------------------
+
+
+def test_api_stage_throttling_access_logs_validation_and_authorizer(dev: Any) -> None:
+    _, t = dev
+    t.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "StageName": "dev",
+            "AccessLogSetting": Match.object_like({"DestinationArn": Match.any_value()}),
+            "MethodSettings": Match.array_with(
+                [Match.object_like({"ThrottlingRateLimit": 20, "ThrottlingBurstLimit": 40})]
+            ),
+        },
+    )
+    t.has_resource_properties("AWS::ApiGateway::Authorizer", {"Type": "REQUEST"})
+    t.has_resource_properties("AWS::ApiGateway::RequestValidator", {"ValidateRequestBody": True})
+    methods = [m["Properties"] for m in _resources(t, "AWS::ApiGateway::Method").values()]
+    custom = [m for m in methods if m.get("AuthorizationType") == "CUSTOM"]
+    assert {m["HttpMethod"] for m in custom} == {"POST", "GET"}  # query + get entry
+    assert any(m["HttpMethod"] == "ANY" for m in methods)  # signed admin routes
+    t.resource_count_is("AWS::WAFv2::WebACLAssociation", 1)
+
+
+# -- IAM -------------------------------------------------------------------------------------
+
+
+def _statements(t: Template) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for policy_id, policy in _resources(t, "AWS::IAM::Policy").items():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            out.append((policy_id, statement))
+    return out
+
+
+def test_bedrock_invoke_only_on_the_titan_v2_model(dev: Any) -> None:
+    _, t = dev
+    bedrock = [s for _, s in _statements(t) if "bedrock" in str(s["Action"])]
+    assert len(bedrock) == 2  # query + embed worker
+    for statement in bedrock:
+        assert statement["Action"] == "bedrock:InvokeModel"
+        assert "foundation-model/amazon.titan-embed-text-v2:0" in str(statement["Resource"])
+        assert statement["Resource"] != "*"
+
+
+def test_the_keyring_is_readable_only_by_the_authorizer_and_admin(dev: Any) -> None:
+    stack, t = dev
+    keyring_id = stack.resolve(stack.functions.keyring.secret_arn)["Ref"]
+    readers = {
+        policy_id
+        for policy_id, s in _statements(t)
+        if "secretsmanager:GetSecretValue" in str(s["Action"]) and keyring_id in str(s["Resource"])
+    }
+    assert len(readers) == 2
+    assert all("Authorizer" in p or "Admin" in p for p in readers)
+
+
+# -- alarms and checks ----------------------------------------------------------------------
+
+
+def test_alarms_for_dead_letters_embed_errors_5xx_and_unembedded_age(dev: Any) -> None:
+    _, t = dev
+    alarms = [a["Properties"] for a in _resources(t, "AWS::CloudWatch::Alarm").values()]
+    names = {a.get("MetricName") for a in alarms}
+    assert {
+        "ApproximateNumberOfMessagesVisible",
+        "Errors",
+        "5XXError",
+        "OldestUnembeddedAgeSeconds",
+        "EmbedFailures",
+    } <= names
+    assert sum(a.get("MetricName") == "ApproximateNumberOfMessagesVisible" for a in alarms) == 2
+    assert all(a["AlarmActions"] for a in alarms)
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_cdk_nag_reports_no_unsuppressed_error(stage: str, dev: Any, prod: Any) -> None:
+    stack, _ = dev if stage == "dev" else prod
+    errors = Annotations.from_stack(stack).find_error(
+        "*", Match.string_like_regexp("AwsSolutions-.*")
+    )
+    assert [e.entry.data for e in errors] == []
+    warnings = Annotations.from_stack(stack).find_warning(
+        "*", Match.string_like_regexp("AwsSolutions-.*")
+    )
+    assert [w.entry.data for w in warnings] == []
