@@ -97,6 +97,20 @@ class MemoryApi(Construct):
             request_validator=validator,
             request_parameters={"method.request.path.entry_id": True},
         )
+        topology = self.api.root.get_resource("v1")
+        assert topology is not None
+        graph = topology.add_resource("topology")
+        for route in ("blast-radius", "criticality"):
+            graph.add_resource(route).add_method(
+                "GET",
+                query_integration,
+                authorizer=authorizer,
+                request_validator=validator,
+                request_parameters={
+                    "method.request.querystring.type": True,
+                    "method.request.querystring.id": True,
+                },
+            )
         # Admin requests are HMAC-signed over the body; a REQUEST authorizer never sees the
         # body, so the admin Lambda verifies the signature itself before anything else.
         admin = self.api.root.get_resource("v1")

@@ -15,13 +15,19 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.api_models import CorrectEntryRequest, CreateEntryRequest, RetireEntryRequest
+from grandbo.api_models import (
+    CorrectEntryRequest,
+    CreateEntryRequest,
+    RetireEntryRequest,
+    TopologyRequest,
+)
 from grandbo.auth import SIGNATURE_WINDOW_S, Caller, verify_admin_request
 from grandbo.errors import AuthenticationError
 from grandbo.http_errors import precheck_body, proxy_error, register_error_handlers
 from grandbo.lambda_runtime import runtime
 from grandbo.models import Origin, WriteContext, WriteOutcome
 from grandbo.observability import count_entries_created, logger, metrics, tracer
+from grandbo.topology import TopologyBatch
 
 NONCE_RETENTION_S = 3 * SIGNATURE_WINDOW_S
 
@@ -122,6 +128,15 @@ def retire_entry(entry_id: UUID, request: RetireEntryRequest) -> Response[Any]:
     return _written(outcome, 200)
 
 
+@app.post("/v1/admin/topology")
+@tracer.capture_method
+def record_topology(request: TopologyRequest) -> dict[str, Any]:
+    """Upsert nodes and edges of one namespace; `"sync": true` closes what the batch lacks."""
+    caller: Caller = app.context["caller"]
+    batch = TopologyBatch.model_validate(request.model_dump(exclude={"sync"}))
+    return runtime().topology().record(caller.tenant_id, batch, sync=request.sync)
+
+
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
@@ -129,6 +144,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     rejected = precheck_body(event)
     if rejected is not None:
         return rejected
+    if event.get("queryStringParameters"):
+        # the signature covers the path, not a query string: admin routes take none
+        return proxy_error(400, "invalid_request", "admin routes take no query string", "query")
     # Authenticate before routing or validation: an unsigned caller learns nothing else.
     try:
         caller = authenticate(APIGatewayProxyEvent(event))

@@ -4,10 +4,12 @@ The tenant is the one the authorizer proved; nothing in the request can choose i
 """
 
 import time
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 from uuid import UUID
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -37,7 +39,11 @@ def query_memory(request: QueryRequest) -> dict[str, Any]:
         runtime()
         .service()
         .query_org_memory(
-            caller_tenant(), request.topic, limit=request.limit, service=request.service
+            caller_tenant(),
+            request.topic,
+            limit=request.limit,
+            service=request.service,
+            scope=request.scope,
         )
     )
     metrics.add_metric(
@@ -54,6 +60,35 @@ def query_memory(request: QueryRequest) -> dict[str, Any]:
 @tracer.capture_method
 def get_entry(entry_id: UUID) -> dict[str, Any]:
     return runtime().service().get_entry(caller_tenant(), entry_id).model_dump(mode="json")
+
+
+@app.get("/v1/topology/blast-radius")
+@tracer.capture_method
+def blast_radius(
+    node_type: Annotated[str, Query(alias="type", description="Service, Repo, Team, ...")],
+    external_id: Annotated[str, Query(alias="id", min_length=1, max_length=300)],
+    hops: Annotated[int, Query(ge=1, le=3)] = 3,
+    as_of: Annotated[datetime | None, Query(description="ISO 8601 with a time zone")] = None,
+) -> dict[str, Any]:
+    """Everything affected if this node fails (its transitive dependents), nearest first."""
+    radius = (
+        runtime()
+        .topology()
+        .blast_radius(caller_tenant(), node_type, external_id, hops=hops, as_of=as_of)
+    )
+    return radius.model_dump(mode="json")
+
+
+@app.get("/v1/topology/criticality")
+@tracer.capture_method
+def criticality(
+    node_type: Annotated[str, Query(alias="type")],
+    external_id: Annotated[str, Query(alias="id", min_length=1, max_length=300)],
+    as_of: Annotated[datetime | None, Query()] = None,
+) -> dict[str, Any]:
+    """Sum of 1/distance over transitive dependents, or the degree (`basis` says which)."""
+    result = runtime().topology().criticality(caller_tenant(), node_type, external_id, as_of=as_of)
+    return result.model_dump(mode="json")
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from grandbo.service import DEFAULT_LIMIT, MAX_LIMIT
 from grandbo.topic import MAX_TOPIC_CHARS
+from grandbo.topology import TopologyBatch
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -23,6 +24,11 @@ class QueryRequest(_Body):
     topic: Annotated[StrictStr, Field(max_length=MAX_TOPIC_CHARS * 2)]
     limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
     service: StrictStr | None = None
+    scope: Literal["service", "blast_radius", "dependencies"] | None = Field(
+        default=None,
+        description="widen `service` through the topology: services that depend on it "
+        "(blast_radius) or that it depends on (dependencies), up to 3 hops",
+    )
 
 
 class CreateEntryRequest(_Body):
@@ -44,3 +50,9 @@ class CorrectEntryRequest(_Body):
 class RetireEntryRequest(_Body):
     reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
     superseded_by: UUID | None = None
+
+
+class TopologyRequest(TopologyBatch):
+    """A topology batch; `sync: true` makes it the whole namespace (absent rows close)."""
+
+    sync: bool = False

@@ -12,6 +12,8 @@ from grandbo.migrations import migrate
 from grandbo.repository import MemoryRepository
 from grandbo.service import MemoryService
 from grandbo.settings import Settings
+from grandbo.topology_repository import TopologyRepository
+from grandbo.topology_service import TopologyService
 
 
 @contextmanager
@@ -31,6 +33,7 @@ def open_service(
             MemoryRepository(conn),
             provider or provider_named(settings.provider),
             topic_embed_timeout_s=settings.topic_embed_timeout_s,
+            topology=TopologyService(TopologyRepository(conn)),
         )
     finally:
         conn.close()

@@ -10,6 +10,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from uuid import UUID
 
@@ -137,6 +138,23 @@ def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
         args.tenant, args.topic, limit=args.limit, service=args.service
     )
     print_result(result, as_json=args.json)
+    return 0
+
+
+def cmd_topology(args: argparse.Namespace, service: MemoryService) -> int:
+    topology = service.topology
+    assert topology is not None
+    if args.topology_command == "load":
+        batch = json.loads(Path(args.file).read_text())
+        print(json.dumps(topology.record(args.tenant, batch, sync=args.sync)))
+    elif args.topology_command == "blast-radius":
+        radius = topology.blast_radius(
+            args.tenant, args.type, args.id, hops=args.hops, as_of=args.as_of
+        )
+        print(radius.model_dump_json(indent=2))
+    else:
+        crit = topology.criticality(args.tenant, args.type, args.id, as_of=args.as_of)
+        print(crit.model_dump_json(indent=2))
     return 0
 
 
@@ -380,6 +398,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("demo", help="seed the demo organization and answer a first query")
 
+    topo = sub.add_parser("topology", help="the knowledge-graph tier")
+    topo_sub = topo.add_subparsers(dest="topology_command", required=True)
+    load = topo_sub.add_parser("load", help="upsert a JSON batch {namespace, nodes, edges}")
+    load.add_argument("file")
+    load.add_argument(
+        "--sync",
+        action="store_true",
+        help="the batch is the whole namespace: invalidate what it lacks",
+    )
+    for name in ("blast-radius", "criticality"):
+        read = topo_sub.add_parser(name)
+        read.add_argument("--type", default="Service")
+        read.add_argument("--id", required=True)
+        read.add_argument("--as-of", type=datetime.fromisoformat, help="ISO 8601 with a time zone")
+        if name == "blast-radius":
+            read.add_argument("--hops", type=int, default=3)
+    for p in (topo, *topo_sub.choices.values()):
+        p.add_argument("--tenant", default=DEMO_TENANT)
+
     srv = sub.add_parser("serve", help="run every Lambda locally over HTTP (the local runner)")
     srv.add_argument("--host", default="127.0.0.1")
     srv.add_argument("--port", type=int, default=8787)
@@ -417,6 +454,7 @@ _SERVICE_COMMANDS = {
     "embed-pending": cmd_embed_pending,
     "rebuild": cmd_rebuild,
     "demo": cmd_demo,
+    "topology": cmd_topology,
 }
 
 

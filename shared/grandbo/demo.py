@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from grandbo.models import NewEntry, Origin, WriteContext
 from grandbo.service import MemoryService
+from grandbo.topology import service_dependencies
 
 DEMO_TOPIC = (
     "checkout requests are timing out and the payment service logs show it cannot get a "
@@ -99,6 +100,19 @@ DEMO_ENTRIES: list[dict[str, str]] = [
 ]
 
 
+# checkout-api -> payments -> postgres-main, checkout-api -> inventory -> postgres-main,
+# payments -> redis-sessions, search-api -> kafka: `scope` and blast radius have a graph.
+DEMO_DEPENDENCIES = [
+    ("checkout-api", "payments"),
+    ("checkout-api", "inventory"),
+    ("payments", "postgres-main"),
+    ("inventory", "postgres-main"),
+    ("payments", "redis-sessions"),
+    ("search-api", "kafka"),
+    ("orders-worker", "payments"),
+]
+
+
 def seed_demo(service: MemoryService, tenant_id: str) -> int:
     """Write the demo entries (idempotent: a second run creates nothing); return new count."""
     created = 0
@@ -116,4 +130,6 @@ def seed_demo(service: MemoryService, tenant_id: str) -> int:
             WriteContext(actor="grandbo-demo", idempotency_key=f"demo:{item['incident_id']}"),
         )
         created += outcome.applied
+    if service.topology is not None:
+        service.topology.record(tenant_id, service_dependencies(DEMO_DEPENDENCIES), sync=True)
     return created

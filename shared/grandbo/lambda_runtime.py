@@ -26,6 +26,8 @@ from grandbo.errors import GrandboError
 from grandbo.queue import EmbedQueue, SqsEmbedQueue
 from grandbo.repository import MemoryRepository
 from grandbo.service import MemoryService
+from grandbo.topology_repository import TopologyRepository
+from grandbo.topology_service import TopologyService
 
 IDLE_PING_AFTER_S = 60.0
 KEYRING_CACHE_S = 300
@@ -170,8 +172,14 @@ class LambdaRuntime:
                 self.provider,
                 topic_embed_timeout_s=self.environment.topic_embed_timeout_s,
                 embed_queue=self.embed_queue,
+                topology=TopologyService(TopologyRepository(conn)),
             )
         return slot.service
+
+    def topology(self) -> TopologyService:
+        topology = self.service().topology
+        assert topology is not None
+        return topology
 
     def keyring(self) -> Keyring:
         """The signing keys, from Secrets Manager (cached 5 minutes) or a local file."""

@@ -261,7 +261,7 @@ class LocalGateway(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items()}
         path = urlsplit(self.path).path
         try:
-            if path.startswith("/v1/memory/"):
+            if path.startswith(("/v1/memory/", "/v1/topology/")):
                 try:
                     policy = authorize(
                         authorizer_event(self.command, path, headers),

@@ -183,6 +183,7 @@ class QueryMetadata(BaseModel):
     vector_cutoff: float
     active_entries: int
     active_entries_without_current_vector: int
+    services_in_scope: list[str] | None = None
     fusion: str = "rrf(k=60) over lexical top 25 and vector top 25, sliced after fusion"
 
 

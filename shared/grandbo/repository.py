@@ -95,13 +95,11 @@ class ProjectionReport:
     mismatches: list[str]
 
 
-class MemoryRepository:
-    """All reads and writes of memory entries, events and tag statistics."""
+class TenantScopedRepository:
+    """One connection; every unit of work is a short transaction scoped to one tenant."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
-
-    # -- transactions ------------------------------------------------------------------
 
     @contextmanager
     def _tenant_scope(self, tenant_id: str) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
@@ -109,6 +107,10 @@ class MemoryRepository:
         with self._conn.transaction(), self._conn.cursor(row_factory=dict_row) as cur:
             cur.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant,))
             yield cur
+
+
+class MemoryRepository(TenantScopedRepository):
+    """All reads and writes of memory entries, events and tag statistics."""
 
     # -- writes ------------------------------------------------------------------------
 
@@ -371,7 +373,7 @@ class MemoryRepository:
         topic_vector: Sequence[float] | None,
         embed_rev: str,
         vector_cutoff: float,
-        service: str | None,
+        services: Sequence[str] | None,
         leg_limit: int,
     ) -> SearchLegs:
         """Both retrieval legs over one tenant's active entries, in one transaction.
@@ -381,11 +383,12 @@ class MemoryRepository:
         only those closer than `vector_cutoff`, nearest first.
         """
         with self._tenant_scope(tenant_id) as cur:
-            lexical = self._lexical_leg(cur, tenant_id, topic_tags, service, leg_limit)
+            scope = None if services is None else list(services)
+            lexical = self._lexical_leg(cur, tenant_id, topic_tags, scope, leg_limit)
             vector: list[VectorCandidate] = []
             if topic_vector is not None:
                 vector = self._vector_leg(
-                    cur, tenant_id, topic_vector, embed_rev, vector_cutoff, service, leg_limit
+                    cur, tenant_id, topic_vector, embed_rev, vector_cutoff, scope, leg_limit
                 )
             ids = list(dict.fromkeys([c.entry_id for c in lexical] + [c.entry_id for c in vector]))
             entries: dict[UUID, MemoryEntry] = {}
@@ -397,8 +400,8 @@ class MemoryRepository:
                 " OR embed_rev IS DISTINCT FROM %s OR embedded_revision IS DISTINCT FROM revision)"
                 " AS without_vector FROM org_memory_entries"
                 " WHERE tenant_id = %s AND status = 'active'"
-                " AND (%s::text IS NULL OR service = %s)",
-                (embed_rev, tenant_id, service, service),
+                " AND (%s::text[] IS NULL OR service = ANY(%s))",
+                (embed_rev, tenant_id, scope, scope),
             )
             coverage = cur.fetchone()
             assert coverage is not None
@@ -415,7 +418,7 @@ class MemoryRepository:
         cur: psycopg.Cursor[dict[str, Any]],
         tenant_id: str,
         topic_tags: Sequence[str],
-        service: str | None,
+        services: list[str] | None,
         limit: int,
     ) -> list[LexicalCandidate]:
         tags = sorted(set(topic_tags))
@@ -436,7 +439,7 @@ class MemoryRepository:
             "   SELECT e.entry_id, e.tags, cardinality(e.tags) AS tag_count, e.updated_at"
             "   FROM org_memory_entries e"
             "   WHERE e.tenant_id = %(tenant)s AND e.status = 'active' AND e.tags && %(tags)s"
-            "     AND (%(service)s::text IS NULL OR e.service = %(service)s)"
+            "     AND (%(services)s::text[] IS NULL OR e.service = ANY(%(services)s))"
             " )"
             " SELECT c.entry_id,"
             "        sum(idf.w) * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
@@ -454,7 +457,7 @@ class MemoryRepository:
                 "tags": tags,
                 "k1": BM25_K1,
                 "b": BM25_B,
-                "service": service,
+                "services": services,
                 "limit": limit,
             },
         )
@@ -470,21 +473,21 @@ class MemoryRepository:
         topic_vector: Sequence[float],
         embed_rev: str,
         cutoff: float,
-        service: str | None,
+        services: list[str] | None,
         limit: int,
     ) -> list[VectorCandidate]:
         cur.execute(
             "SELECT entry_id, embedding <=> %(q)s AS distance FROM org_memory_entries"
             " WHERE tenant_id = %(tenant)s AND status = 'active'"
             "   AND embed_rev = %(rev)s AND embedded_revision = revision"
-            "   AND (%(service)s::text IS NULL OR service = %(service)s)"
+            "   AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
             "   AND embedding <=> %(q)s < %(cutoff)s"
             " ORDER BY distance, entry_id LIMIT %(limit)s",
             {
                 "q": Vector(list(topic_vector)),
                 "tenant": tenant_id,
                 "rev": embed_rev,
-                "service": service,
+                "services": services,
                 "cutoff": cutoff,
                 "limit": limit,
             },

@@ -7,8 +7,9 @@ these methods; none of them knows SQL or which embedding provider answers.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,6 +40,7 @@ from grandbo.tags import tags_for, tokenize
 from grandbo.tenancy import require_tenant
 from grandbo.text_rules import reject_unsafe_text
 from grandbo.topic import validate_topic
+from grandbo.topology_service import TopologyService
 
 _log = logging.getLogger(__name__)
 
@@ -49,9 +51,6 @@ SERVICE_PATTERN_HINT = "letters, digits and . _ : / - (at most 120 characters)"
 
 _SERVICE: TypeAdapter[str] = TypeAdapter(ServiceName)
 _Command = TypeVar("_Command", NewEntry, EntryText)
-
-# Topic embedding runs on one worker thread so a hung provider cannot hold the query.
-_topic_embedder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grandbo-topic-embed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +99,14 @@ class MemoryService:
         *,
         topic_embed_timeout_s: float = 2.0,
         embed_queue: EmbedQueue | None = None,
+        topology: TopologyService | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.repository = repository
         self.provider = provider
         self.topic_embed_timeout_s = topic_embed_timeout_s
         self.embed_queue = embed_queue
+        self.topology = topology
         self.enqueue_failures = 0
         self._clock = clock
 
@@ -118,13 +119,19 @@ class MemoryService:
         *,
         limit: int = DEFAULT_LIMIT,
         service: str | None = None,
+        scope: str | None = None,
     ) -> MemoryQueryResult:
-        """Have we seen this before? Entries relevant to `topic`, best first, with reasons."""
+        """Have we seen this before? Entries relevant to `topic`, best first, with reasons.
+
+        `scope` widens a `service` filter through the topology: `blast_radius` adds the
+        services that depend on it, `dependencies` the services it depends on (3 hops).
+        """
         tenant = require_tenant(tenant_id)
         text = validate_topic(topic)
         limit = validate_limit(limit)
         service = validate_service(service)
-        ranked = self.rank(tenant, text, service=service)
+        services = self._services_in_scope(tenant, service, scope)
+        ranked = self.rank(tenant, text, services=services)
         legs = ranked.legs
         lexical = {c.entry_id: (rank, c) for rank, c in enumerate(legs.lexical, start=1)}
         vector = {c.entry_id: (rank, c) for rank, c in enumerate(legs.vector, start=1)}
@@ -167,15 +174,27 @@ class MemoryService:
             vector_cutoff=self.provider.vector_cutoff,
             active_entries=legs.active_entries,
             active_entries_without_current_vector=legs.active_without_current_vector,
+            services_in_scope=services,
         )
         return MemoryQueryResult(hits=hits, metadata=metadata)
+
+    def _services_in_scope(
+        self, tenant: str, service: str | None, scope: str | None
+    ) -> list[str] | None:
+        if scope is None or scope == "service":
+            return None if service is None else [service]
+        if service is None:
+            raise InvalidInputError("scope", "widens a service filter: send a service too")
+        if self.topology is None:
+            raise InvalidInputError("scope", "the topology tier is not configured")
+        return self.topology.services_in_scope(tenant, service, scope)
 
     def rank(
         self,
         tenant_id: str,
         topic: str,
         *,
-        service: str | None = None,
+        services: list[str] | None = None,
         use_lexical: bool = True,
         use_vector: bool = True,
     ) -> RankedCandidates:
@@ -191,7 +210,7 @@ class MemoryService:
             topic_vector=vector,
             embed_rev=self.provider.embed_rev,
             vector_cutoff=self.provider.vector_cutoff,
-            service=service,
+            services=services,
             leg_limit=LEG_LIMIT,
         )
         fused = reciprocal_rank_fusion(
@@ -206,11 +225,20 @@ class MemoryService:
         )
 
     def _embed_topic(self, topic: str) -> tuple[Embedding | None, str | None]:
-        future = _topic_embedder.submit(self.provider.embed_one, topic)
+        # A thread of its own per call: a hung provider call can only ever delay itself,
+        # never queue the next query's embedding behind it.
+        future: Future[Embedding] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self.provider.embed_one(topic))
+            except BaseException as exc:  # handed to the waiting caller
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="grandbo-topic-embed", daemon=True).start()
         try:
             return future.result(timeout=self.topic_embed_timeout_s), None
         except FutureTimeout:
-            future.cancel()
             reason = f"embedding the topic timed out after {self.topic_embed_timeout_s}s"
         except EmbeddingError as exc:
             reason = f"embedding the topic failed: {exc}"

@@ -298,3 +298,26 @@ def test_oldest_pending_age_measures_the_longest_wait(service: MemoryService, te
     assert 3500 < later.oldest_pending_age_s(tenant) < 3700
     service.embed_pending(tenant)
     assert later.oldest_pending_age_s(tenant) == 0.0
+
+
+def test_a_hung_embedding_never_delays_the_next_query(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    class SlowOnce(FakeEmbeddingProvider):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = True
+
+        def _embed(self, texts: list[str]) -> list[list[float]]:
+            if self.first:
+                self.first = False
+                time.sleep(1.5)
+            return super()._embed(texts)
+
+    writer = MemoryService(repository, FakeEmbeddingProvider())
+    _add(writer, tenant, "Checkout pool", "checkout database connection waiting")
+    writer.embed_pending(tenant)
+    service = MemoryService(repository, SlowOnce(), topic_embed_timeout_s=0.2)
+    assert service.query_org_memory(tenant, TOPIC).metadata.vector_leg == "unavailable"
+    # the hung call is still sleeping: the next query embeds on its own thread at once
+    assert service.query_org_memory(tenant, TOPIC).metadata.vector_leg == "ok"

@@ -1,0 +1,273 @@
+"""The knowledge-graph tier: typed, bi-temporal service topology and what it answers.
+
+Embeddings cannot say "if this fails, what is affected?" or "how critical is this?":
+similarity is not reachability. Nodes and edges come from fixed whitelists, every type
+is validated against them before any SQL is built, and nothing is ever deleted — a
+snapshot sync closes what it no longer sees (`invalid_at`), so the topology of any past
+moment can be read back.
+
+Blast radius of X: every node that depends on X, transitively (if A DEPENDS_ON B, B
+failing affects A), at most `hops` (1-3) away, each with its distance and one shortest
+path; invalidated edges are never crossed; at most MAX_AFFECTED nodes.
+
+Criticality of X: the sum of 1/distance over all transitive dependents (breadth-first
+over reverse reachability). The rule for "too sparse": when X has no dependent at all
+there is nothing to sum, so the score falls back to X's degree (its valid edges of every
+type, both directions) and says so in `basis`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from grandbo.errors import InvalidInputError
+from grandbo.text_rules import reject_unsafe_text
+
+MAX_HOPS = 3
+MAX_AFFECTED = 5_000
+MAX_CRITICALITY_NODES = 50_000
+MAX_BATCH = 10_000
+
+
+class NodeType(enum.StrEnum):
+    SERVICE = "Service"
+    REPO = "Repo"
+    TEAM = "Team"
+    PERSON = "Person"
+    PAGERDUTY_SERVICE = "PagerDutyService"
+    AWS_RESOURCE = "AwsResource"
+    INCIDENT = "Incident"
+
+
+class EdgeType(enum.StrEnum):
+    DEPENDS_ON = "DEPENDS_ON"
+    OWNED_BY = "OWNED_BY"
+    AFFECTS = "AFFECTS"
+    CORRELATES_WITH = "CORRELATES_WITH"
+
+
+class Namespace(enum.StrEnum):
+    TOPOLOGY = "topology"  # discovered structure
+    LEARNED = "learned"  # what investigations observed
+
+
+class Direction(enum.StrEnum):
+    DEPENDENTS = "dependents"  # who depends on the node (blast radius)
+    DEPENDENCIES = "dependencies"  # what the node depends on
+
+
+def parse_node_type(value: object) -> NodeType:
+    """The whitelist is the injection boundary: anything else is refused by name."""
+    try:
+        return NodeType(str(value))
+    except ValueError:
+        allowed = ", ".join(t.value for t in NodeType)
+        raise InvalidInputError("node_type", f"must be one of {allowed}") from None
+
+
+def parse_hops(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InvalidInputError("hops", "must be an integer from 1 to 3")
+    try:
+        hops = int(value)
+    except ValueError:
+        raise InvalidInputError("hops", "must be an integer from 1 to 3") from None
+    if not 1 <= hops <= MAX_HOPS:
+        raise InvalidInputError("hops", f"must be from 1 to {MAX_HOPS}, got {hops}")
+    return hops
+
+
+ExternalId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
+
+
+def node_key(tenant_id: str, node_type: NodeType, external_id: str) -> str:
+    return f"{tenant_id}::{node_type.value}::{external_id}"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodeRef(_Strict):
+    node_type: NodeType
+    external_id: ExternalId
+
+    @field_validator("external_id")
+    @classmethod
+    def _safe(cls, value: str) -> str:
+        return reject_unsafe_text(value)
+
+
+class TopologyNode(NodeRef):
+    """A node as discovered or observed; `valid_at` defaults to the time it is recorded."""
+
+    name: Annotated[str, StringConstraints(max_length=300)] | None = None
+    properties: dict[str, Any] = Field(default_factory=dict)
+    valid_at: datetime | None = None
+
+
+class TopologyEdge(_Strict):
+    source: NodeRef
+    edge_type: EdgeType
+    target: NodeRef
+    properties: dict[str, Any] = Field(default_factory=dict)
+    valid_at: datetime | None = None
+
+
+class TopologyBatch(_Strict):
+    """Nodes and edges of one namespace; with `sync`, the whole of that namespace."""
+
+    namespace: Namespace = Namespace.TOPOLOGY
+    nodes: list[TopologyNode] = Field(default_factory=list, max_length=MAX_BATCH)
+    edges: list[TopologyEdge] = Field(default_factory=list, max_length=5 * MAX_BATCH)
+
+
+def service_dependencies(
+    pairs: Iterable[tuple[str, str]], namespace: Namespace = Namespace.TOPOLOGY
+) -> TopologyBatch:
+    """A batch of Service nodes and `a DEPENDS_ON b` edges from (a, b) name pairs."""
+    edges = list(pairs)
+    names = sorted({name for pair in edges for name in pair})
+    return TopologyBatch(
+        namespace=namespace,
+        nodes=[TopologyNode(node_type=NodeType.SERVICE, external_id=n) for n in names],
+        edges=[
+            TopologyEdge(
+                source=NodeRef(node_type=NodeType.SERVICE, external_id=a),
+                edge_type=EdgeType.DEPENDS_ON,
+                target=NodeRef(node_type=NodeType.SERVICE, external_id=b),
+            )
+            for a, b in edges
+        ],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Reached:
+    distance: int
+    parent: str | None
+
+
+def breadth_first(
+    start: str,
+    neighbours: Callable[[list[str]], Iterable[tuple[str, str]]],
+    *,
+    max_hops: int | None,
+    max_nodes: int,
+) -> tuple[dict[str, Reached], bool]:
+    """Shortest distances from `start` (excluded) following `neighbours(frontier)` pairs.
+
+    `neighbours` yields (from, to) for every frontier node; cycles are harmless (visited
+    nodes are never re-entered). Returns the reached nodes and whether `max_nodes` cut
+    the walk short.
+    """
+    reached: dict[str, Reached] = {}
+    seen = {start}
+    frontier = [start]
+    depth = 0
+    while frontier and (max_hops is None or depth < max_hops):
+        depth += 1
+        next_frontier: list[str] = []
+        for origin, node in sorted(neighbours(frontier)):
+            if node in seen:
+                continue
+            seen.add(node)
+            reached[node] = Reached(depth, origin)
+            next_frontier.append(node)
+            if len(reached) >= max_nodes:
+                return reached, True
+        frontier = next_frontier
+    return reached, False
+
+
+def reverse_adjacency(edges: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """target -> the sources that depend on it, from (source, target) DEPENDS_ON pairs."""
+    dependents: dict[str, list[str]] = {}
+    for source, target in edges:
+        dependents.setdefault(target, []).append(source)
+    return dependents
+
+
+def distance_sums(
+    start: str, dependents: dict[str, list[str]], max_nodes: int
+) -> tuple[int, float]:
+    """(dependents, sum of 1/distance) over reverse reachability from `start`."""
+    seen = {start}
+    frontier = [start]
+    depth = 0
+    total = 0.0
+    count = 0
+    while frontier and count < max_nodes:
+        depth += 1
+        next_frontier = []
+        for node in frontier:
+            for dependent in dependents.get(node, ()):
+                if dependent not in seen:
+                    seen.add(dependent)
+                    next_frontier.append(dependent)
+        count += len(next_frontier)
+        total += len(next_frontier) / depth
+        frontier = next_frontier
+    return count, total
+
+
+def path_to(start: str, node: str, reached: dict[str, Reached]) -> list[str]:
+    """One shortest path start → … → node, from the parent pointers."""
+    path = [node]
+    while path[-1] != start:
+        parent = reached[path[-1]].parent
+        assert parent is not None
+        path.append(parent)
+    return list(reversed(path))
+
+
+class GraphNode(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    node_type: NodeType
+    external_id: str
+    name: str | None
+
+
+class AffectedNode(GraphNode):
+    distance: int
+    path: list[str] = Field(description="external ids from the failing node to this one")
+
+
+class BlastRadius(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    node: GraphNode
+    hops: int
+    as_of: datetime | None
+    affected: list[AffectedNode]
+    truncated: bool
+
+
+class Criticality(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    node: GraphNode
+    as_of: datetime | None
+    score: float
+    basis: str = Field(description="reverse_reachability, or degree when nothing depends on it")
+    dependents: int
+    degree: int
+
+
+def utc_or_none(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise InvalidInputError("as_of", "must carry a time zone (e.g. 2026-11-29T10:00:00Z)")
+    return value.astimezone(UTC)
+
+
+def sorted_unique(values: Sequence[str]) -> list[str]:
+    return sorted(set(values))
