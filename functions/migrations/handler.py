@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from grandbo.lambda_runtime import database_url_from_secret
 from grandbo.migrations import migrate, set_app_role_password
 from grandbo.observability import logger
+from grandbo.vector_index import ensure_hnsw_indexes
 
 PHYSICAL_ID = "grandbo-schema"
 
@@ -28,7 +29,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     applied = migrate(admin_url)
     app_secret = json.loads(str(get_secret(os.environ["GRANDBO_DB_SECRET_ARN"])))
     set_app_role_password(admin_url, app_secret["password"])
-    logger.info("schema migrated", extra={"applied": [f"{m.version}_{m.name}" for m in applied]})
+    indexed = ensure_hnsw_indexes(admin_url)
+    logger.info(
+        "schema migrated",
+        extra={"applied": [f"{m.version}_{m.name}" for m in applied], "hnsw_indexed": indexed},
+    )
     return {
         "PhysicalResourceId": PHYSICAL_ID,
         "Data": {"Applied": ",".join(str(m.version) for m in applied)},

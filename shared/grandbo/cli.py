@@ -423,6 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
 
+    idx = sub.add_parser("index", help="HNSW indexes for tenants past a size threshold")
+    idx.add_argument("--min-entries", type=int, default=20_000)
+
     tok = sub.add_parser("token", help="mint a query token from the local keyring")
     tok.add_argument("--key-id", default=f"{DEMO_TENANT}-beacon")
     tok.add_argument("--ttl", type=int, default=3600)
@@ -458,6 +461,18 @@ _SERVICE_COMMANDS = {
 }
 
 
+def cmd_index(args: argparse.Namespace) -> int:
+    from grandbo.database import resolve_urls
+    from grandbo.vector_index import ensure_hnsw_indexes
+
+    created = ensure_hnsw_indexes(resolve_urls(_settings(args)).admin, args.min_entries)
+    print(
+        f"created HNSW index(es) for {len(created)} tenant(s)"
+        + "".join(f"\n  {tenant}" for tenant in created)
+    )
+    return 0
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     from grandbo.openapi import openapi_json
 
@@ -467,6 +482,7 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 
 _STANDALONE_COMMANDS = {
     "openapi": cmd_openapi,
+    "index": cmd_index,
     "eval": cmd_eval,
     "serve": cmd_serve,
     "token": cmd_token,

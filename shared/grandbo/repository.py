@@ -476,13 +476,20 @@ class MemoryRepository(TenantScopedRepository):
         services: list[str] | None,
         limit: int,
     ) -> list[VectorCandidate]:
+        # Only tenants past the size threshold have an HNSW index (grandbo.vector_index);
+        # for them the iterative scan keeps the filters from under-returning. The cutoff
+        # applies after the nearest `limit` are found, so an index scan stops at `limit`
+        # instead of walking the graph for rows that will never pass the cutoff.
+        cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cur.execute("SET LOCAL hnsw.ef_search = 100")
         cur.execute(
-            "SELECT entry_id, embedding <=> %(q)s AS distance FROM org_memory_entries"
-            " WHERE tenant_id = %(tenant)s AND status = 'active'"
-            "   AND embed_rev = %(rev)s AND embedded_revision = revision"
-            "   AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
-            "   AND embedding <=> %(q)s < %(cutoff)s"
-            " ORDER BY distance, entry_id LIMIT %(limit)s",
+            "SELECT entry_id, distance FROM ("
+            "   SELECT entry_id, embedding <=> %(q)s AS distance FROM org_memory_entries"
+            "   WHERE tenant_id = %(tenant)s AND status = 'active'"
+            "     AND embed_rev = %(rev)s AND embedded_revision = revision"
+            "     AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
+            "   ORDER BY embedding <=> %(q)s LIMIT %(limit)s"
+            " ) nearest WHERE distance < %(cutoff)s ORDER BY distance, entry_id",
             {
                 "q": Vector(list(topic_vector)),
                 "tenant": tenant_id,

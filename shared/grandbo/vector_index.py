@@ -1,0 +1,61 @@
+"""HNSW indexes for tenants past a size threshold; smaller tenants keep the exact scan.
+
+An exact cosine scan is both exact and fast at seed scale (a few thousand entries per
+organization). Past `HNSW_MIN_ENTRIES`, a tenant gets its own partial HNSW index
+(`WHERE tenant_id = '<tenant>'`), which the planner uses only for that tenant's queries;
+the vector leg runs with pgvector's iterative scan so filters (status, embed_rev,
+service) never make it under-return. Index DDL needs the schema owner, so this runs from
+the admin side (`grandbo index`, or the deploy-time migrations function), never from a
+request path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import psycopg
+from psycopg import sql
+
+HNSW_MIN_ENTRIES = 20_000
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+def index_name(tenant_id: str) -> str:
+    return "org_memory_entries_hnsw_" + hashlib.sha256(tenant_id.encode()).hexdigest()[:16]
+
+
+def ensure_hnsw_indexes(admin_url: str, min_entries: int = HNSW_MIN_ENTRIES) -> list[str]:
+    """Create the missing per-tenant HNSW indexes (concurrently); return the tenants indexed."""
+    created = []
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT tenant_id FROM org_memory_entries WHERE status = 'active'"
+            " GROUP BY tenant_id HAVING count(*) >= %s ORDER BY tenant_id",
+            (min_entries,),
+        ).fetchall()
+        existing = {
+            row[0]
+            for row in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'org_memory_entries'"
+            )
+        }
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        for (tenant_id,) in rows:
+            name = index_name(tenant_id)
+            if name in existing:
+                continue
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON org_memory_entries"
+                    " USING hnsw (embedding vector_cosine_ops)"
+                    " WITH (m = {m}, ef_construction = {ef}) WHERE tenant_id = {tenant}"
+                ).format(
+                    name=sql.Identifier(name),
+                    m=sql.Literal(HNSW_M),
+                    ef=sql.Literal(HNSW_EF_CONSTRUCTION),
+                    tenant=sql.Literal(tenant_id),
+                )
+            )
+            created.append(tenant_id)
+    return created
