@@ -16,19 +16,46 @@ from dataclasses import dataclass
 import numpy as np
 
 SERVICES = [
-    "checkout-api", "payments", "inventory", "search-api", "orders-worker", "auth-service",
-    "edge-proxy", "postgres-main", "redis-sessions", "kafka", "notifications", "billing",
-    "catalog", "recommendations", "shipping", "user-profile", "gateway", "reporting",
-    "ledger", "fraud-detection", "media-upload", "analytics-ingest", "coredns", "vault",
+    "checkout-api",
+    "payments",
+    "inventory",
+    "search-api",
+    "orders-worker",
+    "auth-service",
+    "edge-proxy",
+    "postgres-main",
+    "redis-sessions",
+    "kafka",
+    "notifications",
+    "billing",
+    "catalog",
+    "recommendations",
+    "shipping",
+    "user-profile",
+    "gateway",
+    "reporting",
+    "ledger",
+    "fraud-detection",
+    "media-upload",
+    "analytics-ingest",
+    "coredns",
+    "vault",
 ]
 SYMPTOMS = [
-    "p99 latency rose above 8 seconds", "requests failed with HTTP 503",
-    "pods were OOMKilled and restarted in a loop", "consumer lag grew for hours",
-    "connections timed out waiting for the pool", "error rate reached 40 percent",
-    "TLS handshakes failed for older clients", "DNS lookups timed out intermittently",
-    "disk usage reached 100 percent", "CPU throttling saturated the nodes",
-    "the queue backlog kept growing", "users were logged out unexpectedly",
-    "writes were rejected as read-only", "health checks flapped across the fleet",
+    "p99 latency rose above 8 seconds",
+    "requests failed with HTTP 503",
+    "pods were OOMKilled and restarted in a loop",
+    "consumer lag grew for hours",
+    "connections timed out waiting for the pool",
+    "error rate reached 40 percent",
+    "TLS handshakes failed for older clients",
+    "DNS lookups timed out intermittently",
+    "disk usage reached 100 percent",
+    "CPU throttling saturated the nodes",
+    "the queue backlog kept growing",
+    "users were logged out unexpectedly",
+    "writes were rejected as read-only",
+    "health checks flapped across the fleet",
 ]
 MECHANISMS = [
     "the connection pool was sized for half the workers",
@@ -76,9 +103,7 @@ def incident_text(rng: random.Random) -> tuple[str, str, str]:
 
 def topic_text(rng: random.Random) -> str:
     service = rng.choice(SERVICES)
-    return (
-        f"{rng.choice(SYMPTOMS)} on {service}; we suspect {rng.choice(MECHANISMS)}"
-    )
+    return f"{rng.choice(SYMPTOMS)} on {service}; we suspect {rng.choice(MECHANISMS)}"
 
 
 def pool(size: int, seed: int = 1) -> list[tuple[str, str, str]]:

@@ -157,7 +157,9 @@ class MemoryRepository(TenantScopedRepository):
                 ),
             )
             self._count_tags(cur, tenant_id, tags, +1)
-            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+            created = self._get(cur, tenant_id, entry_id)
+            self._post_tags(cur, created)
+            return WriteOutcome(entry=created, applied=True)
 
     def correct_entry(
         self,
@@ -210,7 +212,10 @@ class MemoryRepository(TenantScopedRepository):
             )
             self._count_tags(cur, tenant_id, current.tags, -1)
             self._count_tags(cur, tenant_id, tags, +1)
-            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+            corrected = self._get(cur, tenant_id, entry_id)
+            self._unpost_tags(cur, tenant_id, entry_id)
+            self._post_tags(cur, corrected)
+            return WriteOutcome(entry=corrected, applied=True)
 
     def retire_entry(
         self,
@@ -248,7 +253,26 @@ class MemoryRepository(TenantScopedRepository):
                 (status.value, superseded_by, recorded_at, tenant_id, entry_id),
             )
             self._count_tags(cur, tenant_id, current.tags, -1)
+            self._unpost_tags(cur, tenant_id, entry_id)
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def _post_tags(self, cur: psycopg.Cursor[dict[str, Any]], entry: MemoryEntry) -> None:
+        """The entry's tags into the inverted index the lexical leg reads."""
+        tags = sorted(set(entry.tags))
+        cur.execute(
+            "INSERT INTO org_memory_tag_postings"
+            " (tenant_id, tag, entry_id, tag_count, service, updated_at)"
+            " SELECT %s, tag, %s, %s, %s, %s FROM unnest(%s::text[]) AS tag",
+            (entry.tenant_id, entry.entry_id, len(tags), entry.service, entry.updated_at, tags),
+        )
+
+    def _unpost_tags(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, entry_id: UUID
+    ) -> None:
+        cur.execute(
+            "DELETE FROM org_memory_tag_postings WHERE tenant_id = %s AND entry_id = %s",
+            (tenant_id, entry_id),
+        )
 
     def _append_event(
         self,
@@ -396,8 +420,10 @@ class MemoryRepository(TenantScopedRepository):
                 cur.execute(_ENTRIES_BY_IDS, (tenant_id, ids))
                 entries = {row["entry_id"]: MemoryEntry.model_validate(row) for row in cur}
             cur.execute(
-                "SELECT count(*) AS active, count(*) FILTER (WHERE embedding IS NULL"
-                " OR embed_rev IS DISTINCT FROM %s OR embedded_revision IS DISTINCT FROM revision)"
+                # embed_rev is NULL exactly when embedding is (a CHECK): this reads the
+                # narrow covering index, never the 4 KB rows
+                "SELECT count(*) AS active, count(*) FILTER (WHERE"
+                " embed_rev IS DISTINCT FROM %s OR embedded_revision IS DISTINCT FROM revision)"
                 " AS without_vector FROM org_memory_entries"
                 " WHERE tenant_id = %s AND status = 'active'"
                 " AND (%s::text[] IS NULL OR service = ANY(%s))",
@@ -425,8 +451,8 @@ class MemoryRepository(TenantScopedRepository):
         if not tags:
             return []
         cur.execute(
-            # MATERIALIZED keeps the plan small whatever the statistics say: the shared
-            # tags' weights once, the candidate entries once, then one hash join.
+            # BM25 from the inverted index: only the postings of the topic's tags are read
+            # (narrow rows, index-only), never the candidates' wide entry rows.
             "WITH corpus AS MATERIALIZED ("
             "   SELECT active_entries::float8 AS n,"
             "          GREATEST(active_tag_total::float8 / NULLIF(active_entries, 0), 1.0) AS avgdl"
@@ -435,22 +461,21 @@ class MemoryRepository(TenantScopedRepository):
             "   SELECT s.tag, ln(1.0 + (corpus.n - s.doc_count + 0.5) / (s.doc_count + 0.5)) AS w"
             "   FROM org_memory_tag_stats s CROSS JOIN corpus"
             "   WHERE s.tenant_id = %(tenant)s AND s.tag = ANY(%(tags)s) AND s.doc_count > 0"
-            " ), candidates AS MATERIALIZED ("
-            "   SELECT e.entry_id, e.tags, cardinality(e.tags) AS tag_count, e.updated_at"
-            "   FROM org_memory_entries e"
-            "   WHERE e.tenant_id = %(tenant)s AND e.status = 'active' AND e.tags && %(tags)s"
-            "     AND (%(services)s::text[] IS NULL OR e.service = ANY(%(services)s))"
+            " ), scored AS ("
+            "   SELECT p.entry_id, sum(idf.w) AS w, max(p.tag_count) AS tag_count,"
+            "          max(p.updated_at) AS updated_at,"
+            "          array_agg(idf.tag ORDER BY idf.w DESC, idf.tag) AS shared_tags"
+            "   FROM idf JOIN org_memory_tag_postings p"
+            "     ON p.tenant_id = %(tenant)s AND p.tag = idf.tag"
+            "   WHERE (%(services)s::text[] IS NULL OR p.service = ANY(%(services)s))"
+            "   GROUP BY p.entry_id"
             " )"
-            " SELECT c.entry_id,"
-            "        sum(idf.w) * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
-            "          * c.tag_count / corpus.avgdl)) AS score,"
-            "        array_agg(idf.tag ORDER BY idf.w DESC, idf.tag) AS shared_tags"
-            " FROM candidates c"
-            " CROSS JOIN LATERAL unnest(c.tags) AS entry_tag(tag)"
-            " JOIN idf ON idf.tag = entry_tag.tag"
-            " CROSS JOIN corpus"
-            " GROUP BY c.entry_id, c.tag_count, c.updated_at, corpus.avgdl"
-            " ORDER BY score DESC, c.updated_at DESC, c.entry_id"
+            " SELECT s.entry_id,"
+            "        s.w * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
+            "          * s.tag_count / corpus.avgdl)) AS score,"
+            "        s.shared_tags"
+            " FROM scored s CROSS JOIN corpus"
+            " ORDER BY score DESC, s.updated_at DESC, s.entry_id"
             " LIMIT %(limit)s",
             {
                 "tenant": tenant_id,
@@ -555,7 +580,7 @@ class MemoryRepository(TenantScopedRepository):
             cur.execute(
                 "SELECT tenant_id, entry_id, revision FROM org_memory_entries"
                 " WHERE tenant_id = %s AND status = 'active'"
-                "   AND (embedding IS NULL OR embed_rev IS DISTINCT FROM %s"
+                "   AND (embed_rev IS DISTINCT FROM %s"
                 "        OR embedded_revision IS DISTINCT FROM revision)"
                 "   AND (%s::uuid IS NULL OR entry_id > %s)"
                 " ORDER BY entry_id LIMIT %s",
@@ -569,7 +594,7 @@ class MemoryRepository(TenantScopedRepository):
             cur.execute(
                 "SELECT min(updated_at) AS oldest FROM org_memory_entries"
                 " WHERE tenant_id = %s AND status = 'active'"
-                "   AND (embedding IS NULL OR embed_rev IS DISTINCT FROM %s"
+                "   AND (embed_rev IS DISTINCT FROM %s"
                 "        OR embedded_revision IS DISTINCT FROM revision)",
                 (tenant_id, embed_rev),
             )
@@ -684,6 +709,19 @@ class MemoryRepository(TenantScopedRepository):
             ]
             if self._stats(cur, tenant_id) != self._expected_stats(expected):
                 mismatches.append("tag statistics differ from the replayed entries")
+            cur.execute(
+                "SELECT entry_id, array_agg(tag ORDER BY tag) AS tags"
+                " FROM org_memory_tag_postings WHERE tenant_id = %s GROUP BY entry_id",
+                (tenant_id,),
+            )
+            posted = {row["entry_id"]: tuple(row["tags"]) for row in cur}
+            wanted = {
+                e.entry_id: tuple(sorted(set(e.tags)))
+                for e in expected.values()
+                if e.status is EntryStatus.ACTIVE
+            }
+            if posted != wanted:
+                mismatches.append("tag postings differ from the replayed active entries")
             return ProjectionReport(tenant_id, len(events), len(expected), mismatches)
 
     def rebuild_projection(self, tenant_id: str) -> ProjectionReport:
@@ -703,6 +741,7 @@ class MemoryRepository(TenantScopedRepository):
             )
             cur.execute("DELETE FROM org_memory_entries WHERE tenant_id = %s", (tenant_id,))
             cur.execute("DELETE FROM org_memory_tag_stats WHERE tenant_id = %s", (tenant_id,))
+            cur.execute("DELETE FROM org_memory_tag_postings WHERE tenant_id = %s", (tenant_id,))
             cur.execute("DELETE FROM org_memory_tenant_stats WHERE tenant_id = %s", (tenant_id,))
             # COPY is refused under row-level security; executemany pipelines the inserts.
             cur.executemany(
@@ -734,6 +773,15 @@ class MemoryRepository(TenantScopedRepository):
                 " FROM grandbo_kept_vectors k"
                 " WHERE e.tenant_id = %s AND e.entry_id = k.entry_id"
                 "   AND e.revision = k.embedded_revision",
+                (tenant_id,),
+            )
+            cur.execute(
+                "INSERT INTO org_memory_tag_postings"
+                " (tenant_id, tag, entry_id, tag_count, service, updated_at)"
+                " SELECT e.tenant_id, t.tag, e.entry_id, cardinality(e.tags), e.service,"
+                "        e.updated_at"
+                " FROM org_memory_entries e CROSS JOIN LATERAL unnest(e.tags) AS t(tag)"
+                " WHERE e.tenant_id = %s AND e.status = 'active'",
                 (tenant_id,),
             )
             counts, (active, total) = self._expected_stats(state)

@@ -58,11 +58,24 @@ def test_the_schema_matches_the_storage_contract(admin_conn: psycopg.Connection[
         )
     ]
     assert any("USING gin (tags)" in definition for definition in indexes)
+    # every table holding tenant data has RLS enabled and forced (the tenant id list alone
+    # is readable, for the sweeper)
     rls = admin_conn.execute(
-        "SELECT relname, relrowsecurity, relforcerowsecurity FROM pg_class"
-        " WHERE relname LIKE 'org_memory_%' AND relkind = 'r' AND relname <> 'org_memory_tenants'"
+        "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c"
+        " JOIN information_schema.columns col ON col.table_name = c.relname"
+        " WHERE col.column_name = 'tenant_id' AND c.relkind = 'r'"
+        "   AND c.relname NOT IN ('org_memory_tenants', 'bench_naive_entries')"
     ).fetchall()
-    assert len(rls) == 4
+    assert {name for name, _, _ in rls} >= {
+        "org_memory_events",
+        "org_memory_entries",
+        "org_memory_tag_stats",
+        "org_memory_tenant_stats",
+        "org_memory_tag_postings",
+        "admin_request_nonces",
+        "topology_nodes",
+        "topology_edges",
+    }
     assert all(enabled and forced for _, enabled, forced in rls)
 
 
