@@ -101,7 +101,7 @@ class Lake:
         doc_freq: Counter[str] = Counter()
         vectors, ids, total_tags = [], [], 0
         with self.admin.cursor() as cur:
-            copy_sql = f"COPY {table} ({COLUMNS}) FROM STDIN WITH (FORMAT BINARY)"  # noqa: S608
+            copy_sql = f"COPY {table} ({COLUMNS}) FROM STDIN WITH (FORMAT BINARY)"
             with cur.copy(copy_sql) as copy:
                 copy.set_types(
                     [
@@ -193,7 +193,7 @@ def exact_top(
     return [ids[i] for i in order if distances[i] < cutoff]
 
 
-def main() -> None:  # noqa: PLR0915 - one linear script of measurements
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1/10 of every size (smoke run)")
     parser.add_argument("--runs", type=int, default=200)
@@ -326,6 +326,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script of measurements
         os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
         from functions.query_api.handler import lambda_handler as query_handler
+
         from grandbo.lambda_runtime import LambdaEnvironment, LambdaRuntime, install_runtime
         from grandbo.local_runner import lambda_context, proxy_event
 
