@@ -276,9 +276,9 @@ def main() -> None:
             )
         lake.analyze()
         for tenant, size in (
-            ("curve-%d" % (seed_size // 5), seed_size // 5),
+            (f"curve-{seed_size // 5}", seed_size // 5),
             ("seed-00", seed_size),
-            ("curve-%d" % (seed_size * 4), seed_size * 4),
+            (f"curve-{seed_size * 4}", seed_size * 4),
         ):
             curve[size] = {
                 "exact": repo_query(tenant),
