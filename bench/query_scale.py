@@ -21,6 +21,7 @@ Run: `.venv/bin/python -m bench.query_scale [--quick] [--plot docs/bench_query_l
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import shutil
@@ -175,7 +176,7 @@ class Lake:
 
 
 def numpy_floor(matrix: np.ndarray, topics: list[np.ndarray], runs: int) -> dict[str, float]:
-    it = iter(topics * (runs // len(topics) + 1))
+    it = itertools.cycle(topics)
 
     def scan() -> None:
         distances = 1.0 - matrix @ next(it)
@@ -225,7 +226,7 @@ def main() -> None:
         repository = MemoryRepository(app)
 
         def repo_query(tenant: str) -> dict[str, float]:
-            it = iter(list(zip(topic_vectors, topic_tags, strict=True)) * (args.runs // 40 + 1))
+            it = itertools.cycle(list(zip(topic_vectors, topic_tags, strict=True)))
 
             def one() -> None:
                 vector, tags = next(it)
@@ -305,7 +306,7 @@ def main() -> None:
         lake.admin.execute("ANALYZE bench_naive_entries")
 
         def raw_vector_scan(table: str, tenant: str) -> dict[str, float]:
-            it = iter(topic_vectors * (args.runs // 40 + 1))
+            it = itertools.cycle(topic_vectors)
             query = (
                 f"SELECT entry_id, embedding <=> %s AS d FROM {table}"  # noqa: S608 - bench tables
                 " WHERE tenant_id = %s ORDER BY d LIMIT 25"
@@ -338,7 +339,7 @@ def main() -> None:
                 provider=provider,
             )
         )
-        it_topics = iter(topic_texts * (args.runs // 40 + 1))
+        it_topics = itertools.cycle(topic_texts)
 
         def through_handler() -> None:
             body = json.dumps({"topic": next(it_topics), "limit": 5}).encode()
