@@ -121,11 +121,12 @@ def corroborated_entries(incident: IncidentClosed) -> list[tuple[str, NewEntry]]
 
 
 def record_incident(service: MemoryService, incident: IncidentClosed) -> list[WriteOutcome]:
-    """Write the incident's corroborated findings; a redelivery changes nothing."""
+    """Write the incident's corroborated findings in one transaction; redelivery is a no-op."""
     actor = f"incident-closed:{incident.incident_id}"
-    return [
-        service.record_entry(
-            incident.tenant_id, entry, WriteContext(actor=actor, idempotency_key=key)
-        )
-        for key, entry in corroborated_entries(incident)
-    ]
+    return service.record_entries(
+        incident.tenant_id,
+        [
+            (entry, WriteContext(actor=actor, idempotency_key=key))
+            for key, entry in corroborated_entries(incident)
+        ],
+    )

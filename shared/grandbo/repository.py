@@ -118,48 +118,66 @@ class MemoryRepository(TenantScopedRepository):
         self, tenant_id: str, entry: NewEntry, tags: Sequence[str], context: WriteContext
     ) -> WriteOutcome:
         """Record `entry_created` and project it, in one transaction; a repeated key is a no-op."""
+        return self.create_entries(tenant_id, [(entry, tags, context)])[0]
+
+    def create_entries(
+        self,
+        tenant_id: str,
+        items: Sequence[tuple[NewEntry, Sequence[str], WriteContext]],
+    ) -> list[WriteOutcome]:
+        """Several entries (an incident's findings) in one transaction: all or none."""
         with self._tenant_scope(tenant_id) as cur:
-            previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
-            if previous is not None:
-                return WriteOutcome(entry=previous, applied=False)
             self._register_tenant(cur, tenant_id)
-            entry_id = uuid4()
-            payload = {
-                "title": entry.title,
-                "summary": entry.summary,
-                "tags": list(tags),
-                "service": entry.service,
-                "origin": entry.origin.value,
-                "incident_id": entry.incident_id,
-            }
-            recorded_at = self._append_event(
-                cur, tenant_id, entry_id, EventType.CREATED, 1, payload, context
-            )
-            if recorded_at is None:  # a concurrent delivery of the same key won the race
-                raced = self._entry_for_key(cur, tenant_id, context.idempotency_key)
-                assert raced is not None
-                return WriteOutcome(entry=raced, applied=False)
-            cur.execute(
-                "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
-                " service, origin, status, revision, incident_id, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s)",
-                (
-                    tenant_id,
-                    entry_id,
-                    entry.title,
-                    entry.summary,
-                    list(tags),
-                    entry.service,
-                    entry.origin.value,
-                    entry.incident_id,
-                    recorded_at,
-                    recorded_at,
-                ),
-            )
-            self._count_tags(cur, tenant_id, tags, +1)
-            created = self._get(cur, tenant_id, entry_id)
-            self._post_tags(cur, created)
-            return WriteOutcome(entry=created, applied=True)
+            return [self._create(cur, tenant_id, *item) for item in items]
+
+    def _create(
+        self,
+        cur: psycopg.Cursor[dict[str, Any]],
+        tenant_id: str,
+        entry: NewEntry,
+        tags: Sequence[str],
+        context: WriteContext,
+    ) -> WriteOutcome:
+        previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+        if previous is not None:
+            return WriteOutcome(entry=previous, applied=False)
+        entry_id = uuid4()
+        payload = {
+            "title": entry.title,
+            "summary": entry.summary,
+            "tags": list(tags),
+            "service": entry.service,
+            "origin": entry.origin.value,
+            "incident_id": entry.incident_id,
+        }
+        recorded_at = self._append_event(
+            cur, tenant_id, entry_id, EventType.CREATED, 1, payload, context
+        )
+        if recorded_at is None:  # a concurrent delivery of the same key won the race
+            raced = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+            assert raced is not None
+            return WriteOutcome(entry=raced, applied=False)
+        cur.execute(
+            "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
+            " service, origin, status, revision, incident_id, created_at, updated_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s)",
+            (
+                tenant_id,
+                entry_id,
+                entry.title,
+                entry.summary,
+                list(tags),
+                entry.service,
+                entry.origin.value,
+                entry.incident_id,
+                recorded_at,
+                recorded_at,
+            ),
+        )
+        self._count_tags(cur, tenant_id, tags, +1)
+        created = self._get(cur, tenant_id, entry_id)
+        self._post_tags(cur, created)
+        return WriteOutcome(entry=created, applied=True)
 
     def correct_entry(
         self,
@@ -571,6 +589,35 @@ class MemoryRepository(TenantScopedRepository):
                 ),
             )
             return cur.rowcount == 1
+
+    def store_embeddings(
+        self,
+        tenant_id: str,
+        embed_rev: str,
+        items: Sequence[tuple[UUID, int, Sequence[float]]],
+    ) -> int:
+        """`store_embedding` for many entries in one statement; returns how many were stored."""
+        if not items:
+            return 0
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "UPDATE org_memory_entries e SET embedding = v.embedding, embed_rev = %(rev)s,"
+                " embedded_revision = v.revision, embedded_at = clock_timestamp()"
+                " FROM unnest(%(ids)s::uuid[], %(revisions)s::int[], %(vectors)s::vector[])"
+                "   AS v(entry_id, revision, embedding)"
+                " WHERE e.tenant_id = %(tenant)s AND e.entry_id = v.entry_id"
+                "   AND e.revision = v.revision"
+                "   AND (e.embed_rev IS DISTINCT FROM %(rev)s"
+                "        OR e.embedded_revision IS DISTINCT FROM v.revision)",
+                {
+                    "rev": embed_rev,
+                    "ids": [entry_id for entry_id, _, _ in items],
+                    "revisions": [revision for _, revision, _ in items],
+                    "vectors": [Vector(list(vector)) for _, _, vector in items],
+                    "tenant": tenant_id,
+                },
+            )
+            return cur.rowcount
 
     def jobs_needing_embedding(
         self, tenant_id: str, embed_rev: str, *, after: UUID | None = None, limit: int = 500

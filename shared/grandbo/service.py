@@ -256,6 +256,18 @@ class MemoryService:
         tags = tags_for([command.title, command.summary, command.service or ""], command.tags)
         return self._after_commit(self.repository.create_entry(tenant, command, tags, context))
 
+    def record_entries(
+        self, tenant_id: str, items: Sequence[tuple[NewEntry | dict[str, object], WriteContext]]
+    ) -> list[WriteOutcome]:
+        """Several entries in one transaction (all or none), then one enqueue for their jobs."""
+        tenant = require_tenant(tenant_id)
+        commands = []
+        for entry, context in items:
+            command = self._parse(NewEntry, entry)
+            tags = tags_for([command.title, command.summary, command.service or ""], command.tags)
+            commands.append((command, tags, context))
+        return self._after_commit_all(self.repository.create_entries(tenant, commands))
+
     def correct_entry(
         self,
         tenant_id: str,
@@ -296,22 +308,33 @@ class MemoryService:
         )
 
     def _after_commit(self, outcome: WriteOutcome) -> WriteOutcome:
-        """Enqueue the embed job of a committed write; a queue failure never fails the write."""
-        if not outcome.applied or self.embed_queue is None:
-            return outcome
-        entry = outcome.entry
-        job = EmbedJob(tenant_id=entry.tenant_id, entry_id=entry.entry_id, revision=entry.revision)
-        try:
-            self.embed_queue.send([job])
-        except Exception:
-            self.enqueue_failures += 1
-            _log.exception(
-                "embed job not enqueued; the sweeper will embed entry %s revision %s",
-                entry.entry_id,
-                entry.revision,
+        return self._after_commit_all([outcome])[0]
+
+    def _after_commit_all(self, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
+        """Enqueue the embed jobs of committed writes; a queue failure never fails a write."""
+        applied = [o for o in outcomes if o.applied]
+        if not applied or self.embed_queue is None:
+            return outcomes
+        jobs = [
+            EmbedJob(
+                tenant_id=o.entry.tenant_id, entry_id=o.entry.entry_id, revision=o.entry.revision
             )
-            return outcome.model_copy(update={"embed_enqueued": False})
-        return outcome.model_copy(update={"embed_enqueued": True})
+            for o in applied
+        ]
+        try:
+            self.embed_queue.send(jobs)
+            enqueued = True
+        except Exception:
+            self.enqueue_failures += len(jobs)
+            _log.exception(
+                "%s embed job(s) not enqueued; the sweeper will embed entries %s",
+                len(jobs),
+                [str(job.entry_id) for job in jobs],
+            )
+            enqueued = False
+        return [
+            o.model_copy(update={"embed_enqueued": enqueued}) if o.applied else o for o in outcomes
+        ]
 
     def get_entry(self, tenant_id: str, entry_id: UUID) -> MemoryEntry:
         return self.repository.get_entry(require_tenant(tenant_id), entry_id)
@@ -350,10 +373,11 @@ class MemoryService:
             vectors = self.provider.embed(
                 [render_entry_text(e.title, e.summary, e.service) for e in entries]
             )
-            for entry, vector in zip(entries, vectors, strict=True):
-                stored += self.repository.store_embedding(
-                    tenant, entry.entry_id, entry.revision, self.provider.embed_rev, vector
-                )
+            stored += self.repository.store_embeddings(
+                tenant,
+                self.provider.embed_rev,
+                [(e.entry_id, e.revision, v) for e, v in zip(entries, vectors, strict=True)],
+            )
         return stored
 
     def pending_job_pages(
