@@ -45,8 +45,12 @@ eval: $(STAMP)
 	$(BIN)/grandbo eval $(EVAL_DATA) --task symptom
 	$(BIN)/grandbo eval $(EVAL_DATA) --task mechanism
 
+## Benchmarks (not tests): handler imports, topology, query/write/embed at scale (~12 min).
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[bench]"
 	$(BIN)/python -m bench.handler_imports
+	$(BIN)/python -m bench.topology
+	$(BIN)/python -m bench.query_scale
 
 openapi: $(STAMP)
 	$(BIN)/grandbo openapi > docs/openapi.json
