@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 from bench import synthetic
 from grandbo.database import app_url_for, connect
@@ -200,6 +201,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--plot", default="docs/bench_query_latency.png")
     parser.add_argument("--json", default="docs/bench_query_scale.json")
+    parser.add_argument(
+        "--shared-buffers",
+        default="1GB",
+        help="the server's shared_buffers for this run ('' keeps the default)",
+    )
     args = parser.parse_args()
     scale = 10 if args.quick else 1
     seed_orgs, seed_size, big_size, total = 20, 5_000 // scale, 50_000 // scale, 500_000 // scale
@@ -220,6 +226,18 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="grandbo-bench-scale-"))
     try:
         admin_url = start_embedded_postgres(scratch)
+        if args.shared_buffers:
+            # the embedded server's default (128 MB) cannot hold a 500 MB table; Aurora
+            # sizes its buffer cache from the instance's memory
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(
+                        sql.Literal(args.shared_buffers)
+                    )
+                )
+            stop_embedded_postgres(scratch)
+            admin_url = start_embedded_postgres(scratch)
+        report["shared_buffers"] = args.shared_buffers or "128MB (default)"
         migrate(admin_url)
         lake = Lake(admin_url, provider.embed_rev)
         app = connect(app_url_for(admin_url))

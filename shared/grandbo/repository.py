@@ -527,11 +527,11 @@ class MemoryRepository(TenantScopedRepository):
         cur.execute("SET LOCAL hnsw.ef_search = 100")
         cur.execute(
             "SELECT entry_id, distance FROM ("
-            "   SELECT entry_id, embedding <=> %(q)s AS distance FROM org_memory_entries"
+            "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
             "   WHERE tenant_id = %(tenant)s AND status = 'active'"
             "     AND embed_rev = %(rev)s AND embedded_revision = revision"
             "     AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
-            "   ORDER BY embedding <=> %(q)s LIMIT %(limit)s"
+            "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
             " ) nearest WHERE distance < %(cutoff)s ORDER BY distance, entry_id",
             {
                 "q": Vector(list(topic_vector)),
@@ -573,7 +573,7 @@ class MemoryRepository(TenantScopedRepository):
         """
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "UPDATE org_memory_entries SET embedding = %s, embed_rev = %s,"
+                "UPDATE org_memory_entries SET embedding = %b, embed_rev = %s,"
                 " embedded_revision = %s, embedded_at = clock_timestamp()"
                 " WHERE tenant_id = %s AND entry_id = %s AND revision = %s"
                 "   AND (embed_rev IS DISTINCT FROM %s OR embedded_revision IS DISTINCT FROM %s)",
@@ -603,7 +603,8 @@ class MemoryRepository(TenantScopedRepository):
             cur.execute(
                 "UPDATE org_memory_entries e SET embedding = v.embedding, embed_rev = %(rev)s,"
                 " embedded_revision = v.revision, embedded_at = clock_timestamp()"
-                " FROM unnest(%(ids)s::uuid[], %(revisions)s::int[], %(vectors)s::vector[])"
+                # %b: vectors travel as 4-byte floats, not as 1,024 decimal strings
+                " FROM unnest(%(ids)s::uuid[], %(revisions)s::int[], %(vectors)b::vector[])"
                 "   AS v(entry_id, revision, embedding)"
                 " WHERE e.tenant_id = %(tenant)s AND e.entry_id = v.entry_id"
                 "   AND e.revision = v.revision"
