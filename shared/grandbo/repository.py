@@ -138,9 +138,8 @@ class MemoryRepository(TenantScopedRepository):
         tags: Sequence[str],
         context: WriteContext,
     ) -> WriteOutcome:
-        previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
-        if previous is not None:
-            return WriteOutcome(entry=previous, applied=False)
+        if (done := self._already_applied(cur, tenant_id, context)) is not None:
+            return done
         entry_id = uuid4()
         payload = {
             "title": entry.title,
@@ -154,9 +153,7 @@ class MemoryRepository(TenantScopedRepository):
             cur, tenant_id, entry_id, EventType.CREATED, 1, payload, context
         )
         if recorded_at is None:  # a concurrent delivery of the same key won the race
-            raced = self._entry_for_key(cur, tenant_id, context.idempotency_key)
-            assert raced is not None
-            return WriteOutcome(entry=raced, applied=False)
+            return self._raced(cur, tenant_id, context)
         cur.execute(
             "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
             " service, origin, status, revision, incident_id, created_at, updated_at)"
@@ -190,9 +187,8 @@ class MemoryRepository(TenantScopedRepository):
     ) -> WriteOutcome:
         """A new revision of an active entry's text; its old vector stops being served."""
         with self._tenant_scope(tenant_id) as cur:
-            previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
-            if previous is not None:
-                return WriteOutcome(entry=previous, applied=False)
+            if (done := self._already_applied(cur, tenant_id, context)) is not None:
+                return done
             current = self._lock_active(cur, tenant_id, entry_id)
             if expected_revision is not None and expected_revision != current.revision:
                 raise RevisionConflictError(entry_id, expected_revision, current.revision)
@@ -206,10 +202,8 @@ class MemoryRepository(TenantScopedRepository):
             recorded_at = self._append_event(
                 cur, tenant_id, entry_id, EventType.CORRECTED, revision, payload, context
             )
-            if recorded_at is None:
-                raced = self._entry_for_key(cur, tenant_id, context.idempotency_key)
-                assert raced is not None
-                return WriteOutcome(entry=raced, applied=False)
+            if recorded_at is None:  # a concurrent delivery of the same key won the race
+                return self._raced(cur, tenant_id, context)
             cur.execute(
                 "UPDATE org_memory_entries SET title = %s, summary = %s, tags = %s,"
                 " service = %s, origin = %s, revision = %s, updated_at = %s,"
@@ -245,9 +239,8 @@ class MemoryRepository(TenantScopedRepository):
     ) -> WriteOutcome:
         """Take an active entry out of retrieval (retired, or superseded by another entry)."""
         with self._tenant_scope(tenant_id) as cur:
-            previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
-            if previous is not None:
-                return WriteOutcome(entry=previous, applied=False)
+            if (done := self._already_applied(cur, tenant_id, context)) is not None:
+                return done
             current = self._lock_active(cur, tenant_id, entry_id)
             if superseded_by is not None:
                 self._get(cur, tenant_id, superseded_by)  # must exist in this tenant
@@ -261,10 +254,8 @@ class MemoryRepository(TenantScopedRepository):
             recorded_at = self._append_event(
                 cur, tenant_id, entry_id, event_type, current.revision, payload, context
             )
-            if recorded_at is None:
-                raced = self._entry_for_key(cur, tenant_id, context.idempotency_key)
-                assert raced is not None
-                return WriteOutcome(entry=raced, applied=False)
+            if recorded_at is None:  # a concurrent delivery of the same key won the race
+                return self._raced(cur, tenant_id, context)
             cur.execute(
                 "UPDATE org_memory_entries SET status = %s, superseded_by = %s, updated_at = %s"
                 " WHERE tenant_id = %s AND entry_id = %s",
@@ -318,6 +309,20 @@ class MemoryRepository(TenantScopedRepository):
         )
         row = cur.fetchone()
         return None if row is None else row["recorded_at"]
+
+    def _already_applied(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, context: WriteContext
+    ) -> WriteOutcome | None:
+        """The outcome of an earlier write with this idempotency key, if there was one."""
+        previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+        return None if previous is None else WriteOutcome(entry=previous, applied=False)
+
+    def _raced(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, context: WriteContext
+    ) -> WriteOutcome:
+        done = self._already_applied(cur, tenant_id, context)
+        assert done is not None
+        return done
 
     def _entry_for_key(
         self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, idempotency_key: str
