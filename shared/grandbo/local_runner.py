@@ -258,7 +258,10 @@ class LocalGateway(BaseHTTPRequestHandler):
             self.close_connection = True
             remaining = min(length, 16 * MAX_REQUEST_BYTES)  # drain, so the client hears 413
             while remaining > 0:
-                remaining -= len(self.rfile.read(min(remaining, 65536)) or b"x" * remaining)
+                chunk = self.rfile.read(min(remaining, 65536))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
             self._reply(413, {"error": "payload_too_large", "message": "request too large"})
             return
         body = self.rfile.read(length) if length else b""

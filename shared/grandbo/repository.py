@@ -564,44 +564,17 @@ class MemoryRepository(TenantScopedRepository):
             )
             return [EntryForEmbedding(**row) for row in cur]
 
-    def store_embedding(
-        self,
-        tenant_id: str,
-        entry_id: UUID,
-        revision: int,
-        embed_rev: str,
-        embedding: Sequence[float],
-    ) -> bool:
-        """Store a vector only if the entry is still at the revision that was embedded.
-
-        Returns False when the job is stale (the text changed since) or already applied.
-        """
-        with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
-                "UPDATE org_memory_entries SET embedding = %b, embed_rev = %s,"
-                " embedded_revision = %s, embedded_at = clock_timestamp()"
-                " WHERE tenant_id = %s AND entry_id = %s AND revision = %s"
-                "   AND (embed_rev IS DISTINCT FROM %s OR embedded_revision IS DISTINCT FROM %s)",
-                (
-                    Vector(list(embedding)),
-                    embed_rev,
-                    revision,
-                    tenant_id,
-                    entry_id,
-                    revision,
-                    embed_rev,
-                    revision,
-                ),
-            )
-            return cur.rowcount == 1
-
     def store_embeddings(
         self,
         tenant_id: str,
         embed_rev: str,
         items: Sequence[tuple[UUID, int, Sequence[float]]],
     ) -> int:
-        """`store_embedding` for many entries in one statement; returns how many were stored."""
+        """Store vectors, each only if its entry is still at the revision that was embedded.
+
+        One statement for the batch; returns how many were stored (a stale job, or one
+        already applied, stores nothing).
+        """
         if not items:
             return 0
         with self._tenant_scope(tenant_id) as cur:

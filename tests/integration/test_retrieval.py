@@ -185,7 +185,7 @@ def test_the_revision_guard_refuses_a_stale_vector(
     embed_rev = service.provider.embed_rev
     stale = service.provider.embed_one("Original title\nOriginal summary of the finding")
 
-    assert not repository.store_embedding(tenant, created.entry_id, 1, embed_rev, stale)
+    assert repository.store_embeddings(tenant, embed_rev, [(created.entry_id, 1, stale)]) == 0
     assert (
         service.embed_jobs([EmbedJob(tenant_id=tenant, entry_id=created.entry_id, revision=1)]) == 0
     )
