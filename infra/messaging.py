@@ -18,18 +18,23 @@ INCIDENT_SOURCE = "landfall.incidents"
 INCIDENT_CLOSED = "IncidentClosed"
 
 
+def dead_letter_queue(scope: Construct, construct_id: str) -> sqs.Queue:
+    """A dead-letter queue: 14 days to inspect and redrive, encrypted, TLS only."""
+    return sqs.Queue(
+        scope,
+        construct_id,
+        retention_period=Duration.days(14),
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+    )
+
+
 class EmbedQueue(Construct):
     """Visibility 6x the worker's timeout, redrive after 5 receives, encrypted, TLS only."""
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
-        self.dead_letters = sqs.Queue(
-            self,
-            "EmbedDlq",
-            retention_period=Duration.days(14),
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-        )
+        self.dead_letters = dead_letter_queue(self, "EmbedDlq")
         self.queue = sqs.Queue(
             self,
             "EmbedQueue",
@@ -65,13 +70,7 @@ class EventWiring(Construct):
                 max_concurrency=max(2, stage.embed_max_concurrency),
             )
         )
-        self.incident_dead_letters = sqs.Queue(
-            self,
-            "IncidentDlq",
-            retention_period=Duration.days(14),
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-        )
+        self.incident_dead_letters = dead_letter_queue(self, "IncidentDlq")
         incident_function.configure_async_invoke(
             retry_attempts=2,
             max_event_age=Duration.hours(6),

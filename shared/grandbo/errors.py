@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class GrandboError(Exception):
     """Base of every error Grandbo raises on purpose."""
@@ -17,6 +19,13 @@ class InvalidInputError(GrandboError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+def invalid_input_from(exc: ValidationError) -> InvalidInputError:
+    """The first problem pydantic found, as an error naming its field (dotted path)."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"]) or "body"
+    return InvalidInputError(field, error["msg"])
 
 
 class InvalidTopicError(InvalidInputError):

@@ -28,26 +28,30 @@ from grandbo.errors import (
 from grandbo.observability import logger
 
 
-def error_response(
-    status: int, error: str, message: str, field: str | None = None
-) -> Response[Any]:
+def error_body(error: str, message: str, field: str | None = None) -> str:
+    """The one error document every API answers with: error, message, and the field."""
     body: dict[str, Any] = {"error": error, "message": message}
     if field is not None:
         body["field"] = field
+    return json.dumps(body)
+
+
+def error_response(
+    status: int, error: str, message: str, field: str | None = None
+) -> Response[Any]:
     return Response(
-        status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body)
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=error_body(error, message, field),
     )
 
 
 def proxy_error(status: int, error: str, message: str, field: str | None = None) -> dict[str, Any]:
     """An API Gateway proxy response, for errors raised before a resolver runs."""
-    body: dict[str, Any] = {"error": error, "message": message}
-    if field is not None:
-        body["field"] = field
     return {
         "statusCode": status,
         "headers": {"Content-Type": content_types.APPLICATION_JSON},
-        "body": json.dumps(body),
+        "body": error_body(error, message, field),
         "isBase64Encoded": False,
     }
 

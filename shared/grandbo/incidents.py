@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from grandbo.errors import InvalidEventError, InvalidInputError
+from grandbo.errors import InvalidEventError, InvalidInputError, invalid_input_from
 from grandbo.models import EntryText, NewEntry, Origin, ServiceName, WriteContext, WriteOutcome
 from grandbo.service import MemoryService
 from grandbo.tenancy import require_tenant
@@ -82,9 +82,8 @@ def parse_incident_closed(detail: Any) -> IncidentClosed:
         incident = IncidentClosed.model_validate(detail)
         require_tenant(incident.tenant_id)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
-        raise InvalidEventError(f"IncidentClosed.{where}: {error['msg']}") from exc
+        problem = invalid_input_from(exc)
+        raise InvalidEventError(f"IncidentClosed.{problem.field}: {problem.message}") from exc
     except InvalidInputError as exc:
         raise InvalidEventError(f"IncidentClosed.{exc.field}: {exc.message}") from exc
     return incident
@@ -108,10 +107,9 @@ def corroborated_entries(incident: IncidentClosed) -> list[tuple[str, NewEntry]]
                 tags=finding.tags,
             )
         except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"])
+            problem = invalid_input_from(exc)
             raise InvalidEventError(
-                f"IncidentClosed.findings[{finding.finding_id}].{where}: {error['msg']}"
+                f"IncidentClosed.findings[{finding.finding_id}].{problem.field}: {problem.message}"
             ) from exc
         entry = NewEntry(
             **text.model_dump(), origin=Origin.INCIDENT, incident_id=incident.incident_id

@@ -19,7 +19,7 @@ from uuid import UUID
 from pydantic import TypeAdapter, ValidationError
 
 from grandbo.embedding.base import Embedding, EmbeddingProvider, render_entry_text
-from grandbo.errors import EmbeddingError, InvalidInputError
+from grandbo.errors import EmbeddingError, InvalidInputError, invalid_input_from
 from grandbo.fusion import RRF_K, reciprocal_rank_fusion
 from grandbo.models import (
     EmbedJob,
@@ -83,10 +83,14 @@ def validate_service(service: object) -> str | None:
         raise InvalidInputError("service", SERVICE_PATTERN_HINT) from exc
 
 
-def _first_error(exc: ValidationError) -> InvalidInputError:
-    error = exc.errors()[0]
-    field = ".".join(str(part) for part in error["loc"]) or "body"
-    return InvalidInputError(field, error["msg"])
+def _tags(text: EntryText) -> list[str]:
+    """An entry's tags: its title, summary and service, plus the tags it was given."""
+    return tags_for([text.title, text.summary, text.service or ""], text.tags)
+
+
+def _tenants(repository: MemoryRepository, tenant_id: str | None) -> list[str]:
+    """One tenant, or every tenant that has memory (sweeps visit each in its own scope)."""
+    return [require_tenant(tenant_id)] if tenant_id else repository.tenant_ids()
 
 
 class MemoryService:
@@ -253,8 +257,9 @@ class MemoryService:
         """Create an entry (an incident's corroborated finding or an admin's entry)."""
         tenant = require_tenant(tenant_id)
         command = self._parse(NewEntry, entry)
-        tags = tags_for([command.title, command.summary, command.service or ""], command.tags)
-        return self._after_commit(self.repository.create_entry(tenant, command, tags, context))
+        return self._after_commit(
+            self.repository.create_entry(tenant, command, _tags(command), context)
+        )
 
     def record_entries(
         self, tenant_id: str, items: Sequence[tuple[NewEntry | dict[str, object], WriteContext]]
@@ -264,8 +269,7 @@ class MemoryService:
         commands = []
         for entry, context in items:
             command = self._parse(NewEntry, entry)
-            tags = tags_for([command.title, command.summary, command.service or ""], command.tags)
-            commands.append((command, tags, context))
+            commands.append((command, _tags(command), context))
         return self._after_commit_all(self.repository.create_entries(tenant, commands))
 
     def correct_entry(
@@ -280,10 +284,9 @@ class MemoryService:
         """A new revision of the entry's text; it is re-embedded, the old vector dropped."""
         tenant = require_tenant(tenant_id)
         command = self._parse(EntryText, text)
-        tags = tags_for([command.title, command.summary, command.service or ""], command.tags)
         return self._after_commit(
             self.repository.correct_entry(
-                tenant, entry_id, command, tags, context, expected_revision
+                tenant, entry_id, command, _tags(command), context, expected_revision
             )
         )
 
@@ -346,7 +349,7 @@ class MemoryService:
         try:
             return model.model_validate(value)
         except ValidationError as exc:
-            raise _first_error(exc) from exc
+            raise invalid_input_from(exc) from exc
 
     # -- embeddings --------------------------------------------------------------------
 
@@ -387,8 +390,7 @@ class MemoryService:
 
         Each tenant is read in its own scope; every job carries its tenant.
         """
-        tenants = [require_tenant(tenant_id)] if tenant_id else self.repository.tenant_ids()
-        for tenant in tenants:
+        for tenant in _tenants(self.repository, tenant_id):
             after: UUID | None = None
             while True:
                 page = self.repository.jobs_needing_embedding(
@@ -402,11 +404,10 @@ class MemoryService:
 
     def oldest_pending_age_s(self, tenant_id: str | None = None) -> float:
         """Seconds the longest-waiting entry (of one tenant, or all) has lacked a vector."""
-        tenants = [require_tenant(tenant_id)] if tenant_id else self.repository.tenant_ids()
         now = self._clock()
         ages = [
             (now - oldest).total_seconds()
-            for tenant in tenants
+            for tenant in _tenants(self.repository, tenant_id)
             if (oldest := self.repository.oldest_unembedded_at(tenant, self.provider.embed_rev))
         ]
         return max(ages, default=0.0)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from grandbo.errors import InvalidInputError
+from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.tenancy import require_tenant
 from grandbo.topology import (
     MAX_AFFECTED,
@@ -59,9 +59,7 @@ class TopologyService:
             try:
                 batch = TopologyBatch.model_validate(batch)
             except ValidationError as exc:
-                error = exc.errors()[0]
-                field = ".".join(str(p) for p in error["loc"]) or "body"
-                raise InvalidInputError(field, error["msg"]) from exc
+                raise invalid_input_from(exc) from exc
         return self.repository.upsert(
             tenant, batch.namespace, batch.nodes, batch.edges, self._clock(), sync=sync
         )
