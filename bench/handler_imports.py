@@ -24,6 +24,14 @@ HANDLERS = [
     "functions.backfill.handler",
 ]
 
+
+def deployed_xray_sdk() -> dict[str, bool]:
+    """Whether each handler runs with the X-Ray SDK, as the CDK stack deploys it."""
+    from infra.functions import SPECS
+
+    return {f"functions.{spec.folder}.handler": spec.xray_sdk for spec in SPECS.values()}
+
+
 PROBE = """
 import json, sys, time
 t = time.perf_counter()
@@ -35,13 +43,14 @@ print(json.dumps({{"ms": elapsed * 1000, "heavy": heavy}}))
 """
 
 
-def measure(statement: str, runs: int) -> tuple[float, float, list[str]]:
+def measure(statement: str, runs: int, xray_sdk: bool) -> tuple[float, float, list[str]]:
     env = {
         **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "GRANDBO_EMBEDDING_PROVIDER": "titan",
         "DATABASE_URL": "postgresql://unused",
         "AWS_DEFAULT_REGION": "us-east-1",
         "POWERTOOLS_TRACE_DISABLED": "true",
+        "GRANDBO_XRAY_SDK": "true" if xray_sdk else "false",
     }
     samples, heavy = [], []
     for _ in range(runs):
@@ -71,20 +80,29 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     compile_bytecode()
-    rows = [("baseline: nothing", "pass"), ("baseline: import boto3", "import boto3")]
-    rows += [(name, f"import {name}") for name in HANDLERS]
+    sdk = deployed_xray_sdk()
+    rows = [
+        ("baseline: nothing", "pass", False),
+        ("baseline: import boto3", "import boto3", False),
+    ]
+    rows += [(name, f"import {name}", sdk[name]) for name in HANDLERS]
     rows.append(
         (
             "query handler + Titan provider built",
             "import functions.query_api.handler\n"
             "from grandbo.lambda_runtime import runtime\nruntime().provider",
+            sdk["functions.query_api.handler"],
         )
     )
+    rows.append(
+        ("query handler, X-Ray SDK (not deployed)", "import functions.query_api.handler", True)
+    )
     title = "import (fresh interpreter, Titan configured)"
-    print(f"{title:<48} {'median ms':>10} {'max ms':>8}  heavy")
-    for label, statement in rows:
-        median, worst, heavy = measure(statement, args.runs)
-        print(f"{label:<48} {median:>10.1f} {worst:>8.1f}  {','.join(heavy) or '-'}")
+    print(f"{title:<52} {'X-Ray SDK':>9} {'median ms':>10} {'max ms':>8}  heavy")
+    for label, statement, xray in rows:
+        median, worst, heavy = measure(statement, args.runs, xray)
+        flag = "on" if xray else "off"
+        print(f"{label:<52} {flag:>9} {median:>10.1f} {worst:>8.1f}  {','.join(heavy) or '-'}")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,53 @@
-"""The one Logger, Metrics and Tracer of every Grandbo function (powertools singletons)."""
+"""The one Logger, Metrics and Tracer of every Grandbo function (powertools singletons).
+
+X-Ray subsegments from the SDK are switched per function with `GRANDBO_XRAY_SDK`. The
+powertools Tracer imports the X-Ray SDK and botocore when it is constructed, even with
+tracing disabled: ~190 ms of every cold start (docs/BENCHMARKS.md). The query path (query
+API, authorizer) runs without it and keeps Lambda's managed tracing (the function's own
+segment, no SDK); the write and embedding functions, where a cold start costs no one a
+wait, trace Bedrock, SQS and Secrets Manager calls through the SDK.
+"""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
 SERVICE = "grandbo"
+XRAY_SDK_ENV = "GRANDBO_XRAY_SDK"
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace="Grandbo", service=SERVICE)
-# Patch only botocore (Bedrock, SQS, Secrets Manager calls): auto-patching every library
-# X-Ray knows imports them all at cold start.
-tracer = Tracer(service=SERVICE, patch_modules=["botocore"])
+
+
+class Untraced:
+    """The Tracer's decorators, as no-ops: for functions that run without the X-Ray SDK."""
+
+    def capture_method(self, method: F) -> F:
+        return method
+
+    def capture_lambda_handler(self, handler: F) -> F:
+        return handler
+
+
+def xray_sdk_enabled() -> bool:
+    return os.environ.get(XRAY_SDK_ENV, "false").strip().lower() in ("1", "true", "yes")
+
+
+def build_tracer() -> Tracer | Untraced:
+    if not xray_sdk_enabled():
+        return Untraced()
+    # Patch only botocore (Bedrock, SQS, Secrets Manager calls): auto-patching every
+    # library X-Ray knows imports them all at cold start.
+    return Tracer(service=SERVICE, patch_modules=["botocore"])
+
+
+tracer = build_tracer()
 
 
 def count_entries_created(origin: str, count: int) -> None:

@@ -135,6 +135,20 @@ def test_sizing_and_concurrency(dev: Any) -> None:
     assert "GRANDBO_DB_SECRET_ARN" in env
 
 
+def test_the_query_path_runs_without_the_xray_sdk_the_write_path_with_it(dev: Any) -> None:
+    _, t = dev
+    for name, wanted in (
+        ("query", "false"),
+        ("authorizer", "false"),
+        ("admin", "true"),
+        ("incident", "true"),
+        ("embed", "true"),
+        ("backfill", "true"),
+    ):
+        env = _by_description(t, f"grandbo {name}")["Environment"]["Variables"]
+        assert env["GRANDBO_XRAY_SDK"] == wanted, name
+
+
 # -- messaging ------------------------------------------------------------------------------
 
 
