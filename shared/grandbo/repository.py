@@ -7,6 +7,8 @@ explicit `tenant_id = %s` predicate in every statement.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,6 +66,20 @@ class LexicalCandidate:
 class VectorCandidate:
     entry_id: UUID
     distance: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Corpus:
+    """A tenant's BM25 statistics and the idf of the topic's tags it holds."""
+
+    active_entries: int
+    avgdl: float
+    weights: dict[str, float]
+
+    def shared_tags(self, entry_tags: Sequence[str]) -> list[str]:
+        """The topic's tags this entry carries, rarest (heaviest) first."""
+        shared = {tag for tag in entry_tags if tag in self.weights}
+        return sorted(shared, key=lambda tag: (-self.weights[tag], tag))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,56 +141,139 @@ class MemoryRepository(TenantScopedRepository):
         tenant_id: str,
         items: Sequence[tuple[NewEntry, Sequence[str], WriteContext]],
     ) -> list[WriteOutcome]:
-        """Several entries (an incident's findings) in one transaction: all or none."""
+        """Several entries (an incident's findings) in one transaction: all or none.
+
+        A fixed number of statements whatever the batch size: earlier keys in one
+        lookup, events and entries each in one pipelined `executemany`, tag statistics
+        and postings each in one statement. A key seen before (earlier, twice in the
+        batch, or written concurrently) yields the entry it created, `applied=False`.
+        """
         with self._tenant_scope(tenant_id) as cur:
             self._register_tenant(cur, tenant_id)
-            return [self._create(cur, tenant_id, *item) for item in items]
+            keys = [context.idempotency_key for _, _, context in items]
+            known = self._entries_for_keys(cur, tenant_id, keys)
+            fresh: dict[str, tuple[UUID, NewEntry, list[str], WriteContext]] = {}
+            for entry, tags, context in items:
+                key = context.idempotency_key
+                if key not in known and key not in fresh:
+                    fresh[key] = (uuid4(), entry, list(tags), context)
+            recorded = self._append_created_events(cur, tenant_id, list(fresh.values()))
+            created = self._insert_entries(
+                cur,
+                tenant_id,
+                [(*item, recorded[key]) for key, item in fresh.items() if key in recorded],
+            )
+            self._count_tags(cur, tenant_id, [entry.tags for entry in created.values()], +1)
+            self._post_tags(cur, tenant_id, list(created.values()))
+            raced = [key for key in fresh if key not in recorded]
+            if raced:  # concurrent deliveries of the same keys won the race
+                known |= self._entries_for_keys(cur, tenant_id, raced)
+            outcomes, reported = [], set()
+            for key in keys:
+                if key in recorded and key not in reported:
+                    outcomes.append(WriteOutcome(entry=created[fresh[key][0]], applied=True))
+                    reported.add(key)
+                else:
+                    previous = known.get(key) or created[fresh[key][0]]
+                    outcomes.append(WriteOutcome(entry=previous, applied=False))
+            return outcomes
 
-    def _create(
+    def _entries_for_keys(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, keys: Sequence[str]
+    ) -> dict[str, MemoryEntry]:
+        """The entries earlier `entry_created` events with these idempotency keys made."""
+        cur.execute(
+            "SELECT ev.idempotency_key AS created_by_key, e.tenant_id, e.entry_id, e.title,"
+            " e.summary, e.tags, e.service, e.origin, e.status, e.revision, e.incident_id,"
+            " e.superseded_by, e.created_at, e.updated_at, e.embed_rev, e.embedded_revision"
+            " FROM org_memory_events ev JOIN org_memory_entries e"
+            "   ON e.tenant_id = ev.tenant_id AND e.entry_id = ev.entry_id"
+            " WHERE ev.tenant_id = %s AND ev.idempotency_key = ANY(%s)",
+            (tenant_id, list(keys)),
+        )
+        return {row.pop("created_by_key"): MemoryEntry.model_validate(row) for row in cur}
+
+    def _append_created_events(
         self,
         cur: psycopg.Cursor[dict[str, Any]],
         tenant_id: str,
-        entry: NewEntry,
-        tags: Sequence[str],
-        context: WriteContext,
-    ) -> WriteOutcome:
-        if (done := self._already_applied(cur, tenant_id, context)) is not None:
-            return done
-        entry_id = uuid4()
-        payload = {
-            "title": entry.title,
-            "summary": entry.summary,
-            "tags": list(tags),
-            "service": entry.service,
-            "origin": entry.origin.value,
-            "incident_id": entry.incident_id,
-        }
-        recorded_at = self._append_event(
-            cur, tenant_id, entry_id, EventType.CREATED, 1, payload, context
+        fresh: Sequence[tuple[UUID, NewEntry, list[str], WriteContext]],
+    ) -> dict[str, Any]:
+        """`entry_created` events, in order; the keys that went in, with their timestamps."""
+        if not fresh:
+            return {}
+        cur.executemany(
+            "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,"
+            " actor, idempotency_key) VALUES (%s, %s, %s, 1, %s, %s, %s)"
+            " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
+            " RETURNING idempotency_key, recorded_at",
+            [
+                (
+                    tenant_id,
+                    entry_id,
+                    EventType.CREATED.value,
+                    Jsonb(
+                        {
+                            "title": entry.title,
+                            "summary": entry.summary,
+                            "tags": tags,
+                            "service": entry.service,
+                            "origin": entry.origin.value,
+                            "incident_id": entry.incident_id,
+                        }
+                    ),
+                    context.actor,
+                    context.idempotency_key,
+                )
+                for entry_id, entry, tags, context in fresh
+            ],
+            returning=True,
         )
-        if recorded_at is None:  # a concurrent delivery of the same key won the race
-            return self._raced(cur, tenant_id, context)
-        cur.execute(
+        recorded: dict[str, Any] = {}
+        while True:
+            for row in cur.fetchall():
+                recorded[row["idempotency_key"]] = row["recorded_at"]
+            if not cur.nextset():
+                return recorded
+
+    def _insert_entries(
+        self,
+        cur: psycopg.Cursor[dict[str, Any]],
+        tenant_id: str,
+        rows: Sequence[tuple[UUID, NewEntry, list[str], WriteContext, Any]],
+    ) -> dict[UUID, MemoryEntry]:
+        if not rows:
+            return {}
+        cur.executemany(
             "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
             " service, origin, status, revision, incident_id, created_at, updated_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s)",
-            (
-                tenant_id,
-                entry_id,
-                entry.title,
-                entry.summary,
-                list(tags),
-                entry.service,
-                entry.origin.value,
-                entry.incident_id,
-                recorded_at,
-                recorded_at,
-            ),
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s)"
+            " RETURNING tenant_id, entry_id, title, summary, tags, service, origin, status,"
+            " revision, incident_id, superseded_by, created_at, updated_at, embed_rev,"
+            " embedded_revision",
+            [
+                (
+                    tenant_id,
+                    entry_id,
+                    entry.title,
+                    entry.summary,
+                    tags,
+                    entry.service,
+                    entry.origin.value,
+                    entry.incident_id,
+                    recorded_at,
+                    recorded_at,
+                )
+                for entry_id, entry, tags, _, recorded_at in rows
+            ],
+            returning=True,
         )
-        self._count_tags(cur, tenant_id, tags, +1)
-        created = self._get(cur, tenant_id, entry_id)
-        self._post_tags(cur, created)
-        return WriteOutcome(entry=created, applied=True)
+        created: dict[UUID, MemoryEntry] = {}
+        while True:
+            for row in cur.fetchall():
+                created[row["entry_id"]] = MemoryEntry.model_validate(row)
+            if not cur.nextset():
+                return created
 
     def correct_entry(
         self,
@@ -222,11 +321,11 @@ class MemoryRepository(TenantScopedRepository):
                     entry_id,
                 ),
             )
-            self._count_tags(cur, tenant_id, current.tags, -1)
-            self._count_tags(cur, tenant_id, tags, +1)
+            self._count_tags(cur, tenant_id, [current.tags], -1)
+            self._count_tags(cur, tenant_id, [tags], +1)
             corrected = self._get(cur, tenant_id, entry_id)
             self._unpost_tags(cur, tenant_id, entry_id)
-            self._post_tags(cur, corrected)
+            self._post_tags(cur, tenant_id, [corrected])
             return WriteOutcome(entry=corrected, applied=True)
 
     def retire_entry(
@@ -261,18 +360,29 @@ class MemoryRepository(TenantScopedRepository):
                 " WHERE tenant_id = %s AND entry_id = %s",
                 (status.value, superseded_by, recorded_at, tenant_id, entry_id),
             )
-            self._count_tags(cur, tenant_id, current.tags, -1)
+            self._count_tags(cur, tenant_id, [current.tags], -1)
             self._unpost_tags(cur, tenant_id, entry_id)
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
 
-    def _post_tags(self, cur: psycopg.Cursor[dict[str, Any]], entry: MemoryEntry) -> None:
-        """The entry's tags into the inverted index the lexical leg reads."""
-        tags = sorted(set(entry.tags))
+    def _post_tags(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, entries: Sequence[MemoryEntry]
+    ) -> None:
+        """The entries' tags into the inverted index the lexical leg reads (one statement)."""
+        rows = [
+            (tag, entry.entry_id, len(tags), entry.service, entry.updated_at)
+            for entry in entries
+            for tags in [sorted(set(entry.tags))]
+            for tag in tags
+        ]
+        if not rows:
+            return
+        tags, ids, counts, services, updated = (list(column) for column in zip(*rows, strict=True))
         cur.execute(
             "INSERT INTO org_memory_tag_postings"
             " (tenant_id, tag, entry_id, tag_count, service, updated_at)"
-            " SELECT %s, tag, %s, %s, %s, %s FROM unnest(%s::text[]) AS tag",
-            (entry.tenant_id, entry.entry_id, len(tags), entry.service, entry.updated_at, tags),
+            " SELECT %s, p.* FROM unnest(%s::text[], %s::uuid[], %s::int[], %s::text[],"
+            " %s::timestamptz[]) AS p",
+            (tenant_id, tags, ids, counts, services, updated),
         )
 
     def _unpost_tags(
@@ -327,12 +437,7 @@ class MemoryRepository(TenantScopedRepository):
     def _entry_for_key(
         self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, idempotency_key: str
     ) -> MemoryEntry | None:
-        cur.execute(
-            "SELECT entry_id FROM org_memory_events WHERE tenant_id = %s AND idempotency_key = %s",
-            (tenant_id, idempotency_key),
-        )
-        row = cur.fetchone()
-        return None if row is None else self._get(cur, tenant_id, row["entry_id"])
+        return self._entries_for_keys(cur, tenant_id, [idempotency_key]).get(idempotency_key)
 
     def _lock_active(
         self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, entry_id: UUID
@@ -364,34 +469,40 @@ class MemoryRepository(TenantScopedRepository):
         self,
         cur: psycopg.Cursor[dict[str, Any]],
         tenant_id: str,
-        tags: Sequence[str],
+        tag_sets: Sequence[Sequence[str]],
         delta: int,
     ) -> None:
         """Keep BM25 statistics current: tag document frequencies and the tenant's totals.
 
-        `delta` is +1 when an entry's tags enter the active set, -1 when they leave it; a
-        correction is -1 for the old tags then +1 for the new. Tags are locked in sorted
-        order so concurrent writers cannot deadlock.
+        `delta` is +1 when entries' tags enter the active set, -1 when they leave it; a
+        correction is -1 for the old tags then +1 for the new. One statement per table
+        whatever the number of entries; tags are locked in sorted order so concurrent
+        writers cannot deadlock.
         """
-        unique = sorted(set(tags))
+        if not tag_sets:
+            return
+        counts = Counter(tag for tags in tag_sets for tag in set(tags))
+        tags = sorted(counts)
+        changes = [delta * counts[tag] for tag in tags]
         if delta > 0:
             cur.execute(
                 "INSERT INTO org_memory_tag_stats (tenant_id, tag, doc_count)"
-                " SELECT %s, tag, 1 FROM unnest(%s::text[]) AS tag ORDER BY tag"
+                " SELECT %s, tag, n FROM unnest(%s::text[], %s::int[]) AS s(tag, n) ORDER BY tag"
                 " ON CONFLICT (tenant_id, tag)"
-                " DO UPDATE SET doc_count = org_memory_tag_stats.doc_count + 1",
-                (tenant_id, unique),
+                " DO UPDATE SET doc_count = org_memory_tag_stats.doc_count + EXCLUDED.doc_count",
+                (tenant_id, tags, changes),
             )
         else:
             cur.execute(
-                "UPDATE org_memory_tag_stats SET doc_count = doc_count - 1"
-                " WHERE tenant_id = %s AND tag = ANY(%s)",
-                (tenant_id, unique),
+                "UPDATE org_memory_tag_stats t SET doc_count = t.doc_count + s.n"
+                " FROM unnest(%s::text[], %s::int[]) AS s(tag, n)"
+                " WHERE t.tenant_id = %s AND t.tag = s.tag",
+                (tags, changes, tenant_id),
             )
         cur.execute(
             "UPDATE org_memory_tenant_stats SET active_entries = active_entries + %s,"
             " active_tag_total = active_tag_total + %s WHERE tenant_id = %s",
-            (delta, delta * len(unique), tenant_id),
+            (delta * len(tag_sets), delta * sum(len(set(tags)) for tags in tag_sets), tenant_id),
         )
 
     # -- reads -------------------------------------------------------------------------
@@ -431,88 +542,128 @@ class MemoryRepository(TenantScopedRepository):
         """
         with self._tenant_scope(tenant_id) as cur:
             scope = None if services is None else list(services)
-            lexical = self._lexical_leg(cur, tenant_id, topic_tags, scope, leg_limit)
+            corpus = self._corpus(cur, tenant_id, topic_tags)
+            scored = self._lexical_leg(cur, tenant_id, corpus, scope, leg_limit)
             vector: list[VectorCandidate] = []
             if topic_vector is not None:
                 vector = self._vector_leg(
                     cur, tenant_id, topic_vector, embed_rev, vector_cutoff, scope, leg_limit
                 )
-            ids = list(dict.fromkeys([c.entry_id for c in lexical] + [c.entry_id for c in vector]))
+            ids = list(dict.fromkeys([i for i, _ in scored] + [c.entry_id for c in vector]))
             entries: dict[UUID, MemoryEntry] = {}
             if ids:
                 cur.execute(_ENTRIES_BY_IDS, (tenant_id, ids))
                 entries = {row["entry_id"]: MemoryEntry.model_validate(row) for row in cur}
-            cur.execute(
-                # embed_rev is NULL exactly when embedding is (a CHECK): this reads the
-                # narrow covering index, never the 4 KB rows
-                "SELECT count(*) AS active, count(*) FILTER (WHERE"
-                " embed_rev IS DISTINCT FROM %s OR embedded_revision IS DISTINCT FROM revision)"
-                " AS without_vector FROM org_memory_entries"
-                " WHERE tenant_id = %s AND status = 'active'"
-                " AND (%s::text[] IS NULL OR service = ANY(%s))",
-                (embed_rev, tenant_id, scope, scope),
-            )
-            coverage = cur.fetchone()
-            assert coverage is not None
+            lexical = [
+                LexicalCandidate(entry_id, score, corpus.shared_tags(entries[entry_id].tags))
+                for entry_id, score in scored
+                if entry_id in entries
+            ]
+            active, without_vector = self._coverage(cur, tenant_id, embed_rev, scope, corpus)
             return SearchLegs(
                 lexical=lexical,
-                vector=vector,
+                vector=[c for c in vector if c.entry_id in entries],
                 entries=entries,
-                active_entries=coverage["active"],
-                active_without_current_vector=coverage["without_vector"],
+                active_entries=active,
+                active_without_current_vector=without_vector,
             )
+
+    def _corpus(
+        self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, topic_tags: Sequence[str]
+    ) -> _Corpus:
+        """The tenant's BM25 statistics and the topic's tag weights (idf), in one read."""
+        tags = sorted(set(topic_tags))
+        cur.execute(
+            "SELECT t.active_entries, t.active_tag_total, s.tag, s.doc_count"
+            " FROM org_memory_tenant_stats t LEFT JOIN org_memory_tag_stats s"
+            "   ON s.tenant_id = t.tenant_id AND s.tag = ANY(%s) AND s.doc_count > 0"
+            " WHERE t.tenant_id = %s",
+            (tags, tenant_id),
+        )
+        rows = cur.fetchall()
+        if not rows:
+            return _Corpus(active_entries=0, avgdl=1.0, weights={})
+        n = rows[0]["active_entries"]
+        avgdl = max(rows[0]["active_tag_total"] / n, 1.0) if n else 1.0
+        weights = {
+            row["tag"]: math.log(1.0 + (n - row["doc_count"] + 0.5) / (row["doc_count"] + 0.5))
+            for row in rows
+            if row["tag"] is not None
+        }
+        return _Corpus(active_entries=n, avgdl=avgdl, weights=weights)
 
     def _lexical_leg(
         self,
         cur: psycopg.Cursor[dict[str, Any]],
         tenant_id: str,
-        topic_tags: Sequence[str],
+        corpus: _Corpus,
         services: list[str] | None,
         limit: int,
-    ) -> list[LexicalCandidate]:
-        tags = sorted(set(topic_tags))
-        if not tags:
+    ) -> list[tuple[UUID, float]]:
+        """BM25 from the inverted index: (entry, score), best first.
+
+        Only the postings of the topic's tags are read (narrow rows, index-only), never
+        the candidates' wide entry rows; scores are summed in one flat hash aggregate.
+        """
+        if not corpus.weights:
             return []
+        tags = list(corpus.weights)
         cur.execute(
-            # BM25 from the inverted index: only the postings of the topic's tags are read
-            # (narrow rows, index-only), never the candidates' wide entry rows.
-            "WITH corpus AS MATERIALIZED ("
-            "   SELECT active_entries::float8 AS n,"
-            "          GREATEST(active_tag_total::float8 / NULLIF(active_entries, 0), 1.0) AS avgdl"
-            "   FROM org_memory_tenant_stats WHERE tenant_id = %(tenant)s"
-            " ), idf AS MATERIALIZED ("
-            "   SELECT s.tag, ln(1.0 + (corpus.n - s.doc_count + 0.5) / (s.doc_count + 0.5)) AS w"
-            "   FROM org_memory_tag_stats s CROSS JOIN corpus"
-            "   WHERE s.tenant_id = %(tenant)s AND s.tag = ANY(%(tags)s) AND s.doc_count > 0"
-            " ), scored AS ("
-            "   SELECT p.entry_id, sum(idf.w) AS w, max(p.tag_count) AS tag_count,"
-            "          max(p.updated_at) AS updated_at,"
-            "          array_agg(idf.tag ORDER BY idf.w DESC, idf.tag) AS shared_tags"
-            "   FROM idf JOIN org_memory_tag_postings p"
-            "     ON p.tenant_id = %(tenant)s AND p.tag = idf.tag"
-            "   WHERE (%(services)s::text[] IS NULL OR p.service = ANY(%(services)s))"
-            "   GROUP BY p.entry_id"
-            " )"
-            " SELECT s.entry_id,"
-            "        s.w * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
-            "          * s.tag_count / corpus.avgdl)) AS score,"
-            "        s.shared_tags"
-            " FROM scored s CROSS JOIN corpus"
-            " ORDER BY score DESC, s.updated_at DESC, s.entry_id"
+            "SELECT p.entry_id,"
+            "       sum(q.w) * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
+            "         * max(p.tag_count) / %(avgdl)s)) AS score"
+            " FROM unnest(%(tags)s::text[], %(weights)s::float8[]) AS q(tag, w)"
+            " JOIN org_memory_tag_postings p ON p.tenant_id = %(tenant)s AND p.tag = q.tag"
+            " WHERE (%(services)s::text[] IS NULL OR p.service = ANY(%(services)s))"
+            " GROUP BY p.entry_id"
+            " ORDER BY score DESC, max(p.updated_at) DESC, p.entry_id"
             " LIMIT %(limit)s",
             {
                 "tenant": tenant_id,
                 "tags": tags,
+                "weights": [corpus.weights[tag] for tag in tags],
+                "avgdl": corpus.avgdl,
                 "k1": BM25_K1,
                 "b": BM25_B,
                 "services": services,
                 "limit": limit,
             },
         )
-        return [
-            LexicalCandidate(row["entry_id"], float(row["score"]), list(row["shared_tags"]))
-            for row in cur
-        ]
+        return [(row["entry_id"], float(row["score"])) for row in cur]
+
+    def _coverage(
+        self,
+        cur: psycopg.Cursor[dict[str, Any]],
+        tenant_id: str,
+        embed_rev: str,
+        services: list[str] | None,
+        corpus: _Corpus,
+    ) -> tuple[int, int]:
+        """Active entries in scope, and how many of them lack a vector of `embed_rev`.
+
+        The whole tenant's active count is the maintained statistic; the entries lacking
+        a current vector come from a partial index that holds only active entries keyed
+        by `embed_rev`, so in the steady state (everything embedded) the scan is empty.
+        """
+        if services is None:
+            cur.execute(
+                "SELECT count(*) AS without_vector FROM org_memory_entries"
+                " WHERE tenant_id = %(tenant)s AND status = 'active'"
+                "   AND (embed_rev IS NULL OR embed_rev < %(rev)s OR embed_rev > %(rev)s)",
+                {"tenant": tenant_id, "rev": embed_rev},
+            )
+            row = cur.fetchone()
+            assert row is not None
+            return corpus.active_entries, row["without_vector"]
+        cur.execute(
+            "SELECT count(*) AS active, count(*) FILTER (WHERE embed_rev IS DISTINCT FROM %s)"
+            " AS without_vector FROM org_memory_entries"
+            " WHERE tenant_id = %s AND status = 'active' AND service = ANY(%s)",
+            (embed_rev, tenant_id, services),
+        )
+        row = cur.fetchone()
+        assert row is not None
+        return row["active"], row["without_vector"]
 
     def _vector_leg(
         self,
@@ -534,7 +685,8 @@ class MemoryRepository(TenantScopedRepository):
             "SELECT entry_id, distance FROM ("
             "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
             "   WHERE tenant_id = %(tenant)s AND status = 'active'"
-            "     AND embed_rev = %(rev)s AND embedded_revision = revision"
+            # the vector is the current revision's by constraint (migration 0005)
+            "     AND embed_rev = %(rev)s"
             "     AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
             "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
             " ) nearest WHERE distance < %(cutoff)s ORDER BY distance, entry_id",

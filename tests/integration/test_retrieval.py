@@ -215,6 +215,58 @@ def test_service_filter_limits_both_legs(service: MemoryService, tenant: str) ->
     assert [hit.entry_id for hit in result.hits] == [a.entry_id]
 
 
+def test_a_service_scope_counts_coverage_within_the_scope(
+    service: MemoryService, tenant: str
+) -> None:
+    _add(service, tenant, "Checkout pool", "checkout database connection", service="checkout")
+    _add(service, tenant, "Payments pool", "checkout database connection", service="payments")
+    service.embed_pending(tenant)
+    _add(service, tenant, "Checkout again", "checkout database connection", service="checkout")
+    scoped = service.query_org_memory(tenant, TOPIC, service="checkout").metadata
+    assert (scoped.active_entries, scoped.active_entries_without_current_vector) == (2, 1)
+    whole = service.query_org_memory(tenant, TOPIC).metadata
+    assert (whole.active_entries, whole.active_entries_without_current_vector) == (3, 1)
+
+
+def test_lexical_scores_are_okapi_bm25_over_tag_sets(service: MemoryService, tenant: str) -> None:
+    """The leg's scores equal BM25 computed here from the stored tags (tf = 1)."""
+    import math
+
+    from grandbo.repository import BM25_B, BM25_K1
+    from grandbo.tags import tokenize
+
+    texts = [
+        ("Checkout pool exhausted", "database connection pool exhausted on checkout"),
+        ("Checkout timeouts", "requests to checkout time out during deploys"),
+        ("Free connection wait", "waiting for a free connection from the pool"),
+        ("DNS failure", "coredns throttled, lookups failed"),
+        ("Checkout database failover", "database failover made checkout requests wait"),
+    ]
+    stored = [_add(service, tenant, title, summary) for title, summary in texts]
+    topic_tags = set(tokenize(TOPIC))
+    n = len(stored)
+    avgdl = sum(len(set(e.tags)) for e in stored) / n
+    df = {t: sum(t in e.tags for e in stored) for t in topic_tags}
+    idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items() if d}
+    expected = {}
+    for e in stored:
+        shared = topic_tags & set(e.tags)
+        if shared:
+            norm = 1 + BM25_K1 * (1 - BM25_B + BM25_B * len(set(e.tags)) / avgdl)
+            expected[e.entry_id] = sum(idf[t] for t in shared) * (BM25_K1 + 1) / norm
+
+    legs = service.rank(tenant, TOPIC).legs
+    got = {c.entry_id: c.score for c in legs.lexical}
+    assert got.keys() == expected.keys()
+    for entry_id, score in expected.items():
+        assert got[entry_id] == pytest.approx(score, rel=1e-9)
+    assert [c.score for c in legs.lexical] == sorted(got.values(), reverse=True)
+    for candidate in legs.lexical:  # shared tags listed rarest (heaviest) first
+        weights = [idf[t] for t in candidate.shared_tags]
+        assert weights == sorted(weights, reverse=True)
+        assert set(candidate.shared_tags) == topic_tags & set(legs.entries[candidate.entry_id].tags)
+
+
 def test_when_the_topic_cannot_be_embedded_the_lexical_leg_answers(
     repository: MemoryRepository, tenant: str
 ) -> None:

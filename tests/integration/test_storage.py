@@ -64,6 +64,73 @@ def test_redelivery_with_the_same_key_changes_nothing(
     assert _events(admin_conn, tenant) == 1
 
 
+def test_a_batch_applies_new_keys_once_in_order_and_reports_known_ones(
+    service: MemoryService,
+    tenant: str,
+    repository: MemoryRepository,
+    admin_conn: psycopg.Connection[Any],
+) -> None:
+    earlier = service.record_entry(tenant, POOL, context("INC-9:f0"))
+    dns = entry("DNS timeouts on checkout-api", "CoreDNS was CPU throttled.", service="dns")
+    redis = entry("Redis evictions dropped sessions", "maxmemory too low for sessions.")
+    outcomes = service.record_entries(
+        tenant,
+        [
+            (POOL, context("INC-9:f0")),  # delivered before
+            (dns, context("INC-9:f1")),
+            (redis, context("INC-9:f2")),
+            (dns, context("INC-9:f1")),  # the same finding twice in one event
+        ],
+    )
+    assert [o.applied for o in outcomes] == [False, True, True, False]
+    assert outcomes[0].entry == earlier.entry
+    assert outcomes[3].entry == outcomes[1].entry
+    assert outcomes[1].entry.service == "dns"
+    assert "dns" in outcomes[1].entry.tags
+    keys = admin_conn.execute(
+        "SELECT idempotency_key FROM org_memory_events WHERE tenant_id = %s ORDER BY event_id",
+        (tenant,),
+    ).fetchall()
+    assert [k for (k,) in keys] == ["INC-9:f0", "INC-9:f1", "INC-9:f2"]
+    # statistics and postings counted once per applied entry: what a rebuild would produce
+    assert repository.verify_projection(tenant).mismatches == []
+    stats = admin_conn.execute(
+        "SELECT active_entries FROM org_memory_tenant_stats WHERE tenant_id = %s", (tenant,)
+    ).fetchone()
+    assert stats == (3,)
+
+
+def test_concurrent_deliveries_of_one_incident_create_each_entry_once(
+    database: Any, tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from grandbo.database import connect
+
+    findings = [
+        (entry(f"Finding {i} about the checkout pool", f"Summary number {i}."), context(f"k{i}"))
+        for i in range(5)
+    ]
+
+    def deliver(_: int) -> list[bool]:
+        conn = connect(database.app)
+        try:
+            svc = MemoryService(MemoryRepository(conn), FakeEmbeddingProvider())
+            return [o.applied for o in svc.record_entries(tenant, findings)]
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(deliver, range(4)))
+    # each finding applied by exactly one delivery, every delivery answered for all five
+    assert [sum(r[i] for r in results) for i in range(5)] == [1] * 5
+    assert _events(admin_conn, tenant) == 5
+    count = admin_conn.execute(
+        "SELECT count(*) FROM org_memory_entries WHERE tenant_id = %s", (tenant,)
+    ).fetchone()
+    assert count == (5,)
+
+
 def test_the_same_key_in_another_tenant_is_another_entry(
     service: MemoryService, tenant: str, other_tenant: str
 ) -> None:
@@ -255,3 +322,37 @@ def test_an_embedding_that_fails_leaves_the_entry_intact(
     assert stored.title == POOL["title"]
     assert stored.embed_rev is None
     assert [job.entry_id for job in service.pending_jobs(tenant)] == [created.entry.entry_id]
+
+
+def test_a_stored_vector_always_belongs_to_the_current_revision(
+    service: MemoryService, tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """The vector leg relies on this constraint instead of comparing two columns."""
+    created = service.record_entry(tenant, POOL, context())
+    service.embed_pending(tenant)
+    with pytest.raises(psycopg.errors.CheckViolation, match="vector_is_current"):
+        admin_conn.execute(
+            "UPDATE org_memory_entries SET revision = revision + 1"
+            " WHERE tenant_id = %s AND entry_id = %s",
+            (tenant, created.entry.entry_id),
+        )
+
+
+def test_entry_rows_stay_whole_next_to_their_vector(
+    service: MemoryService, tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """No column moves to TOAST just because the 4 KB vector is inline (migration 0005)."""
+    created = service.record_entry(tenant, POOL, context())
+    service.embed_pending(tenant)
+    row = admin_conn.execute(
+        "SELECT pg_column_toast_chunk_id(embed_rev), pg_column_toast_chunk_id(summary),"
+        " pg_column_toast_chunk_id(tags), embedding IS NOT NULL"
+        " FROM org_memory_entries WHERE tenant_id = %s AND entry_id = %s",
+        (tenant, created.entry.entry_id),
+    ).fetchone()
+    assert row == (None, None, None, True)
+    options = admin_conn.execute(
+        "SELECT reloptions FROM pg_class WHERE relname = 'org_memory_entries'"
+    ).fetchone()
+    assert options is not None
+    assert "toast_tuple_target=8160" in options[0]
