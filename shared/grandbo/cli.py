@@ -19,6 +19,7 @@ from grandbo.errors import GrandboError, InvalidInputError
 from grandbo.models import MemoryQueryResult, WriteContext, WriteOutcome
 from grandbo.service import MemoryService
 from grandbo.settings import Settings
+from grandbo.vector_index import HNSW_MIN_ENTRIES
 
 DEMO_TENANT = "demo"
 
@@ -424,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
 
     idx = sub.add_parser("index", help="HNSW indexes for tenants past a size threshold")
-    idx.add_argument("--min-entries", type=int, default=20_000)
+    idx.add_argument("--min-entries", type=int, default=HNSW_MIN_ENTRIES)
 
     tok = sub.add_parser("token", help="mint a query token from the local keyring")
     tok.add_argument("--key-id", default=f"{DEMO_TENANT}-beacon")

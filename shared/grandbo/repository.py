@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +39,7 @@ from grandbo.models import (
 )
 from grandbo.projection import ProjectedEntry, StoredEvent, replay
 from grandbo.tenancy import require_tenant
+from grandbo.vector_index import HNSW_EF_SEARCH
 
 # BM25 over tag sets: tf is 1 (a tag is present or not), the document length is the
 # entry's tag count. Standard Okapi constants.
@@ -53,6 +54,26 @@ _SELECT_ENTRIES = sql.SQL(
 _ENTRY_BY_ID = _SELECT_ENTRIES + sql.SQL("entry_id = %s")
 _ENTRY_BY_ID_FOR_UPDATE = _ENTRY_BY_ID + sql.SQL(" FOR UPDATE")
 _ENTRIES_BY_IDS = _SELECT_ENTRIES + sql.SQL("entry_id = ANY(%s)")
+
+# Cosine distance against vectors of the current embed_rev (a stored vector is always its
+# entry's current revision's, by constraint: migration 0005). The cutoff applies after
+# the nearest `limit` are found, so an index scan stops at `limit` instead of walking
+# the graph for rows that will never pass the cutoff.
+# Set for the search's transaction. Tenants past the size threshold have an HNSW index
+# (grandbo.vector_index); for them the iterative scan keeps the filters from
+# under-returning, and ef_search sets recall (measured in docs/BENCHMARKS.md).
+_VECTOR_LEG_SETTINGS = {
+    "hnsw.iterative_scan": "relaxed_order",
+    "hnsw.ef_search": str(HNSW_EF_SEARCH),
+}
+_VECTOR_LEG = (
+    "SELECT entry_id, distance FROM ("
+    "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
+    "   WHERE tenant_id = %(tenant)s AND status = 'active' AND embed_rev = %(rev)s"
+    "     AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
+    "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
+    " ) nearest WHERE distance < %(cutoff)s ORDER BY distance, entry_id"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +139,20 @@ class TenantScopedRepository:
         self._conn = conn
 
     @contextmanager
-    def _tenant_scope(self, tenant_id: str) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
+    def _tenant_scope(
+        self, tenant_id: str, settings: Mapping[str, str] | None = None
+    ) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
+        """A transaction bound to one tenant, plus any transaction-local `settings`."""
         tenant = require_tenant(tenant_id)
+        local = {"grandbo.tenant_id": tenant, **(settings or {})}
         with self._conn.transaction(), self._conn.cursor(row_factory=dict_row) as cur:
-            cur.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant,))
+            # one round trip: set_config(..., true) is SET LOCAL
+            cur.execute(
+                sql.SQL("SELECT {}").format(
+                    sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in local)
+                ),
+                [value for item in local.items() for value in item],
+            )
             yield cur
 
 
@@ -540,7 +571,7 @@ class MemoryRepository(TenantScopedRepository):
         Vector: cosine distance against vectors of the current `embed_rev` and revision,
         only those closer than `vector_cutoff`, nearest first.
         """
-        with self._tenant_scope(tenant_id) as cur:
+        with self._tenant_scope(tenant_id, _VECTOR_LEG_SETTINGS) as cur:
             scope = None if services is None else list(services)
             corpus = self._corpus(cur, tenant_id, topic_tags)
             scored = self._lexical_leg(cur, tenant_id, corpus, scope, leg_limit)
@@ -675,21 +706,8 @@ class MemoryRepository(TenantScopedRepository):
         services: list[str] | None,
         limit: int,
     ) -> list[VectorCandidate]:
-        # Only tenants past the size threshold have an HNSW index (grandbo.vector_index);
-        # for them the iterative scan keeps the filters from under-returning. The cutoff
-        # applies after the nearest `limit` are found, so an index scan stops at `limit`
-        # instead of walking the graph for rows that will never pass the cutoff.
-        cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cur.execute("SET LOCAL hnsw.ef_search = 100")
         cur.execute(
-            "SELECT entry_id, distance FROM ("
-            "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
-            "   WHERE tenant_id = %(tenant)s AND status = 'active'"
-            # the vector is the current revision's by constraint (migration 0005)
-            "     AND embed_rev = %(rev)s"
-            "     AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
-            "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
-            " ) nearest WHERE distance < %(cutoff)s ORDER BY distance, entry_id",
+            _VECTOR_LEG,
             {
                 "q": Vector(list(topic_vector)),
                 "tenant": tenant_id,
