@@ -265,8 +265,9 @@ class TopologyRepository(TenantScopedRepository):
         self, tenant_id: str, edge_type: EdgeType, as_of: datetime | None
     ) -> list[tuple[str, str]]:
         """Every valid (source, target) edge of one type: the whole graph, for full walks."""
-        with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
+        with self._tenant_scope(tenant_id) as cur, cur.connection.cursor() as pairs:
+            # plain tuples: tens of thousands of rows, no per-row dict
+            pairs.execute(
                 sql.SQL(
                     "SELECT e.source_key, e.target_key FROM topology_edges e"
                     " WHERE e.tenant_id = %(tenant)s AND e.edge_type = %(type)s AND "
@@ -274,7 +275,7 @@ class TopologyRepository(TenantScopedRepository):
                 + _VALID_EDGE,
                 {"tenant": tenant_id, "type": edge_type.value, "as_of": as_of},
             )
-            return [(row["source_key"], row["target_key"]) for row in cur]
+            return [(source, target) for source, target in pairs]
 
     def graph_version(self, tenant_id: str) -> tuple[Any, ...]:
         """Changes whenever an edge is added or invalidated (reinforcement does not count)."""
