@@ -22,6 +22,13 @@ Run: `.venv/bin/python -m bench.query_scale [--quick] [--plot docs/bench_query_l
 
 from __future__ import annotations
 
+import os
+
+# before anything imports powertools: its Metrics read these when they are created
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+
 import argparse
 import itertools
 import json
@@ -353,11 +360,6 @@ def main() -> None:
         report["seed_scale"]["vector_leg_recall_vs_exact"] = vector_recall("seed-00")
 
         # end to end through the query handler, local provider embedding the topic
-        import os
-
-        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-        os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-        os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
         from functions.query_api.handler import lambda_handler as query_handler
 
         from grandbo.lambda_runtime import LambdaEnvironment, LambdaRuntime, install_runtime
