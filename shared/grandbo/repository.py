@@ -640,9 +640,11 @@ class MemoryRepository(TenantScopedRepository):
             return []
         tags = list(corpus.weights)
         cur.execute(
+            # scores rounded to 1e-9: mathematically equal scores (equal weights summed
+            # in another order) tie exactly, so recency then id decide, never float noise
             "SELECT p.entry_id,"
-            "       sum(q.w) * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
-            "         * max(p.tag_count) / %(avgdl)s)) AS score"
+            "       round(sum(q.w) * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
+            "         * max(p.tag_count) / %(avgdl)s)) * 1e9::float8) / 1e9::float8 AS score"
             " FROM unnest(%(tags)s::text[], %(weights)s::float8[]) AS q(tag, w)"
             " JOIN org_memory_tag_postings p ON p.tenant_id = %(tenant)s AND p.tag = q.tag"
             " WHERE (%(services)s::text[] IS NULL OR p.service = ANY(%(services)s))"
