@@ -55,10 +55,6 @@ _ENTRY_BY_ID = _SELECT_ENTRIES + sql.SQL("entry_id = %s")
 _ENTRY_BY_ID_FOR_UPDATE = _ENTRY_BY_ID + sql.SQL(" FOR UPDATE")
 _ENTRIES_BY_IDS = _SELECT_ENTRIES + sql.SQL("entry_id = ANY(%s)")
 
-# Cosine distance against vectors of the current embed_rev (a stored vector is always its
-# entry's current revision's, by constraint: migration 0005). The cutoff applies after
-# the nearest `limit` are found, so an index scan stops at `limit` instead of walking
-# the graph for rows that will never pass the cutoff.
 # Set for the search's transaction. Tenants past the size threshold have an HNSW index
 # (grandbo.vector_index); for them the iterative scan keeps the filters from
 # under-returning, and ef_search sets recall (measured in docs/BENCHMARKS.md).
@@ -66,6 +62,10 @@ _VECTOR_LEG_SETTINGS = {
     "hnsw.iterative_scan": "relaxed_order",
     "hnsw.ef_search": str(HNSW_EF_SEARCH),
 }
+# Cosine distance against vectors of the current embed_rev (a stored vector is always its
+# entry's current revision's, by constraint: migration 0005). The cutoff applies after
+# the nearest `limit` are found, so an index scan stops at `limit` instead of walking
+# the graph for rows that will never pass the cutoff.
 _VECTOR_LEG = (
     "SELECT entry_id, distance FROM ("
     "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
@@ -212,7 +212,7 @@ class MemoryRepository(TenantScopedRepository):
     def _entries_for_keys(
         self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, keys: Sequence[str]
     ) -> dict[str, MemoryEntry]:
-        """The entries earlier `entry_created` events with these idempotency keys made."""
+        """The entries that earlier events with these idempotency keys wrote, by key."""
         cur.execute(
             "SELECT ev.idempotency_key AS created_by_key, e.tenant_id, e.entry_id, e.title,"
             " e.summary, e.tags, e.service, e.origin, e.status, e.revision, e.incident_id,"
