@@ -764,7 +764,7 @@ class MemoryRepository(TenantScopedRepository):
                     "rev": embed_rev,
                     "ids": [entry_id for entry_id, _, _ in items],
                     "revisions": [revision for _, revision, _ in items],
-                    "vectors": [Vector(list(vector)) for _, _, vector in items],
+                    "vectors": [Vector(v if isinstance(v, list) else list(v)) for _, _, v in items],
                     "tenant": tenant_id,
                 },
             )
