@@ -45,7 +45,7 @@ eval: $(STAMP)
 	$(BIN)/grandbo eval $(EVAL_DATA) --task symptom
 	$(BIN)/grandbo eval $(EVAL_DATA) --task mechanism
 
-## Benchmarks (not tests): handler imports, topology, query/write/embed at scale (~12 min).
+## Benchmarks (not tests): handler imports, topology, query/write/embed at scale (~25 min).
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e ".[bench]"
 	$(BIN)/python -m bench.handler_imports

@@ -43,7 +43,7 @@ print(json.dumps({{"ms": elapsed * 1000, "heavy": heavy}}))
 """
 
 
-def measure(statement: str, runs: int, xray_sdk: bool) -> tuple[float, float, list[str]]:
+def measure_once(statement: str, xray_sdk: bool) -> tuple[float, list[str]]:
     env = {
         **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "GRANDBO_EMBEDDING_PROVIDER": "titan",
@@ -52,19 +52,15 @@ def measure(statement: str, runs: int, xray_sdk: bool) -> tuple[float, float, li
         "POWERTOOLS_TRACE_DISABLED": "true",
         "GRANDBO_XRAY_SDK": "true" if xray_sdk else "false",
     }
-    samples, heavy = [], []
-    for _ in range(runs):
-        out = subprocess.run(  # noqa: S603 - our own interpreter and probe
-            [sys.executable, "-X", "frozen_modules=on", "-c", PROBE.format(statement=statement)],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        report = json.loads(out.stdout.strip().splitlines()[-1])
-        samples.append(report["ms"])
-        heavy = report["heavy"]
-    return statistics.median(samples), max(samples), heavy
+    out = subprocess.run(  # noqa: S603 - our own interpreter and probe
+        [sys.executable, "-X", "frozen_modules=on", "-c", PROBE.format(statement=statement)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(report["ms"]), list(report["heavy"])
 
 
 def compile_bytecode() -> None:
@@ -77,7 +73,7 @@ def compile_bytecode() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=11)
     args = parser.parse_args()
     compile_bytecode()
     sdk = deployed_xray_sdk()
@@ -97,12 +93,19 @@ def main() -> None:
     rows.append(
         ("query handler, X-Ray SDK (not deployed)", "import functions.query_api.handler", True)
     )
+    # round robin: a slow spell on this shared machine lands on every row, not on one
+    samples: dict[str, list[float]] = {label: [] for label, _, _ in rows}
+    heavy: dict[str, list[str]] = {}
+    for _ in range(args.runs):
+        for label, statement, xray in rows:
+            ms, heavy[label] = measure_once(statement, xray)
+            samples[label].append(ms)
     title = "import (fresh interpreter, Titan configured)"
     print(f"{title:<52} {'X-Ray SDK':>9} {'median ms':>10} {'max ms':>8}  heavy")
-    for label, statement, xray in rows:
-        median, worst, heavy = measure(statement, args.runs, xray)
-        flag = "on" if xray else "off"
-        print(f"{label:<52} {flag:>9} {median:>10.1f} {worst:>8.1f}  {','.join(heavy) or '-'}")
+    for label, _, xray in rows:
+        median, worst = statistics.median(samples[label]), max(samples[label])
+        flag, loaded = ("on" if xray else "off"), ",".join(heavy[label]) or "-"
+        print(f"{label:<52} {flag:>9} {median:>10.1f} {worst:>8.1f}  {loaded}")
 
 
 if __name__ == "__main__":
