@@ -1,15 +1,20 @@
-"""Migrations on every deploy: a custom resource whose handler applies pending migrations."""
+"""Migrations on every deploy: a custom resource whose handler applies pending migrations;
+the same function ensures per-organization HNSW indexes every hour."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
-from aws_cdk import CustomResource
+from aws_cdk import CustomResource, Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+
+from grandbo.vector_index import INDEX_JOB_EVENT
 
 MIGRATIONS = Path(__file__).resolve().parents[1] / "shared" / "grandbo" / "migrations"
 
@@ -38,4 +43,20 @@ class SchemaMigrations(Construct):
             service_token=provider.service_token,
             resource_type="Custom::GrandboSchema",
             properties={"MigrationsDigest": migrations_digest()},
+        )
+        # organizations that grow past the HNSW threshold between deploys get their index
+        # within the hour (the function's reserved concurrency of 1 keeps it from ever
+        # running beside a deploy's migration)
+        self.index_schedule = events.Rule(
+            self,
+            "HnswIndexSchedule",
+            description="Ensure per-organization HNSW indexes (grandbo.vector_index)",
+            schedule=events.Schedule.rate(Duration.hours(1)),
+            targets=[
+                targets.LambdaFunction(
+                    function,
+                    event=events.RuleTargetInput.from_object(INDEX_JOB_EVENT),
+                    retry_attempts=0,
+                )
+            ],
         )

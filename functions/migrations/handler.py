@@ -1,7 +1,9 @@
 """Custom resource: apply pending migrations and set the application role's password.
 
 Create and Update migrate (idempotent: applied versions are skipped, edited ones refused);
-Delete does nothing — data outlives the stack's custom resource.
+Delete does nothing — data outlives the stack's custom resource. The same function runs
+hourly with `INDEX_JOB_EVENT` as its event: only the per-tenant HNSW indexes are ensured, for
+organizations that grew past the threshold since the last deploy.
 """
 
 from __future__ import annotations
@@ -16,20 +18,28 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from grandbo.lambda_runtime import database_url_from_secret
 from grandbo.migrations import migrate, set_app_role_password
 from grandbo.observability import logger
-from grandbo.vector_index import ensure_hnsw_indexes
+from grandbo.vector_index import INDEX_JOB_EVENT, ensure_hnsw_indexes
 
 PHYSICAL_ID = "grandbo-schema"
 
 
+def admin_url() -> str:
+    return database_url_from_secret(str(get_secret(os.environ["GRANDBO_ADMIN_SECRET_ARN"])))
+
+
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if event == INDEX_JOB_EVENT:
+        indexed = ensure_hnsw_indexes(admin_url())
+        logger.info("hnsw indexes ensured", extra={"hnsw_indexed": indexed})
+        return {"hnsw_indexed": indexed}
     if event.get("RequestType") == "Delete":
         return {"PhysicalResourceId": event.get("PhysicalResourceId", PHYSICAL_ID)}
-    admin_url = database_url_from_secret(str(get_secret(os.environ["GRANDBO_ADMIN_SECRET_ARN"])))
-    applied = migrate(admin_url)
+    url = admin_url()
+    applied = migrate(url)
     app_secret = json.loads(str(get_secret(os.environ["GRANDBO_DB_SECRET_ARN"])))
-    set_app_role_password(admin_url, app_secret["password"])
-    indexed = ensure_hnsw_indexes(admin_url)
+    set_app_role_password(url, app_secret["password"])
+    indexed = ensure_hnsw_indexes(url)
     logger.info(
         "schema migrated",
         extra={"applied": [f"{m.version}_{m.name}" for m in applied], "hnsw_indexed": indexed},

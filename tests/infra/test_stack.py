@@ -107,6 +107,27 @@ def test_migrations_run_on_every_deploy_through_a_custom_resource(dev: Any) -> N
     assert migrations["ReservedConcurrentExecutions"] == 1
 
 
+def test_the_migrations_function_ensures_hnsw_indexes_every_hour(dev: Any) -> None:
+    import json
+
+    from grandbo.vector_index import INDEX_JOB_EVENT
+
+    _, t = dev
+    (migrations_id,) = [
+        k
+        for k, v in _functions(t).items()
+        if v["Properties"]["Description"].startswith("grandbo migrations")
+    ]
+    (rule,) = [
+        r["Properties"]
+        for r in _resources(t, "AWS::Events::Rule").values()
+        if r["Properties"].get("ScheduleExpression") == "rate(1 hour)"
+    ]
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [migrations_id, "Arn"]}
+    assert json.loads(target["Input"]) == INDEX_JOB_EVENT
+
+
 # -- functions ------------------------------------------------------------------------------
 
 

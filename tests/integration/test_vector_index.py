@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
 
 from grandbo.database import DatabaseUrls
 from grandbo.service import MemoryService
@@ -39,3 +40,57 @@ def test_a_tenant_past_the_threshold_gets_its_own_index_and_the_same_results(
 
     with_index = service.query_org_memory(tenant, TOPIC, limit=25)
     assert [h.entry_id for h in with_index.hits] == [h.entry_id for h in exact.hits]
+
+
+def test_an_index_left_invalid_by_an_interrupted_build_is_built_again(
+    service: MemoryService,
+    tenant: str,
+    database: DatabaseUrls,
+    admin_conn: psycopg.Connection[Any],
+) -> None:
+    for i in range(30):
+        service.record_entry(tenant, entry(f"Finding {i}", f"kafka consumer lag {i}"), context())
+    service.embed_pending(tenant)
+    assert tenant in ensure_hnsw_indexes(database.admin, min_entries=30)
+    # what CREATE INDEX CONCURRENTLY leaves behind when the function times out mid-build
+    admin_conn.execute(
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass",
+        (index_name(tenant),),
+    )
+    assert tenant in ensure_hnsw_indexes(database.admin, min_entries=30)
+    valid = admin_conn.execute(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE c.relname = %s",
+        (index_name(tenant),),
+    ).fetchall()
+    assert valid == [(True,)]
+
+
+def test_the_hourly_schedule_indexes_organizations_that_grew_past_the_threshold(
+    service: MemoryService,
+    tenant: str,
+    database: DatabaseUrls,
+    admin_conn: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import functions.migrations.handler as migrations
+
+    from grandbo import vector_index
+    from grandbo.local_runner import lambda_context
+
+    for i in range(30):
+        service.record_entry(tenant, entry(f"Finding {i}", f"dns resolution failed {i}"), context())
+    service.embed_pending(tenant)
+    monkeypatch.setattr(vector_index, "HNSW_MIN_ENTRIES", 30)
+    monkeypatch.setattr(migrations, "admin_url", lambda: database.admin)
+
+    reply = migrations.lambda_handler(
+        dict(vector_index.INDEX_JOB_EVENT), lambda_context("migrations")
+    )
+
+    assert tenant in reply["hnsw_indexed"]
+    assert "PhysicalResourceId" not in reply  # not the custom resource's reply
+    indexed = admin_conn.execute(
+        "SELECT 1 FROM pg_indexes WHERE indexname = %s", (index_name(tenant),)
+    ).fetchall()
+    assert indexed == [(1,)]
