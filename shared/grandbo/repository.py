@@ -46,14 +46,48 @@ from grandbo.vector_index import HNSW_EF_SEARCH
 BM25_K1 = 1.2
 BM25_B = 0.75
 
-_SELECT_ENTRIES = sql.SQL(
-    "SELECT tenant_id, entry_id, title, summary, tags, service, origin, status, revision,"
-    " incident_id, superseded_by, created_at, updated_at, embed_rev, embedded_revision"
-    " FROM org_memory_entries WHERE tenant_id = %s AND "
+# What a MemoryEntry is read from: every select, RETURNING and join of entries uses it.
+_ENTRY_COLUMNS = (
+    "tenant_id",
+    "entry_id",
+    "title",
+    "summary",
+    "tags",
+    "service",
+    "origin",
+    "status",
+    "revision",
+    "incident_id",
+    "superseded_by",
+    "created_at",
+    "updated_at",
+    "embed_rev",
+    "embedded_revision",
+)
+
+
+def _entry_columns(table: str | None = None) -> sql.Composable:
+    prefix = () if table is None else (table,)
+    return sql.SQL(", ").join(sql.Identifier(*prefix, column) for column in _ENTRY_COLUMNS)
+
+
+_SELECT_ENTRIES = sql.SQL("SELECT {} FROM org_memory_entries WHERE tenant_id = %s AND ").format(
+    _entry_columns()
 )
 _ENTRY_BY_ID = _SELECT_ENTRIES + sql.SQL("entry_id = %s")
 _ENTRY_BY_ID_FOR_UPDATE = _ENTRY_BY_ID + sql.SQL(" FOR UPDATE")
 _ENTRIES_BY_IDS = _SELECT_ENTRIES + sql.SQL("entry_id = ANY(%s)")
+_ENTRIES_BY_KEYS = sql.SQL(
+    "SELECT ev.idempotency_key AS created_by_key, {}"
+    " FROM org_memory_events ev JOIN org_memory_entries e"
+    "   ON e.tenant_id = ev.tenant_id AND e.entry_id = ev.entry_id"
+    " WHERE ev.tenant_id = %s AND ev.idempotency_key = ANY(%s)"
+).format(_entry_columns("e"))
+_INSERT_NEW_ENTRY = sql.SQL(
+    "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
+    " service, origin, status, revision, incident_id, created_at, updated_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s) RETURNING {}"
+).format(_entry_columns())
 
 # Set for the search's transaction. Tenants past the size threshold have an HNSW index
 # (grandbo.vector_index); for them the iterative scan keeps the filters from
@@ -74,6 +108,14 @@ _VECTOR_LEG = (
     "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
     " ) nearest WHERE distance < %(cutoff)s ORDER BY distance, entry_id"
 )
+
+
+def _returned_rows(cur: psycopg.Cursor[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every row an `executemany(..., returning=True)` returned, across its result sets."""
+    while True:
+        yield from cur.fetchall()
+        if not cur.nextset():
+            return
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +190,7 @@ class TenantScopedRepository:
         with self._conn.transaction(), self._conn.cursor(row_factory=dict_row) as cur:
             # one round trip: set_config(..., true) is SET LOCAL
             cur.execute(
-                sql.SQL("SELECT {}").format(
-                    sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in local)
-                ),
+                "SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(local)),
                 [value for item in local.items() for value in item],
             )
             yield cur
@@ -213,15 +253,7 @@ class MemoryRepository(TenantScopedRepository):
         self, cur: psycopg.Cursor[dict[str, Any]], tenant_id: str, keys: Sequence[str]
     ) -> dict[str, MemoryEntry]:
         """The entries that earlier events with these idempotency keys wrote, by key."""
-        cur.execute(
-            "SELECT ev.idempotency_key AS created_by_key, e.tenant_id, e.entry_id, e.title,"
-            " e.summary, e.tags, e.service, e.origin, e.status, e.revision, e.incident_id,"
-            " e.superseded_by, e.created_at, e.updated_at, e.embed_rev, e.embedded_revision"
-            " FROM org_memory_events ev JOIN org_memory_entries e"
-            "   ON e.tenant_id = ev.tenant_id AND e.entry_id = ev.entry_id"
-            " WHERE ev.tenant_id = %s AND ev.idempotency_key = ANY(%s)",
-            (tenant_id, list(keys)),
-        )
+        cur.execute(_ENTRIES_BY_KEYS, (tenant_id, list(keys)))
         return {row.pop("created_by_key"): MemoryEntry.model_validate(row) for row in cur}
 
     def _append_created_events(
@@ -260,12 +292,7 @@ class MemoryRepository(TenantScopedRepository):
             ],
             returning=True,
         )
-        recorded: dict[str, Any] = {}
-        while True:
-            for row in cur.fetchall():
-                recorded[row["idempotency_key"]] = row["recorded_at"]
-            if not cur.nextset():
-                return recorded
+        return {row["idempotency_key"]: row["recorded_at"] for row in _returned_rows(cur)}
 
     def _insert_entries(
         self,
@@ -276,12 +303,7 @@ class MemoryRepository(TenantScopedRepository):
         if not rows:
             return {}
         cur.executemany(
-            "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
-            " service, origin, status, revision, incident_id, created_at, updated_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s)"
-            " RETURNING tenant_id, entry_id, title, summary, tags, service, origin, status,"
-            " revision, incident_id, superseded_by, created_at, updated_at, embed_rev,"
-            " embedded_revision",
+            _INSERT_NEW_ENTRY,
             [
                 (
                     tenant_id,
@@ -299,12 +321,8 @@ class MemoryRepository(TenantScopedRepository):
             ],
             returning=True,
         )
-        created: dict[UUID, MemoryEntry] = {}
-        while True:
-            for row in cur.fetchall():
-                created[row["entry_id"]] = MemoryEntry.model_validate(row)
-            if not cur.nextset():
-                return created
+        entries = (MemoryEntry.model_validate(row) for row in _returned_rows(cur))
+        return {entry.entry_id: entry for entry in entries}
 
     def correct_entry(
         self,
