@@ -86,7 +86,7 @@ def main() -> None:
         (
             "query handler + Titan provider built",
             "import functions.query_api.handler\n"
-            "from grandbo.lambda_runtime import runtime\nruntime().provider",
+            "from grandbo.runtime.lambda_container import runtime\nruntime().provider",
             sdk["functions.query_api.handler"],
         )
     )

@@ -50,18 +50,18 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from bench import synthetic
-from grandbo.database import app_url_for, connect
 from grandbo.embedding.base import EmbeddingProvider, render_entry_text
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.incidents import IncidentClosed, record_incident
-from grandbo.local_postgres import start_embedded_postgres, stop_embedded_postgres
+from grandbo.local.embed_queue import InProcessEmbedQueue
+from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
+from grandbo.memory.incidents import IncidentClosed, record_incident
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import LEG_LIMIT, MemoryService
+from grandbo.memory.vector_index import HNSW_MIN_ENTRIES, ensure_hnsw_indexes
 from grandbo.migrations import migrate
-from grandbo.queue import InProcessEmbedQueue
-from grandbo.repository import MemoryRepository
-from grandbo.service import LEG_LIMIT, MemoryService
-from grandbo.tags import tokenize
-from grandbo.vector_index import HNSW_MIN_ENTRIES, ensure_hnsw_indexes
+from grandbo.storage.connections import app_url_for, connect
+from grandbo.text.tags import tokenize
 
 COLUMNS = (
     "tenant_id, entry_id, title, summary, tags, service, origin, status, revision,"
@@ -362,8 +362,12 @@ def main() -> None:
         # end to end through the query handler, local provider embedding the topic
         from functions.query_api.handler import lambda_handler as query_handler
 
-        from grandbo.lambda_runtime import LambdaEnvironment, LambdaRuntime, install_runtime
-        from grandbo.local_runner import lambda_context, proxy_event
+        from grandbo.local.runner import lambda_context, proxy_event
+        from grandbo.runtime.lambda_container import (
+            LambdaEnvironment,
+            LambdaRuntime,
+            install_runtime,
+        )
 
         install_runtime(
             LambdaRuntime(
@@ -508,7 +512,7 @@ def main() -> None:
 
 
 def _ctx(key: str) -> Any:
-    from grandbo.models import WriteContext
+    from grandbo.memory.models import WriteContext
 
     return WriteContext(actor="bench", idempotency_key=key)
 

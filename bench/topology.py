@@ -20,17 +20,17 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from grandbo.database import app_url_for, connect
-from grandbo.local_postgres import start_embedded_postgres, stop_embedded_postgres
+from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
 from grandbo.migrations import migrate
-from grandbo.topology import (
+from grandbo.storage.connections import app_url_for, connect
+from grandbo.topology.model import (
     breadth_first,
     distance_sums,
     reverse_adjacency,
     service_dependencies,
 )
-from grandbo.topology_repository import TopologyRepository
-from grandbo.topology_service import TopologyService
+from grandbo.topology.repository import TopologyRepository
+from grandbo.topology.service import TopologyService
 
 TENANT = "bench-graph"
 LAYERS = 8

@@ -27,6 +27,9 @@ LAYER_REQUIREMENTS = [
     "PyStemmer>=2.2,<4",
     "aws-lambda-powertools[tracer]>=3.10,<4",
 ]
+# Left out of the layer: local mode and the CLI (no function imports them; the layers
+# contract in pyproject.toml keeps it so, and tests/infra/test_layer.py checks it).
+LAYER_EXCLUDES = ("__pycache__", "local", "cli.py")
 PLATFORM = "manylinux2014_aarch64"
 PYTHON_VERSION = "3.11"
 
@@ -60,7 +63,7 @@ class PipLayerBundling:
         shutil.copytree(
             ROOT / "shared" / "grandbo",
             target / "grandbo",
-            ignore=shutil.ignore_patterns("__pycache__", "local_runner.py", "cli.py"),
+            ignore=shutil.ignore_patterns(*LAYER_EXCLUDES),
         )
         compileall.compile_dir(str(target), quiet=2)
         return True

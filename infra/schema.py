@@ -14,7 +14,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from grandbo.vector_index import INDEX_JOB_EVENT
+from grandbo.memory.vector_index import INDEX_JOB_EVENT
 
 MIGRATIONS = Path(__file__).resolve().parents[1] / "shared" / "grandbo" / "migrations"
 
@@ -50,7 +50,7 @@ class SchemaMigrations(Construct):
         self.index_schedule = events.Rule(
             self,
             "HnswIndexSchedule",
-            description="Ensure per-organization HNSW indexes (grandbo.vector_index)",
+            description="Ensure per-organization HNSW indexes (grandbo.memory.vector_index)",
             schedule=events.Schedule.rate(Duration.hours(1)),
             targets=[
                 targets.LambdaFunction(

@@ -21,11 +21,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from grandbo.database import DatabaseUrls, app_url_for, connect
 from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import MemoryService
 from grandbo.migrations import migrate
-from grandbo.repository import MemoryRepository
-from grandbo.service import MemoryService
+from grandbo.storage.connections import DatabaseUrls, app_url_for, connect
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +35,7 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseUrls]
         migrate(configured)
         yield DatabaseUrls(admin=configured, app=app_url_for(configured))
         return
-    from grandbo.local_postgres import start_embedded_postgres, stop_embedded_postgres
+    from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
 
     data_dir: Path = tmp_path_factory.mktemp("grandbo-db")
     admin = start_embedded_postgres(data_dir)

@@ -8,26 +8,25 @@ key's. `Idempotency-Key` makes a retried create or correction a no-op.
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.api_models import (
+from grandbo.api.auth import SIGNATURE_WINDOW_S, Caller, verify_admin_request
+from grandbo.api.http_errors import precheck_body, proxy_error, register_error_handlers
+from grandbo.api.models import (
     CorrectEntryRequest,
     CreateEntryRequest,
     RetireEntryRequest,
     TopologyRequest,
 )
-from grandbo.auth import SIGNATURE_WINDOW_S, Caller, verify_admin_request
-from grandbo.errors import AuthenticationError
-from grandbo.http_errors import precheck_body, proxy_error, register_error_handlers
-from grandbo.lambda_runtime import runtime
-from grandbo.models import Origin, WriteContext, WriteOutcome
+from grandbo.errors import AuthenticationError, StoreUnavailableError
+from grandbo.memory.models import Origin, WriteContext, WriteOutcome
 from grandbo.observability import count_entries_created, logger, metrics, tracer
-from grandbo.topology import TopologyBatch
+from grandbo.runtime.lambda_container import runtime
+from grandbo.topology.model import TopologyBatch
 
 NONCE_RETENTION_S = 3 * SIGNATURE_WINDOW_S
 
@@ -37,10 +36,10 @@ register_error_handlers(app)
 
 def authenticate(event: APIGatewayProxyEvent) -> Caller:
     """The caller a signed request proves; its nonce is spent only once the signature holds."""
-    repository = runtime().service().repository
+    nonces = runtime().nonces()
 
     def claim(caller: Caller, nonce: str) -> bool:
-        return repository.claim_nonce(caller.tenant_id, caller.key_id, nonce, NONCE_RETENTION_S)
+        return nonces.claim_nonce(caller.tenant_id, caller.key_id, nonce, NONCE_RETENTION_S)
 
     raw = event.decoded_body or ""
     return verify_admin_request(
@@ -153,7 +152,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     except AuthenticationError as exc:
         logger.warning("admin request not authenticated", extra={"reason": exc.reason})
         return proxy_error(401, "unauthorized", "the request is not authenticated")
-    except psycopg.OperationalError:
+    except StoreUnavailableError:
         logger.exception("database unavailable while checking the nonce")
         return proxy_error(503, "unavailable", "the memory store is unavailable; retry")
     logger.append_keys(tenant_id=caller.tenant_id, key_id=caller.key_id)

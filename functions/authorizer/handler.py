@@ -14,10 +14,10 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.auth import verify_query_token
+from grandbo.api.auth import verify_query_token
 from grandbo.errors import AuthenticationError
-from grandbo.lambda_runtime import runtime
 from grandbo.observability import logger
+from grandbo.runtime.lambda_container import runtime
 
 
 @logger.inject_lambda_context

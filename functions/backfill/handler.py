@@ -12,8 +12,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.errors import GrandboError
-from grandbo.lambda_runtime import runtime
 from grandbo.observability import logger, metrics, tracer
+from grandbo.runtime.lambda_container import runtime
 
 
 @logger.inject_lambda_context

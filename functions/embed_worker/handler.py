@@ -18,9 +18,9 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.lambda_runtime import runtime
-from grandbo.models import EmbedJob
+from grandbo.memory.models import EmbedJob
 from grandbo.observability import logger, metrics, tracer
+from grandbo.runtime.lambda_container import runtime
 
 # A batch where every record failed is reported like any other partial failure, so each
 # record is retried and dead-lettered on its own instead of failing the invocation.

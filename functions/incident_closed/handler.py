@@ -14,9 +14,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from grandbo.errors import InvalidEventError
-from grandbo.incidents import parse_incident_closed, record_incident
-from grandbo.lambda_runtime import runtime
+from grandbo.memory.incidents import parse_incident_closed, record_incident
 from grandbo.observability import count_entries_created, logger, metrics, tracer
+from grandbo.runtime.lambda_container import runtime
 
 
 @logger.inject_lambda_context

@@ -15,10 +15,10 @@ from typing import Any
 from aws_lambda_powertools.utilities.parameters import get_secret
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.lambda_runtime import database_url_from_secret
+from grandbo.memory.vector_index import INDEX_JOB_EVENT, ensure_hnsw_indexes
 from grandbo.migrations import migrate, set_app_role_password
 from grandbo.observability import logger
-from grandbo.vector_index import INDEX_JOB_EVENT, ensure_hnsw_indexes
+from grandbo.runtime.lambda_container import database_url_from_secret
 
 PHYSICAL_ID = "grandbo-schema"
 

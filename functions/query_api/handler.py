@@ -14,11 +14,11 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.api_models import QueryRequest
+from grandbo.api.http_errors import precheck_body, register_error_handlers
+from grandbo.api.models import QueryRequest
 from grandbo.errors import AuthenticationError
-from grandbo.http_errors import precheck_body, register_error_handlers
-from grandbo.lambda_runtime import runtime
 from grandbo.observability import logger, metrics, tracer
+from grandbo.runtime.lambda_container import runtime
 
 app = APIGatewayRestResolver(enable_validation=True)
 register_error_handlers(app)

@@ -14,12 +14,13 @@ from datetime import datetime
 from pathlib import Path
 from uuid import UUID
 
-from grandbo.bootstrap import open_service
 from grandbo.errors import GrandboError, InvalidInputError
-from grandbo.models import MemoryQueryResult, WriteContext, WriteOutcome
-from grandbo.service import MemoryService
-from grandbo.settings import Settings
-from grandbo.vector_index import HNSW_MIN_ENTRIES
+from grandbo.local.bootstrap import open_service
+from grandbo.local.settings import Settings
+from grandbo.memory.models import MemoryQueryResult, WriteContext, WriteOutcome
+from grandbo.memory.service import MemoryService
+from grandbo.memory.vector_index import HNSW_MIN_ENTRIES
+from grandbo.topology.service import TopologyService
 
 DEMO_TENANT = "demo"
 
@@ -80,7 +81,7 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from grandbo.database import resolve_urls
+    from grandbo.local.bootstrap import resolve_urls
     from grandbo.migrations import migrate
 
     applied = migrate(resolve_urls(_settings(args)).admin)
@@ -144,7 +145,7 @@ def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
 
 def cmd_topology(args: argparse.Namespace, service: MemoryService) -> int:
     topology = service.topology
-    assert topology is not None
+    assert isinstance(topology, TopologyService)
     if args.topology_command == "load":
         batch = json.loads(Path(args.file).read_text())
         print(json.dumps(topology.record(args.tenant, batch, sync=args.sync)))
@@ -184,7 +185,7 @@ def cmd_rebuild(args: argparse.Namespace, service: MemoryService) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, service: MemoryService) -> int:
-    from grandbo.demo import DEMO_TOPIC, seed_demo
+    from grandbo.local.demo import DEMO_TOPIC, seed_demo
 
     created = seed_demo(service, DEMO_TENANT)
     stored = service.embed_pending(DEMO_TENANT)
@@ -203,8 +204,8 @@ def _keyring_path(settings: Settings) -> Path:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from grandbo.auth import mint_query_token
-    from grandbo.local_runner import local_keyring
+    from grandbo.api.auth import mint_query_token
+    from grandbo.local.runner import local_keyring
 
     keyring = local_keyring(_keyring_path(_settings(args)), DEMO_TENANT)
     print(mint_query_token(keyring.find(args.key_id, "query"), ttl_s=args.ttl))
@@ -212,8 +213,8 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_sign(args: argparse.Namespace) -> int:
-    from grandbo.auth import sign_admin_request
-    from grandbo.local_runner import local_keyring
+    from grandbo.api.auth import sign_admin_request
+    from grandbo.local.runner import local_keyring
 
     keyring = local_keyring(_keyring_path(_settings(args)), DEMO_TENANT)
     body = (args.body or "").encode()
@@ -230,14 +231,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "DEBUG" if args.verbose else "WARNING")
     from functions.embed_worker.handler import lambda_handler as embed_worker
 
-    from grandbo.auth import mint_query_token, sign_admin_request
-    from grandbo.database import resolve_urls
-    from grandbo.demo import DEMO_TOPIC, seed_demo
+    from grandbo.api.auth import mint_query_token, sign_admin_request
     from grandbo.embedding.factory import provider_named
-    from grandbo.lambda_runtime import LambdaEnvironment, LambdaRuntime, install_runtime, runtime
-    from grandbo.local_runner import LocalEmbedPump, local_keyring, serve
+    from grandbo.local.bootstrap import resolve_urls
+    from grandbo.local.demo import DEMO_TOPIC, seed_demo
+    from grandbo.local.embed_queue import InProcessEmbedQueue
+    from grandbo.local.runner import LocalEmbedPump, local_keyring, serve
     from grandbo.migrations import migrate
-    from grandbo.queue import InProcessEmbedQueue
+    from grandbo.runtime.lambda_container import (
+        LambdaEnvironment,
+        LambdaRuntime,
+        install_runtime,
+        runtime,
+    )
 
     settings = _settings(args)
     urls = resolve_urls(settings)
@@ -295,7 +301,7 @@ Admin (signed; this signature is valid once, for 5 minutes):
   New query token: .venv/bin/grandbo token
 
 Incident closed (EventBridge shape; only corroborated findings are kept):
-  curl -s {base}/local/events -d @incident.json     # schema: shared/grandbo/incidents.py
+  curl -s {base}/local/events -d @incident.json     # schema: shared/grandbo/memory/incidents.py
 Backfill / sweeper:
   curl -s -X POST {base}/local/backfill -d '{{"tenant_id": "{DEMO_TENANT}"}}'
 """,
@@ -326,7 +332,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             report = run_eval(service, Path(args.folder), args.task, cutoffs=args.sweep or ())
     finally:
         if scratch is not None:
-            from grandbo.local_postgres import stop_embedded_postgres
+            from grandbo.local.postgres import stop_embedded_postgres
 
             stop_embedded_postgres(scratch)
             shutil.rmtree(scratch, ignore_errors=True)
@@ -463,8 +469,8 @@ _SERVICE_COMMANDS = {
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from grandbo.database import resolve_urls
-    from grandbo.vector_index import ensure_hnsw_indexes
+    from grandbo.local.bootstrap import resolve_urls
+    from grandbo.memory.vector_index import ensure_hnsw_indexes
 
     created = ensure_hnsw_indexes(resolve_urls(_settings(args)).admin, args.min_entries)
     print(

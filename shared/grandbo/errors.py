@@ -93,3 +93,7 @@ class InvalidEventError(GrandboError):
 
 class EnqueueError(GrandboError):
     """The embed queue refused a job; the write stands and the sweeper will catch up."""
+
+
+class StoreUnavailableError(GrandboError):
+    """The database cannot be reached or dropped the connection (maps to 503; retry)."""

@@ -21,10 +21,10 @@ from typing import Any
 from uuid import UUID
 
 from grandbo.errors import InvalidInputError
-from grandbo.fusion import reciprocal_rank_fusion
-from grandbo.models import NewEntry, Origin, WriteContext
-from grandbo.service import MemoryService
-from grandbo.topic import validate_topic
+from grandbo.memory.fusion import reciprocal_rank_fusion
+from grandbo.memory.models import NewEntry, Origin, WriteContext
+from grandbo.memory.service import MemoryService
+from grandbo.memory.topic import validate_topic
 
 MODES = ("lexical", "vector", "hybrid")
 

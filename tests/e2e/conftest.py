@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from functions.embed_worker.handler import lambda_handler as embed_worker
 
-from grandbo.auth import Keyring, SigningKey, mint_query_token, new_secret, sign_admin_request
-from grandbo.database import DatabaseUrls
+from grandbo.api.auth import Keyring, SigningKey, mint_query_token, new_secret, sign_admin_request
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.lambda_runtime import LambdaEnvironment, LambdaRuntime, install_runtime
-from grandbo.local_runner import LocalEmbedPump, serve
-from grandbo.queue import EmbedQueue, InProcessEmbedQueue
+from grandbo.local.embed_queue import InProcessEmbedQueue
+from grandbo.local.runner import LocalEmbedPump, serve
+from grandbo.memory.embed_queue import EmbedQueue
+from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime, install_runtime
+from grandbo.storage.connections import DatabaseUrls
 
 
 @dataclass

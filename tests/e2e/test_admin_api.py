@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from grandbo.auth import sign_admin_request
+from grandbo.api.auth import sign_admin_request
 
 from .conftest import Gateway
 

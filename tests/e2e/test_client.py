@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grandbo.client import AdminClient, GrandboHTTPError, MemoryClient
+from grandbo.api.client import AdminClient, GrandboHTTPError, MemoryClient
 
 from .conftest import Gateway
 

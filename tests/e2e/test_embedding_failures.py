@@ -15,13 +15,13 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from functions.embed_worker.handler import lambda_handler as embed_worker
 
-from grandbo.database import DatabaseUrls
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.titan import TitanEmbeddingProvider
 from grandbo.errors import EnqueueError
-from grandbo.lambda_runtime import install_runtime, runtime
-from grandbo.local_runner import lambda_context
-from grandbo.models import EmbedJob
+from grandbo.local.runner import lambda_context
+from grandbo.memory.models import EmbedJob
+from grandbo.runtime.lambda_container import install_runtime, runtime
+from grandbo.storage.connections import DatabaseUrls
 
 from .conftest import Gateway, start_gateway
 

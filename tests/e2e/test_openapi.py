@@ -13,11 +13,11 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from openapi_spec_validator import validate
 
-from grandbo.auth import mint_query_token, sign_admin_request
-from grandbo.database import DatabaseUrls
+from grandbo.api.auth import mint_query_token, sign_admin_request
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.lambda_runtime import install_runtime
 from grandbo.openapi import openapi_json
+from grandbo.runtime.lambda_container import install_runtime
+from grandbo.storage.connections import DatabaseUrls
 
 from .conftest import Gateway, start_gateway
 

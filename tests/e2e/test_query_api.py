@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from grandbo.auth import mint_query_token
+from grandbo.api.auth import mint_query_token
 
 from .conftest import Gateway
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from grandbo.auth import mint_query_token
+from grandbo.api.auth import mint_query_token
 
 from .conftest import Gateway
 

@@ -110,7 +110,7 @@ def test_migrations_run_on_every_deploy_through_a_custom_resource(dev: Any) -> N
 def test_the_migrations_function_ensures_hnsw_indexes_every_hour(dev: Any) -> None:
     import json
 
-    from grandbo.vector_index import INDEX_JOB_EVENT
+    from grandbo.memory.vector_index import INDEX_JOB_EVENT
 
     _, t = dev
     (migrations_id,) = [

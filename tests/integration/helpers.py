@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from grandbo.embedding.base import EMBEDDING_DIMENSIONS
-from grandbo.models import WriteContext
+from grandbo.memory.models import WriteContext
 
 
 def context(key: str | None = None, actor: str = "test") -> WriteContext:

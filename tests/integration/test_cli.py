@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from grandbo.cli import main
-from grandbo.database import DatabaseUrls
+from grandbo.storage.connections import DatabaseUrls
 
 
 @pytest.fixture

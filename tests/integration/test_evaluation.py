@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grandbo.evaluation import format_table, run_eval, score_ranking
-from grandbo.service import MemoryService
+from grandbo.memory.service import MemoryService
 
 
 def test_score_ranking_computes_recall_mrr_and_ndcg() -> None:

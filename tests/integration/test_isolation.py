@@ -8,8 +8,8 @@ import psycopg
 import pytest
 
 from grandbo.errors import EntryNotFoundError, InvalidInputError
-from grandbo.repository import MemoryRepository
-from grandbo.service import MemoryService
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import MemoryService
 
 from .helpers import context, entry
 

@@ -7,9 +7,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from grandbo.database import DatabaseUrls
 from grandbo.errors import MigrationError
 from grandbo.migrations import available_migrations, migrate
+from grandbo.storage.connections import DatabaseUrls
 
 
 def test_a_second_run_applies_nothing_and_every_version_is_recorded(

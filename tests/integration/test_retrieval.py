@@ -10,9 +10,9 @@ import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import InvalidInputError, InvalidTopicError
-from grandbo.models import EmbedJob
-from grandbo.repository import MemoryRepository
-from grandbo.service import MemoryService
+from grandbo.memory.models import EmbedJob
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import MemoryService
 
 from .helpers import at_distance, context, direction, entry
 
@@ -232,8 +232,8 @@ def test_lexical_scores_are_okapi_bm25_over_tag_sets(service: MemoryService, ten
     """The leg's scores equal BM25 computed here from the stored tags (tf = 1)."""
     import math
 
-    from grandbo.repository import BM25_B, BM25_K1
-    from grandbo.tags import tokenize
+    from grandbo.memory.repository import BM25_B, BM25_K1
+    from grandbo.text.tags import tokenize
 
     texts = [
         ("Checkout pool exhausted", "database connection pool exhausted on checkout"),

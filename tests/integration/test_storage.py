@@ -14,9 +14,9 @@ from grandbo.errors import (
     InvalidInputError,
     RevisionConflictError,
 )
-from grandbo.models import EntryStatus, Origin
-from grandbo.repository import MemoryRepository
-from grandbo.service import MemoryService
+from grandbo.memory.models import EntryStatus, Origin
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import MemoryService
 
 from .helpers import context, entry
 
@@ -105,7 +105,7 @@ def test_concurrent_deliveries_of_one_incident_create_each_entry_once(
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from grandbo.database import connect
+    from grandbo.storage.connections import connect
 
     findings = [
         (entry(f"Finding {i} about the checkout pool", f"Summary number {i}."), context(f"k{i}"))
@@ -233,7 +233,7 @@ def test_bad_input_names_the_field_and_stores_nothing(
 def test_a_failure_inside_the_transaction_leaves_neither_event_nor_entry(
     repository: MemoryRepository, tenant: str, admin_conn: psycopg.Connection[Any]
 ) -> None:
-    from grandbo.models import NewEntry
+    from grandbo.memory.models import NewEntry
 
     new = NewEntry(title="Half written", summary="This write must roll back entirely.")
     with pytest.raises(psycopg.errors.CheckViolation):

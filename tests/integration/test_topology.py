@@ -9,10 +9,10 @@ import psycopg
 import pytest
 
 from grandbo.errors import InvalidInputError
-from grandbo.repository import MemoryRepository
-from grandbo.service import MemoryService
-from grandbo.topology_repository import TopologyRepository
-from grandbo.topology_service import TopologyService
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import MemoryService
+from grandbo.topology.repository import TopologyRepository
+from grandbo.topology.service import TopologyService
 
 from .helpers import context, entry
 

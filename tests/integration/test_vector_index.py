@@ -7,9 +7,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from grandbo.database import DatabaseUrls
-from grandbo.service import MemoryService
-from grandbo.vector_index import ensure_hnsw_indexes, index_name
+from grandbo.memory.service import MemoryService
+from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
+from grandbo.storage.connections import DatabaseUrls
 
 from .helpers import context, entry
 
@@ -75,8 +75,8 @@ def test_the_hourly_schedule_indexes_organizations_that_grew_past_the_threshold(
 ) -> None:
     import functions.migrations.handler as migrations
 
-    from grandbo import vector_index
-    from grandbo.local_runner import lambda_context
+    from grandbo.local.runner import lambda_context
+    from grandbo.memory import vector_index
 
     for i in range(30):
         service.record_entry(tenant, entry(f"Finding {i}", f"dns resolution failed {i}"), context())

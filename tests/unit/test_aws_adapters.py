@@ -11,11 +11,15 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from grandbo.auth import Keyring, SigningKey, keyring_document, new_secret
+from grandbo.api.auth import Keyring, SigningKey, keyring_document, new_secret
 from grandbo.errors import EnqueueError, GrandboError
-from grandbo.lambda_runtime import LambdaEnvironment, LambdaRuntime, database_url_from_secret
-from grandbo.models import EmbedJob
-from grandbo.queue import SqsEmbedQueue
+from grandbo.memory.models import EmbedJob
+from grandbo.runtime.lambda_container import (
+    LambdaEnvironment,
+    LambdaRuntime,
+    database_url_from_secret,
+)
+from grandbo.runtime.sqs_queue import SqsEmbedQueue
 
 
 @pytest.fixture

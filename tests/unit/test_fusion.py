@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grandbo.fusion import reciprocal_rank_fusion
+from grandbo.memory.fusion import reciprocal_rank_fusion
 
 
 def test_scores_sum_one_over_k_plus_rank_across_lists() -> None:

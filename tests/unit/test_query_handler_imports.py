@@ -14,7 +14,7 @@ PROBE = """
 import json, sys, time
 started = time.perf_counter()
 import functions.query_api.handler
-from grandbo.lambda_runtime import runtime
+from grandbo.runtime.lambda_container import runtime
 provider = runtime().provider
 elapsed = time.perf_counter() - started
 heavy = sorted(m for m in ("onnxruntime", "tokenizers", "numpy", "torch", "aws_xray_sdk",

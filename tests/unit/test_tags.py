@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from grandbo.tags import MAX_TAG_CHARS, tags_for, tokenize
+from grandbo.text.tags import MAX_TAG_CHARS, tags_for, tokenize
 
 
 def test_identifiers_stay_whole_and_their_parts_become_tags() -> None:

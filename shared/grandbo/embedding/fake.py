@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from grandbo.embedding.base import EMBEDDING_DIMENSIONS, EmbeddingProvider
-from grandbo.tags import tokenize
+from grandbo.text.tags import tokenize
 
 
 class FakeEmbeddingProvider(EmbeddingProvider):

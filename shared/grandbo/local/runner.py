@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from grandbo.auth import Keyring, SigningKey, keyring_document, new_secret
-from grandbo.models import EmbedJob
-from grandbo.queue import InProcessEmbedQueue
+from grandbo.api.auth import Keyring, SigningKey, keyring_document, new_secret
+from grandbo.local.embed_queue import InProcessEmbedQueue
+from grandbo.memory.models import EmbedJob
 
 _log = logging.getLogger(__name__)
 

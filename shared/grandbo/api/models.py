@@ -7,9 +7,9 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from grandbo.service import DEFAULT_LIMIT, MAX_LIMIT
-from grandbo.topic import MAX_TOPIC_CHARS
-from grandbo.topology import TopologyBatch
+from grandbo.memory.service import DEFAULT_LIMIT, MAX_LIMIT
+from grandbo.memory.topic import MAX_TOPIC_CHARS
+from grandbo.topology.model import TopologyBatch
 
 MAX_BODY_BYTES = 64 * 1024
 

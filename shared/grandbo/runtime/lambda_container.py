@@ -18,16 +18,18 @@ from typing import Any, Literal
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grandbo.auth import Keyring
-from grandbo.database import connect
+from grandbo.api.auth import Keyring
+from grandbo.api.nonces import NonceStore
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import provider_named
 from grandbo.errors import GrandboError
-from grandbo.queue import EmbedQueue, SqsEmbedQueue
-from grandbo.repository import MemoryRepository
-from grandbo.service import MemoryService
-from grandbo.topology_repository import TopologyRepository
-from grandbo.topology_service import TopologyService
+from grandbo.memory.embed_queue import EmbedQueue
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import MemoryService
+from grandbo.runtime.sqs_queue import SqsEmbedQueue
+from grandbo.storage.connections import connect
+from grandbo.topology.repository import TopologyRepository
+from grandbo.topology.service import TopologyService
 
 IDLE_PING_AFTER_S = 60.0
 KEYRING_CACHE_S = 300
@@ -82,6 +84,8 @@ class _Slot:
     conn: psycopg.Connection[Any] | None = None
     used_at: float = 0.0
     service: MemoryService | None = None
+    topology: TopologyService | None = None
+    nonces: NonceStore | None = None
 
 
 class LambdaRuntime:
@@ -144,7 +148,7 @@ class LambdaRuntime:
                 conn.close()
         if conn is None or conn.closed or conn.broken:
             slot.conn = conn = connect(self._database_url())
-            slot.service = None
+            slot.service = slot.topology = slot.nonces = None
             with self._lock:
                 self._connections.append(conn)
         slot.used_at = time.monotonic()
@@ -172,14 +176,24 @@ class LambdaRuntime:
                 self.provider,
                 topic_embed_timeout_s=self.environment.topic_embed_timeout_s,
                 embed_queue=self.embed_queue,
-                topology=TopologyService(TopologyRepository(conn)),
+                topology=self.topology(),
             )
         return slot.service
 
     def topology(self) -> TopologyService:
-        topology = self.service().topology
-        assert topology is not None
-        return topology
+        conn = self.connection()
+        slot = self._slot()
+        if slot.topology is None:
+            slot.topology = TopologyService(TopologyRepository(conn))
+        return slot.topology
+
+    def nonces(self) -> NonceStore:
+        """The store of signed admin requests' nonces, on this container's connection."""
+        conn = self.connection()
+        slot = self._slot()
+        if slot.nonces is None:
+            slot.nonces = NonceStore(conn)
+        return slot.nonces
 
     def keyring(self) -> Keyring:
         """The signing keys, from Secrets Manager (cached 5 minutes) or a local file."""

@@ -13,15 +13,16 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 from uuid import UUID
 
 from pydantic import TypeAdapter, ValidationError
 
 from grandbo.embedding.base import Embedding, EmbeddingProvider, render_entry_text
 from grandbo.errors import EmbeddingError, InvalidInputError, invalid_input_from
-from grandbo.fusion import RRF_K, reciprocal_rank_fusion
-from grandbo.models import (
+from grandbo.memory.embed_queue import EmbedQueue
+from grandbo.memory.fusion import RRF_K, reciprocal_rank_fusion
+from grandbo.memory.models import (
     EmbedJob,
     EntryText,
     MatchExplanation,
@@ -34,13 +35,11 @@ from grandbo.models import (
     WriteContext,
     WriteOutcome,
 )
-from grandbo.queue import EmbedQueue
-from grandbo.repository import MemoryRepository, SearchLegs
-from grandbo.tags import tags_for, tokenize
+from grandbo.memory.repository import MemoryRepository, SearchLegs
+from grandbo.memory.topic import validate_topic
 from grandbo.tenancy import require_tenant
-from grandbo.text_rules import reject_unsafe_text
-from grandbo.topic import validate_topic
-from grandbo.topology_service import TopologyService
+from grandbo.text.rules import reject_unsafe_text
+from grandbo.text.tags import tags_for, tokenize
 
 _log = logging.getLogger(__name__)
 
@@ -51,6 +50,14 @@ SERVICE_PATTERN_HINT = "letters, digits and . _ : / - (at most 120 characters)"
 
 _SERVICE: TypeAdapter[str] = TypeAdapter(ServiceName)
 _Command = TypeVar("_Command", NewEntry, EntryText)
+
+
+class ServiceScopes(Protocol):
+    """What a memory query's `scope` needs from the topology tier (passed in, not imported)."""
+
+    def services_in_scope(self, tenant_id: str, service: str, scope: str) -> list[str]:
+        """The service plus the services its scope reaches."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +110,7 @@ class MemoryService:
         *,
         topic_embed_timeout_s: float = 2.0,
         embed_queue: EmbedQueue | None = None,
-        topology: TopologyService | None = None,
+        topology: ServiceScopes | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.repository = repository

@@ -15,8 +15,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from grandbo.errors import InvalidInputError
-from grandbo.repository import TenantScopedRepository
-from grandbo.topology import (
+from grandbo.storage.tenant_scope import TenantScopedRepository
+from grandbo.topology.model import (
     Direction,
     EdgeType,
     GraphNode,

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from grandbo.errors import InvalidInputError
-from grandbo.text_rules import reject_unsafe_text
+from grandbo.text.rules import reject_unsafe_text
 
 MAX_HOPS = 3
 MAX_AFFECTED = 5_000

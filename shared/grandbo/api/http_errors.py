@@ -11,12 +11,11 @@ import base64
 import json
 from typing import Any
 
-import psycopg
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from grandbo.api_models import MAX_BODY_BYTES
+from grandbo.api.models import MAX_BODY_BYTES
 from grandbo.errors import (
     AuthenticationError,
     EntryNotActiveError,
@@ -24,6 +23,7 @@ from grandbo.errors import (
     InvalidInputError,
     InvalidTopicError,
     RevisionConflictError,
+    StoreUnavailableError,
 )
 from grandbo.observability import logger
 
@@ -112,8 +112,8 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     def _not_active(exc: EntryNotActiveError) -> Response[Any]:
         return error_response(409, "entry_not_active", str(exc))
 
-    @app.exception_handler(psycopg.OperationalError)
-    def _database(exc: psycopg.OperationalError) -> Response[Any]:
+    @app.exception_handler(StoreUnavailableError)
+    def _database(exc: StoreUnavailableError) -> Response[Any]:
         logger.exception("database unavailable")
         return error_response(503, "unavailable", "the memory store is unavailable; retry")
 

@@ -1,27 +1,16 @@
-"""The embed queue: after a write commits, its entry's `EmbedJob` goes here.
-
-In AWS this is SQS (the embed worker is its event source); locally an in-process queue
-delivers the same SQS-shaped batches to the same handler.
-"""
+"""The embed queue in AWS: jobs as JSON SQS messages, sent in batches of ten."""
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from grandbo.errors import EnqueueError
-from grandbo.models import EmbedJob
+from grandbo.memory.embed_queue import SQS_BATCH
+from grandbo.memory.models import EmbedJob
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
-
-SQS_BATCH = 10  # SendMessageBatch's limit
-
-
-class EmbedQueue(Protocol):
-    def send(self, jobs: Sequence[EmbedJob]) -> None:
-        """Enqueue every job or raise EnqueueError."""
 
 
 class SqsEmbedQueue:
@@ -55,23 +44,3 @@ class SqsEmbedQueue:
             if response.get("Failed"):
                 codes = sorted({f["Code"] for f in response["Failed"]})
                 raise EnqueueError(f"SQS refused {len(response['Failed'])} job(s): {codes}")
-
-
-class InProcessEmbedQueue:
-    """Local mode: a thread-safe FIFO the local runner drains into the embed worker."""
-
-    def __init__(self) -> None:
-        self.jobs: queue.Queue[EmbedJob] = queue.Queue()
-
-    def send(self, jobs: Sequence[EmbedJob]) -> None:
-        for job in jobs:
-            self.jobs.put(job)
-
-    def drain(self, limit: int = SQS_BATCH) -> list[EmbedJob]:
-        batch: list[EmbedJob] = []
-        while len(batch) < limit:
-            try:
-                batch.append(self.jobs.get_nowait())
-            except queue.Empty:
-                break
-        return batch

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from grandbo.errors import InvalidInputError, InvalidTopicError
-from grandbo.text_rules import reject_unsafe_text
+from grandbo.text.rules import reject_unsafe_text
 
 MAX_TOPIC_CHARS = 4_000
 MIN_TOPIC_WORDS = 4

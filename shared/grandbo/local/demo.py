@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from grandbo.models import NewEntry, Origin, WriteContext
-from grandbo.service import MemoryService
-from grandbo.topology import service_dependencies
+from grandbo.memory.models import NewEntry, Origin, WriteContext
+from grandbo.memory.service import MemoryService
+from grandbo.topology.model import service_dependencies
+from grandbo.topology.service import TopologyService
 
 DEMO_TOPIC = (
     "checkout requests are timing out and the payment service logs show it cannot get a "
@@ -130,6 +131,6 @@ def seed_demo(service: MemoryService, tenant_id: str) -> int:
             WriteContext(actor="grandbo-demo", idempotency_key=f"demo:{item['incident_id']}"),
         )
         created += outcome.applied
-    if service.topology is not None:
+    if isinstance(service.topology, TopologyService):
         service.topology.record(tenant_id, service_dependencies(DEMO_DEPENDENCIES), sync=True)
     return created

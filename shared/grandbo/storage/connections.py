@@ -1,7 +1,7 @@
 """Connections: the vector type registered, prepared statements off (RDS Proxy-safe).
 
-Locally, `local_database` starts the embedded PostgreSQL and returns the URLs of the
-schema owner and of the application role; with `DATABASE_URL` set, that server is used.
+A server that cannot be reached is a `StoreUnavailableError` (503), never a driver error
+a handler would have to know about.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from grandbo.settings import Settings
+from grandbo.errors import StoreUnavailableError
 
 APP_ROLE = "grandbo_app"
 
@@ -25,8 +25,11 @@ class DatabaseUrls:
 
 def connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
     """One autocommit connection; the repository opens explicit, short transactions."""
-    conn = psycopg.connect(url, autocommit=True, prepare_threshold=None)
-    register_vector(conn)
+    try:
+        conn = psycopg.connect(url, autocommit=True, prepare_threshold=None)
+        register_vector(conn)
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(str(exc)) from exc
     return conn
 
 
@@ -36,14 +39,3 @@ def app_url_for(admin_url: str) -> str:
     params.pop("password", None)
     params["user"] = APP_ROLE
     return make_conninfo("", **params)
-
-
-def resolve_urls(settings: Settings) -> DatabaseUrls:
-    """URLs from settings, starting the embedded PostgreSQL when none is configured."""
-    if settings.database_url:
-        admin = settings.admin_database_url or settings.database_url
-        return DatabaseUrls(admin=admin, app=settings.database_url)
-    from grandbo.local_postgres import start_embedded_postgres
-
-    admin = start_embedded_postgres(settings.data_dir)
-    return DatabaseUrls(admin=admin, app=app_url_for(admin))

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from grandbo.database import connect, resolve_urls
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import provider_named
+from grandbo.local.settings import Settings
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import MemoryService
 from grandbo.migrations import migrate
-from grandbo.repository import MemoryRepository
-from grandbo.service import MemoryService
-from grandbo.settings import Settings
-from grandbo.topology_repository import TopologyRepository
-from grandbo.topology_service import TopologyService
+from grandbo.storage.connections import DatabaseUrls, app_url_for, connect
+from grandbo.topology.repository import TopologyRepository
+from grandbo.topology.service import TopologyService
 
 
 @contextmanager
@@ -37,3 +37,14 @@ def open_service(
         )
     finally:
         conn.close()
+
+
+def resolve_urls(settings: Settings) -> DatabaseUrls:
+    """URLs from settings, starting the embedded PostgreSQL when none is configured."""
+    if settings.database_url:
+        admin = settings.admin_database_url or settings.database_url
+        return DatabaseUrls(admin=admin, app=settings.database_url)
+    from grandbo.local.postgres import start_embedded_postgres
+
+    admin = start_embedded_postgres(settings.data_dir)
+    return DatabaseUrls(admin=admin, app=app_url_for(admin))

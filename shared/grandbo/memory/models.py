@@ -9,7 +9,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from grandbo.text_rules import reject_unsafe_text
+from grandbo.text.rules import reject_unsafe_text
 
 MAX_TITLE_CHARS = 300
 MAX_SUMMARY_CHARS = 20_000

@@ -11,7 +11,7 @@ import urllib.request
 from typing import Any
 from uuid import UUID
 
-from grandbo.auth import SigningKey, mint_query_token, sign_admin_request
+from grandbo.api.auth import SigningKey, mint_query_token, sign_admin_request
 
 
 class GrandboHTTPError(Exception):

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import Stemmer
 
-from grandbo.stopwords import ENGLISH_STOPWORDS
+from grandbo.text.stopwords import ENGLISH_STOPWORDS
 
 MAX_TAG_CHARS = 64
 MAX_TAGS_PER_TEXT = 512

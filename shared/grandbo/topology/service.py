@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.tenancy import require_tenant
-from grandbo.topology import (
+from grandbo.topology.model import (
     MAX_AFFECTED,
     MAX_CRITICALITY_NODES,
     MAX_HOPS,
@@ -31,7 +31,7 @@ from grandbo.topology import (
     reverse_adjacency,
     utc_or_none,
 )
-from grandbo.topology_repository import TopologyRepository
+from grandbo.topology.repository import TopologyRepository
 
 MEMORY_SCOPES = ("service", "blast_radius", "dependencies")
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from grandbo.models import EntryStatus, EventType, Origin
+from grandbo.memory.models import EntryStatus, EventType, Origin
 
 
 @dataclass(frozen=True, slots=True)

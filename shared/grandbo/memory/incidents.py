@@ -28,8 +28,15 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from grandbo.errors import InvalidEventError, InvalidInputError, invalid_input_from
-from grandbo.models import EntryText, NewEntry, Origin, ServiceName, WriteContext, WriteOutcome
-from grandbo.service import MemoryService
+from grandbo.memory.models import (
+    EntryText,
+    NewEntry,
+    Origin,
+    ServiceName,
+    WriteContext,
+    WriteOutcome,
+)
+from grandbo.memory.service import MemoryService
 from grandbo.tenancy import require_tenant
 
 INCIDENT_SOURCE = "landfall.incidents"

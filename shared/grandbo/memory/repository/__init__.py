@@ -1,0 +1,35 @@
+"""The memory repository: the only place that knows the memory store's schema and its SQL.
+
+Every method runs in its own short transaction scoped to one tenant twice over
+(`grandbo.storage.tenant_scope`). One module per seam: entry reads, writes, the two
+search legs, embeddings, and the projection rebuild; `MemoryRepository` is all of them.
+"""
+
+from __future__ import annotations
+
+from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
+from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
+from grandbo.memory.repository.search import (
+    BM25_B,
+    BM25_K1,
+    EntrySearch,
+    LexicalCandidate,
+    SearchLegs,
+    VectorCandidate,
+)
+from grandbo.memory.repository.writes import EntryWrites
+
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "EntryForEmbedding",
+    "LexicalCandidate",
+    "MemoryRepository",
+    "ProjectionReport",
+    "SearchLegs",
+    "VectorCandidate",
+]
+
+
+class MemoryRepository(EntryWrites, EntrySearch, EmbeddingStore, ProjectionRebuild):
+    """All reads and writes of memory entries, events, tag statistics and embeddings."""

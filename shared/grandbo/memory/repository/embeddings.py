@@ -1,0 +1,107 @@
+"""Embeddings are derived data: the worker reads an entry's current text and stores a
+vector only for the revision it embedded; the sweeper finds what still lacks one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from pgvector import Vector
+
+from grandbo.memory.models import (
+    EmbedJob,
+)
+from grandbo.memory.repository.entries import EntryReads
+
+
+@dataclass(frozen=True, slots=True)
+class EntryForEmbedding:
+    tenant_id: str
+    entry_id: UUID
+    revision: int
+    title: str
+    summary: str
+    service: str | None
+
+
+class EmbeddingStore(EntryReads):
+    """The embedding columns: the only ones the embed worker writes."""
+
+    def entries_for_embedding(
+        self, tenant_id: str, entry_ids: Sequence[UUID]
+    ) -> list[EntryForEmbedding]:
+        """Current text and revision of the given active entries."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT tenant_id, entry_id, revision, title, summary, service"
+                " FROM org_memory_entries"
+                " WHERE tenant_id = %s AND entry_id = ANY(%s) AND status = 'active'",
+                (tenant_id, list(entry_ids)),
+            )
+            return [EntryForEmbedding(**row) for row in cur]
+
+    def store_embeddings(
+        self,
+        tenant_id: str,
+        embed_rev: str,
+        items: Sequence[tuple[UUID, int, Sequence[float]]],
+    ) -> int:
+        """Store vectors, each only if its entry is still at the revision that was embedded.
+
+        One statement for the batch; returns how many were stored (a stale job, or one
+        already applied, stores nothing).
+        """
+        if not items:
+            return 0
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "UPDATE org_memory_entries e SET embedding = v.embedding, embed_rev = %(rev)s,"
+                " embedded_revision = v.revision, embedded_at = clock_timestamp()"
+                # %b: vectors travel as 4-byte floats, not as 1,024 decimal strings
+                " FROM unnest(%(ids)s::uuid[], %(revisions)s::int[], %(vectors)b::vector[])"
+                "   AS v(entry_id, revision, embedding)"
+                " WHERE e.tenant_id = %(tenant)s AND e.entry_id = v.entry_id"
+                "   AND e.revision = v.revision"
+                "   AND (e.embed_rev IS DISTINCT FROM %(rev)s"
+                "        OR e.embedded_revision IS DISTINCT FROM v.revision)",
+                {
+                    "rev": embed_rev,
+                    "ids": [entry_id for entry_id, _, _ in items],
+                    "revisions": [revision for _, revision, _ in items],
+                    "vectors": [Vector(v if isinstance(v, list) else list(v)) for _, _, v in items],
+                    "tenant": tenant_id,
+                },
+            )
+            return cur.rowcount
+
+    def jobs_needing_embedding(
+        self, tenant_id: str, embed_rev: str, *, after: UUID | None = None, limit: int = 500
+    ) -> list[EmbedJob]:
+        """Active entries with no vector or one of an old `embed_rev`/revision, by id (keyset)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT tenant_id, entry_id, revision FROM org_memory_entries"
+                " WHERE tenant_id = %s AND status = 'active'"
+                "   AND (embed_rev IS DISTINCT FROM %s"
+                "        OR embedded_revision IS DISTINCT FROM revision)"
+                "   AND (%s::uuid IS NULL OR entry_id > %s)"
+                " ORDER BY entry_id LIMIT %s",
+                (tenant_id, embed_rev, after, after, limit),
+            )
+            return [EmbedJob(**row) for row in cur]
+
+    def oldest_unembedded_at(self, tenant_id: str, embed_rev: str) -> Any:
+        """When the longest-waiting active entry without a current vector was last written."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT min(updated_at) AS oldest FROM org_memory_entries"
+                " WHERE tenant_id = %s AND status = 'active'"
+                "   AND (embed_rev IS DISTINCT FROM %s"
+                "        OR embedded_revision IS DISTINCT FROM revision)",
+                (tenant_id, embed_rev),
+            )
+            row = cur.fetchone()
+            return None if row is None else row["oldest"]

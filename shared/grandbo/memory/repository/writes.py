@@ -1,0 +1,371 @@
+"""Writes: each command appends its event and updates the projection, the BM25 tag
+statistics and the tag postings in one transaction; a repeated idempotency key is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID, uuid4
+
+from psycopg.types.json import Jsonb
+
+from grandbo.errors import (
+    EntryNotActiveError,
+    EntryNotFoundError,
+    RevisionConflictError,
+)
+from grandbo.memory.models import (
+    EntryStatus,
+    EntryText,
+    EventType,
+    MemoryEntry,
+    NewEntry,
+    Origin,
+    WriteContext,
+    WriteOutcome,
+)
+from grandbo.memory.repository.entries import (
+    ENTRY_BY_ID_FOR_UPDATE,
+    INSERT_NEW_ENTRY,
+    EntryReads,
+)
+from grandbo.storage.tenant_scope import Cursor, returned_rows
+
+
+class EntryWrites(EntryReads):
+    """Create, correct and retire entries (event + projection, one transaction)."""
+
+    def create_entry(
+        self, tenant_id: str, entry: NewEntry, tags: Sequence[str], context: WriteContext
+    ) -> WriteOutcome:
+        """Record `entry_created` and project it, in one transaction; a repeated key is a no-op."""
+        return self.create_entries(tenant_id, [(entry, tags, context)])[0]
+
+    def create_entries(
+        self,
+        tenant_id: str,
+        items: Sequence[tuple[NewEntry, Sequence[str], WriteContext]],
+    ) -> list[WriteOutcome]:
+        """Several entries (an incident's findings) in one transaction: all or none.
+
+        A fixed number of statements whatever the batch size: earlier keys in one
+        lookup, events and entries each in one pipelined `executemany`, tag statistics
+        and postings each in one statement. A key seen before (earlier, twice in the
+        batch, or written concurrently) yields the entry it created, `applied=False`.
+        """
+        with self._tenant_scope(tenant_id) as cur:
+            self._register_tenant(cur, tenant_id)
+            keys = [context.idempotency_key for _, _, context in items]
+            known = self._entries_for_keys(cur, tenant_id, keys)
+            fresh: dict[str, tuple[UUID, NewEntry, list[str], WriteContext]] = {}
+            for entry, tags, context in items:
+                key = context.idempotency_key
+                if key not in known and key not in fresh:
+                    fresh[key] = (uuid4(), entry, list(tags), context)
+            recorded = self._append_created_events(cur, tenant_id, list(fresh.values()))
+            created = self._insert_entries(
+                cur,
+                tenant_id,
+                [(*item, recorded[key]) for key, item in fresh.items() if key in recorded],
+            )
+            self._count_tags(cur, tenant_id, [entry.tags for entry in created.values()], +1)
+            self._post_tags(cur, tenant_id, list(created.values()))
+            raced = [key for key in fresh if key not in recorded]
+            if raced:  # concurrent deliveries of the same keys won the race
+                known |= self._entries_for_keys(cur, tenant_id, raced)
+            outcomes, reported = [], set()
+            for key in keys:
+                if key in recorded and key not in reported:
+                    outcomes.append(WriteOutcome(entry=created[fresh[key][0]], applied=True))
+                    reported.add(key)
+                else:
+                    previous = known.get(key) or created[fresh[key][0]]
+                    outcomes.append(WriteOutcome(entry=previous, applied=False))
+            return outcomes
+
+    def _append_created_events(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        fresh: Sequence[tuple[UUID, NewEntry, list[str], WriteContext]],
+    ) -> dict[str, Any]:
+        """`entry_created` events, in order; the keys that went in, with their timestamps."""
+        if not fresh:
+            return {}
+        cur.executemany(
+            "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,"
+            " actor, idempotency_key) VALUES (%s, %s, %s, 1, %s, %s, %s)"
+            " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
+            " RETURNING idempotency_key, recorded_at",
+            [
+                (
+                    tenant_id,
+                    entry_id,
+                    EventType.CREATED.value,
+                    Jsonb(
+                        {
+                            "title": entry.title,
+                            "summary": entry.summary,
+                            "tags": tags,
+                            "service": entry.service,
+                            "origin": entry.origin.value,
+                            "incident_id": entry.incident_id,
+                        }
+                    ),
+                    context.actor,
+                    context.idempotency_key,
+                )
+                for entry_id, entry, tags, context in fresh
+            ],
+            returning=True,
+        )
+        return {row["idempotency_key"]: row["recorded_at"] for row in returned_rows(cur)}
+
+    def _insert_entries(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        rows: Sequence[tuple[UUID, NewEntry, list[str], WriteContext, Any]],
+    ) -> dict[UUID, MemoryEntry]:
+        if not rows:
+            return {}
+        cur.executemany(
+            INSERT_NEW_ENTRY,
+            [
+                (
+                    tenant_id,
+                    entry_id,
+                    entry.title,
+                    entry.summary,
+                    tags,
+                    entry.service,
+                    entry.origin.value,
+                    entry.incident_id,
+                    recorded_at,
+                    recorded_at,
+                )
+                for entry_id, entry, tags, _, recorded_at in rows
+            ],
+            returning=True,
+        )
+        entries = (MemoryEntry.model_validate(row) for row in returned_rows(cur))
+        return {entry.entry_id: entry for entry in entries}
+
+    def correct_entry(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        text: EntryText,
+        tags: Sequence[str],
+        context: WriteContext,
+        expected_revision: int | None = None,
+    ) -> WriteOutcome:
+        """A new revision of an active entry's text; its old vector stops being served."""
+        with self._tenant_scope(tenant_id) as cur:
+            if (done := self._already_applied(cur, tenant_id, context)) is not None:
+                return done
+            current = self._lock_active(cur, tenant_id, entry_id)
+            if expected_revision is not None and expected_revision != current.revision:
+                raise RevisionConflictError(entry_id, expected_revision, current.revision)
+            revision = current.revision + 1
+            payload = {
+                "title": text.title,
+                "summary": text.summary,
+                "tags": list(tags),
+                "service": text.service,
+            }
+            recorded_at = self._append_event(
+                cur, tenant_id, entry_id, EventType.CORRECTED, revision, payload, context
+            )
+            if recorded_at is None:  # a concurrent delivery of the same key won the race
+                return self._raced(cur, tenant_id, context)
+            cur.execute(
+                "UPDATE org_memory_entries SET title = %s, summary = %s, tags = %s,"
+                " service = %s, origin = %s, revision = %s, updated_at = %s,"
+                " embedding = NULL, embed_rev = NULL, embedded_revision = NULL,"
+                " embedded_at = NULL"
+                " WHERE tenant_id = %s AND entry_id = %s",
+                (
+                    text.title,
+                    text.summary,
+                    list(tags),
+                    text.service,
+                    Origin.CORRECTION.value,
+                    revision,
+                    recorded_at,
+                    tenant_id,
+                    entry_id,
+                ),
+            )
+            self._count_tags(cur, tenant_id, [current.tags], -1)
+            self._count_tags(cur, tenant_id, [tags], +1)
+            corrected = self._get(cur, tenant_id, entry_id)
+            self._unpost_tags(cur, tenant_id, entry_id)
+            self._post_tags(cur, tenant_id, [corrected])
+            return WriteOutcome(entry=corrected, applied=True)
+
+    def retire_entry(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        reason: str,
+        context: WriteContext,
+        superseded_by: UUID | None = None,
+    ) -> WriteOutcome:
+        """Take an active entry out of retrieval (retired, or superseded by another entry)."""
+        with self._tenant_scope(tenant_id) as cur:
+            if (done := self._already_applied(cur, tenant_id, context)) is not None:
+                return done
+            current = self._lock_active(cur, tenant_id, entry_id)
+            if superseded_by is not None:
+                self._get(cur, tenant_id, superseded_by)  # must exist in this tenant
+                event_type, status = EventType.SUPERSEDED, EntryStatus.SUPERSEDED
+            else:
+                event_type, status = EventType.RETIRED, EntryStatus.RETIRED
+            payload = {
+                "reason": reason,
+                "superseded_by": None if superseded_by is None else str(superseded_by),
+            }
+            recorded_at = self._append_event(
+                cur, tenant_id, entry_id, event_type, current.revision, payload, context
+            )
+            if recorded_at is None:  # a concurrent delivery of the same key won the race
+                return self._raced(cur, tenant_id, context)
+            cur.execute(
+                "UPDATE org_memory_entries SET status = %s, superseded_by = %s, updated_at = %s"
+                " WHERE tenant_id = %s AND entry_id = %s",
+                (status.value, superseded_by, recorded_at, tenant_id, entry_id),
+            )
+            self._count_tags(cur, tenant_id, [current.tags], -1)
+            self._unpost_tags(cur, tenant_id, entry_id)
+            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def _post_tags(self, cur: Cursor, tenant_id: str, entries: Sequence[MemoryEntry]) -> None:
+        """The entries' tags into the inverted index the lexical leg reads (one statement)."""
+        rows = [
+            (tag, entry.entry_id, len(tags), entry.service, entry.updated_at)
+            for entry in entries
+            for tags in [sorted(set(entry.tags))]
+            for tag in tags
+        ]
+        if not rows:
+            return
+        tags, ids, counts, services, updated = (list(column) for column in zip(*rows, strict=True))
+        cur.execute(
+            "INSERT INTO org_memory_tag_postings"
+            " (tenant_id, tag, entry_id, tag_count, service, updated_at)"
+            " SELECT %s, p.* FROM unnest(%s::text[], %s::uuid[], %s::int[], %s::text[],"
+            " %s::timestamptz[]) AS p",
+            (tenant_id, tags, ids, counts, services, updated),
+        )
+
+    def _unpost_tags(self, cur: Cursor, tenant_id: str, entry_id: UUID) -> None:
+        cur.execute(
+            "DELETE FROM org_memory_tag_postings WHERE tenant_id = %s AND entry_id = %s",
+            (tenant_id, entry_id),
+        )
+
+    def _append_event(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        entry_id: UUID,
+        event_type: EventType,
+        revision: int,
+        payload: dict[str, Any],
+        context: WriteContext,
+    ) -> Any:
+        cur.execute(
+            "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,"
+            " actor, idempotency_key) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING recorded_at",
+            (
+                tenant_id,
+                entry_id,
+                event_type.value,
+                revision,
+                Jsonb(payload),
+                context.actor,
+                context.idempotency_key,
+            ),
+        )
+        row = cur.fetchone()
+        return None if row is None else row["recorded_at"]
+
+    def _already_applied(
+        self, cur: Cursor, tenant_id: str, context: WriteContext
+    ) -> WriteOutcome | None:
+        """The outcome of an earlier write with this idempotency key, if there was one."""
+        previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
+        return None if previous is None else WriteOutcome(entry=previous, applied=False)
+
+    def _raced(self, cur: Cursor, tenant_id: str, context: WriteContext) -> WriteOutcome:
+        done = self._already_applied(cur, tenant_id, context)
+        assert done is not None
+        return done
+
+    def _lock_active(self, cur: Cursor, tenant_id: str, entry_id: UUID) -> MemoryEntry:
+        cur.execute(
+            ENTRY_BY_ID_FOR_UPDATE,
+            (tenant_id, entry_id),
+        )
+        row = cur.fetchone()
+        if row is None:
+            raise EntryNotFoundError(entry_id)
+        entry = MemoryEntry.model_validate(row)
+        if entry.status is not EntryStatus.ACTIVE:
+            raise EntryNotActiveError(entry_id, entry.status.value)
+        return entry
+
+    def _register_tenant(self, cur: Cursor, tenant_id: str) -> None:
+        cur.execute(
+            "INSERT INTO org_memory_tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING",
+            (tenant_id,),
+        )
+        cur.execute(
+            "INSERT INTO org_memory_tenant_stats (tenant_id, active_entries, active_tag_total)"
+            " VALUES (%s, 0, 0) ON CONFLICT (tenant_id) DO NOTHING",
+            (tenant_id,),
+        )
+
+    def _count_tags(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        tag_sets: Sequence[Sequence[str]],
+        delta: int,
+    ) -> None:
+        """Keep BM25 statistics current: tag document frequencies and the tenant's totals.
+
+        `delta` is +1 when entries' tags enter the active set, -1 when they leave it; a
+        correction is -1 for the old tags then +1 for the new. One statement per table
+        whatever the number of entries; tags are locked in sorted order so concurrent
+        writers cannot deadlock.
+        """
+        if not tag_sets:
+            return
+        counts = Counter(tag for tags in tag_sets for tag in set(tags))
+        tags = sorted(counts)
+        changes = [delta * counts[tag] for tag in tags]
+        if delta > 0:
+            cur.execute(
+                "INSERT INTO org_memory_tag_stats (tenant_id, tag, doc_count)"
+                " SELECT %s, tag, n FROM unnest(%s::text[], %s::int[]) AS s(tag, n) ORDER BY tag"
+                " ON CONFLICT (tenant_id, tag)"
+                " DO UPDATE SET doc_count = org_memory_tag_stats.doc_count + EXCLUDED.doc_count",
+                (tenant_id, tags, changes),
+            )
+        else:
+            cur.execute(
+                "UPDATE org_memory_tag_stats t SET doc_count = t.doc_count + s.n"
+                " FROM unnest(%s::text[], %s::int[]) AS s(tag, n)"
+                " WHERE t.tenant_id = %s AND t.tag = s.tag",
+                (tags, changes, tenant_id),
+            )
+        cur.execute(
+            "UPDATE org_memory_tenant_stats SET active_entries = active_entries + %s,"
+            " active_tag_total = active_tag_total + %s WHERE tenant_id = %s",
+            (delta * len(tag_sets), delta * sum(len(set(tags)) for tags in tag_sets), tenant_id),
+        )

@@ -1,0 +1,2 @@
+"""PostgreSQL plumbing shared by the memory and topology stores: connections and the
+tenant scope every repository runs in."""

@@ -1,0 +1,64 @@
+"""The tenant scope every repository runs in: one short transaction bound to one tenant.
+
+Tenant isolation twice over: the transaction-local `grandbo.tenant_id` setting that
+row-level security reads (`set_config(..., true)`, never a session-level SET that would
+leak across pooled connections), and the explicit `tenant_id = %s` predicate each
+repository states in every statement. A connection the server dropped surfaces as
+`StoreUnavailableError`, so no caller above the store knows the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from grandbo.errors import StoreUnavailableError
+from grandbo.tenancy import require_tenant
+
+Cursor = psycopg.Cursor[dict[str, Any]]
+
+
+def returned_rows(cur: Cursor) -> Iterator[dict[str, Any]]:
+    """Every row an `executemany(..., returning=True)` returned, across its result sets."""
+    while True:
+        yield from cur.fetchall()
+        if not cur.nextset():
+            return
+
+
+class TenantScopedRepository:
+    """One connection; every unit of work is a short transaction scoped to one tenant."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    @contextmanager
+    def _tenant_scope(
+        self, tenant_id: str, settings: Mapping[str, str] | None = None
+    ) -> Iterator[Cursor]:
+        """A transaction bound to one tenant, plus any transaction-local `settings`."""
+        tenant = require_tenant(tenant_id)
+        local = {"grandbo.tenant_id": tenant, **(settings or {})}
+        try:
+            with self._conn.transaction(), self._conn.cursor(row_factory=dict_row) as cur:
+                # one round trip: set_config(..., true) is SET LOCAL
+                cur.execute(
+                    "SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(local)),
+                    [value for item in local.items() for value in item],
+                )
+                yield cur
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(str(exc)) from exc
+
+    @contextmanager
+    def _unscoped(self) -> Iterator[psycopg.Cursor[tuple[Any, ...]]]:
+        """A plain cursor for what is not tenant data (the list of tenant ids)."""
+        try:
+            with self._conn.cursor() as cur:
+                yield cur
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(str(exc)) from exc
