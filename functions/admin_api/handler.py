@@ -23,6 +23,7 @@ from grandbo.api.models import (
     TopologyRequest,
 )
 from grandbo.errors import AuthenticationError, StoreUnavailableError
+from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import Origin, WriteContext, WriteOutcome
 from grandbo.observability import count_entries_created, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
@@ -52,15 +53,18 @@ def authenticate(event: APIGatewayProxyEvent) -> Caller:
     )
 
 
-def _context(operation: str) -> WriteContext:
+def _context(*operation: str) -> WriteContext:
+    """Who writes, and the key: the caller's Idempotency-Key for this operation, or the
+    request's single-use nonce (a request without a key is never a replay)."""
     caller: Caller = app.context["caller"]
     headers = app.current_event.headers
     key = headers.get("idempotency-key") or headers.get("Idempotency-Key")
-    nonce = headers.get("x-grandbo-nonce") or headers.get("X-Grandbo-Nonce")
-    return WriteContext(
-        actor=f"admin:{caller.key_id}",
-        idempotency_key=f"admin:{operation}:{key}" if key else f"admin:{caller.key_id}:{nonce}",
-    )
+    nonce = headers.get("x-grandbo-nonce") or headers.get("X-Grandbo-Nonce") or ""
+    if key is None:
+        stored = idempotency_key(KeySpace.ADMIN, "nonce", caller.key_id, nonce)
+    else:
+        stored = idempotency_key(KeySpace.ADMIN, *operation, caller_key(key))
+    return WriteContext(actor=f"admin:{caller.key_id}", idempotency_key=stored)
 
 
 def _written(outcome: WriteOutcome, status: int) -> Response[Any]:
@@ -102,7 +106,7 @@ def correct_entry(entry_id: UUID, request: CorrectEntryRequest) -> Response[Any]
             caller.tenant_id,
             entry_id,
             text,
-            _context(f"correct:{entry_id}"),
+            _context("correct", str(entry_id)),
             expected_revision=request.expected_revision,
         )
     )
@@ -120,7 +124,7 @@ def retire_entry(entry_id: UUID, request: RetireEntryRequest) -> Response[Any]:
             caller.tenant_id,
             entry_id,
             request.reason,
-            _context(f"retire:{entry_id}"),
+            _context("retire", str(entry_id)),
             superseded_by=request.superseded_by,
         )
     )

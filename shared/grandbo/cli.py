@@ -17,6 +17,7 @@ from uuid import UUID
 from grandbo.errors import GrandboError, InvalidInputError
 from grandbo.local.bootstrap import open_service
 from grandbo.local.settings import Settings
+from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import MemoryQueryResult, WriteContext, WriteOutcome
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import HNSW_MIN_ENTRIES
@@ -36,7 +37,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _context(args: argparse.Namespace, operation: str) -> WriteContext:
-    key = args.idempotency_key or f"cli:{operation}:{uuid.uuid4()}"
+    if args.idempotency_key is None:
+        key = idempotency_key(KeySpace.CLI, operation, str(uuid.uuid4()))
+    else:
+        key = idempotency_key(KeySpace.CLI, caller_key(args.idempotency_key, "idempotency_key"))
     return WriteContext(actor=args.actor, idempotency_key=key)
 
 

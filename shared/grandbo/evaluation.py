@@ -22,6 +22,7 @@ from uuid import UUID
 
 from grandbo.errors import InvalidInputError
 from grandbo.memory.fusion import reciprocal_rank_fusion
+from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
 from grandbo.memory.service import MemoryService
 from grandbo.memory.topic import validate_topic
@@ -118,7 +119,11 @@ def load_into_tenant(
         title = (doc.get("title") or doc["_id"]).strip()[:300]
         entry = NewEntry(title=title, summary=doc["text"].strip()[:20_000], origin=Origin.INCIDENT)
         outcome = service.record_entry(
-            tenant, entry, WriteContext(actor="grandbo-eval", idempotency_key=f"eval:{doc['_id']}")
+            tenant,
+            entry,
+            WriteContext(
+                actor="grandbo-eval", idempotency_key=idempotency_key(KeySpace.EVAL, doc["_id"])
+            ),
         )
         doc_of_entry[outcome.entry.entry_id] = doc["_id"]
     return doc_of_entry

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
 from grandbo.memory.service import MemoryService
 from grandbo.topology.model import service_dependencies
@@ -128,7 +129,10 @@ def seed_demo(service: MemoryService, tenant_id: str) -> int:
         outcome = service.record_entry(
             tenant_id,
             entry,
-            WriteContext(actor="grandbo-demo", idempotency_key=f"demo:{item['incident_id']}"),
+            WriteContext(
+                actor="grandbo-demo",
+                idempotency_key=idempotency_key(KeySpace.DEMO, item["incident_id"]),
+            ),
         )
         created += outcome.applied
     if isinstance(service.topology, TopologyService):

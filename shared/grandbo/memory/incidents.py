@@ -15,7 +15,8 @@ EventBridge event (`source` = `landfall.incidents`, `detail-type` = `IncidentClo
       "chatter": [{"author": "...", "text": "..."}] # optional, never stored
     }
 
-Only `corroborated` findings become entries; each is keyed `incident:{id}:finding:{id}`
+Only `corroborated` findings become entries; each is keyed by its incident and finding
+ids (`grandbo.memory.idempotency`: no two findings share a key, whatever the ids hold)
 so a redelivered event records nothing new.
 """
 
@@ -28,6 +29,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from grandbo.errors import InvalidEventError, InvalidInputError, invalid_input_from
+from grandbo.memory.idempotency import incident_finding_key
 from grandbo.memory.models import (
     EntryText,
     NewEntry,
@@ -121,7 +123,7 @@ def corroborated_entries(incident: IncidentClosed) -> list[tuple[str, NewEntry]]
         entry = NewEntry(
             **text.model_dump(), origin=Origin.INCIDENT, incident_id=incident.incident_id
         )
-        entries.append((f"incident:{incident.incident_id}:finding:{finding.finding_id}", entry))
+        entries.append((incident_finding_key(incident.incident_id, finding.finding_id), entry))
     return entries
 
 

@@ -16,7 +16,9 @@ MAX_SUMMARY_CHARS = 20_000
 MAX_SERVICE_CHARS = 120
 MAX_EXPLICIT_TAGS = 50
 MAX_ACTOR_CHARS = 200
-MAX_IDEMPOTENCY_KEY_CHARS = 300
+# namespaced and escaped (grandbo.memory.idempotency): two 200-character ids, or a
+# 255-character caller key, fit
+MAX_IDEMPOTENCY_KEY_CHARS = 1_300
 MAX_REASON_CHARS = 2_000
 
 

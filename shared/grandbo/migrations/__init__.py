@@ -44,8 +44,9 @@ def available_migrations() -> list[Migration]:
     return found
 
 
-def migrate(admin_url: str) -> list[Migration]:
-    """Apply every pending migration as the schema owner; return those applied now."""
+def migrate(admin_url: str, *, up_to: int | None = None) -> list[Migration]:
+    """Apply every pending migration (through version `up_to`, if given) as the schema
+    owner; return those applied now."""
     applied_now: list[Migration] = []
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
@@ -60,6 +61,8 @@ def migrate(admin_url: str) -> list[Migration]:
             ).fetchall()
             done = {version: checksum for version, checksum in rows}
             for migration in available_migrations():
+                if up_to is not None and migration.version > up_to:
+                    break
                 if migration.version in done:
                     if done[migration.version] != migration.checksum:
                         raise MigrationError(

@@ -9,6 +9,7 @@ repository states in every statement. A connection the server dropped surfaces a
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -20,6 +21,26 @@ from grandbo.errors import StoreUnavailableError
 from grandbo.tenancy import require_tenant
 
 Cursor = psycopg.Cursor[dict[str, Any]]
+
+
+class TenantLock(enum.Enum):
+    """How a transaction holds its tenant's lock (a transaction-level advisory lock).
+
+    Writers of the memory projection share it; a projection rebuild takes it alone, so it
+    never replays events while a writer is half way, and writers wait while it swaps the
+    projection. Held until commit or rollback; taken before any row lock, so no deadlock.
+    """
+
+    NONE = ""
+    WRITE = "pg_advisory_xact_lock_shared"
+    EXCLUSIVE = "pg_advisory_xact_lock"
+
+
+class Isolation(enum.Enum):
+    READ_COMMITTED = ""
+    # one snapshot for every statement: what a verification that must not see a writer's
+    # commit between two of its reads needs
+    SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 
 
 def returned_rows(cur: Cursor) -> Iterator[dict[str, Any]]:
@@ -38,18 +59,27 @@ class TenantScopedRepository:
 
     @contextmanager
     def _tenant_scope(
-        self, tenant_id: str, settings: Mapping[str, str] | None = None
+        self,
+        tenant_id: str,
+        settings: Mapping[str, str] | None = None,
+        *,
+        lock: TenantLock = TenantLock.NONE,
+        isolation: Isolation = Isolation.READ_COMMITTED,
     ) -> Iterator[Cursor]:
         """A transaction bound to one tenant, plus any transaction-local `settings`."""
         tenant = require_tenant(tenant_id)
         local = {"grandbo.tenant_id": tenant, **(settings or {})}
+        calls = ["set_config(%s, %s, true)"] * len(local)
+        params: list[str] = [value for item in local.items() for value in item]
+        if lock is not TenantLock.NONE:
+            calls.append(f"{lock.value}(hashtextextended(%s, 0))")
+            params.append(f"grandbo.tenant:{tenant}")
         try:
             with self._conn.transaction(), self._conn.cursor(row_factory=dict_row) as cur:
-                # one round trip: set_config(..., true) is SET LOCAL
-                cur.execute(
-                    "SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(local)),
-                    [value for item in local.items() for value in item],
-                )
+                if isolation is not Isolation.READ_COMMITTED:
+                    cur.execute(isolation.value)
+                # one round trip: set_config(..., true) is SET LOCAL, the lock is the tenant's
+                cur.execute("SELECT " + ", ".join(calls), params)
                 yield cur
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(str(exc)) from exc

@@ -15,6 +15,7 @@ from grandbo.memory.models import (
     EmbedJob,
 )
 from grandbo.memory.repository.entries import EntryReads
+from grandbo.storage.tenant_scope import TenantLock
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,7 @@ class EmbeddingStore(EntryReads):
         """
         if not items:
             return 0
-        with self._tenant_scope(tenant_id) as cur:
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             cur.execute(
                 "UPDATE org_memory_entries e SET embedding = v.embedding, embed_rev = %(rev)s,"
                 " embedded_revision = v.revision, embedded_at = clock_timestamp()"

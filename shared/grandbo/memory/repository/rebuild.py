@@ -15,7 +15,7 @@ from grandbo.memory.models import (
 )
 from grandbo.memory.projection import ProjectedEntry, StoredEvent, replay
 from grandbo.memory.repository.entries import EntryReads
-from grandbo.storage.tenant_scope import Cursor
+from grandbo.storage.tenant_scope import Cursor, Isolation, TenantLock
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +95,7 @@ class ProjectionRebuild(EntryReads):
 
     def verify_projection(self, tenant_id: str) -> ProjectionReport:
         """Replay the events and compare with the live projection and tag statistics."""
-        with self._tenant_scope(tenant_id) as cur:
+        with self._tenant_scope(tenant_id, isolation=Isolation.SNAPSHOT) as cur:
             events = self._events(cur, tenant_id)
             expected = replay(events)
             live = self._live(cur, tenant_id)
@@ -131,7 +131,7 @@ class ProjectionRebuild(EntryReads):
         Vectors survive for entries whose revision is unchanged: they are derived from
         exactly that text.
         """
-        with self._tenant_scope(tenant_id) as cur:
+        with self._tenant_scope(tenant_id, lock=TenantLock.EXCLUSIVE) as cur:
             events = self._events(cur, tenant_id)
             state = replay(events)
             cur.execute(

@@ -31,7 +31,7 @@ from grandbo.memory.repository.entries import (
     INSERT_NEW_ENTRY,
     EntryReads,
 )
-from grandbo.storage.tenant_scope import Cursor, returned_rows
+from grandbo.storage.tenant_scope import Cursor, TenantLock, returned_rows
 
 
 class EntryWrites(EntryReads):
@@ -55,7 +55,7 @@ class EntryWrites(EntryReads):
         and postings each in one statement. A key seen before (earlier, twice in the
         batch, or written concurrently) yields the entry it created, `applied=False`.
         """
-        with self._tenant_scope(tenant_id) as cur:
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             self._register_tenant(cur, tenant_id)
             keys = [context.idempotency_key for _, _, context in items]
             known = self._entries_for_keys(cur, tenant_id, keys)
@@ -70,7 +70,7 @@ class EntryWrites(EntryReads):
                 tenant_id,
                 [(*item, recorded[key]) for key, item in fresh.items() if key in recorded],
             )
-            self._count_tags(cur, tenant_id, [entry.tags for entry in created.values()], +1)
+            self._count_tags(cur, tenant_id, entering=[entry.tags for entry in created.values()])
             self._post_tags(cur, tenant_id, list(created.values()))
             raced = [key for key in fresh if key not in recorded]
             if raced:  # concurrent deliveries of the same keys won the race
@@ -163,7 +163,7 @@ class EntryWrites(EntryReads):
         expected_revision: int | None = None,
     ) -> WriteOutcome:
         """A new revision of an active entry's text; its old vector stops being served."""
-        with self._tenant_scope(tenant_id) as cur:
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             if (done := self._already_applied(cur, tenant_id, context)) is not None:
                 return done
             current = self._lock_active(cur, tenant_id, entry_id)
@@ -199,8 +199,7 @@ class EntryWrites(EntryReads):
                     entry_id,
                 ),
             )
-            self._count_tags(cur, tenant_id, [current.tags], -1)
-            self._count_tags(cur, tenant_id, [tags], +1)
+            self._count_tags(cur, tenant_id, entering=[tags], leaving=[current.tags])
             corrected = self._get(cur, tenant_id, entry_id)
             self._unpost_tags(cur, tenant_id, entry_id)
             self._post_tags(cur, tenant_id, [corrected])
@@ -215,7 +214,7 @@ class EntryWrites(EntryReads):
         superseded_by: UUID | None = None,
     ) -> WriteOutcome:
         """Take an active entry out of retrieval (retired, or superseded by another entry)."""
-        with self._tenant_scope(tenant_id) as cur:
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             if (done := self._already_applied(cur, tenant_id, context)) is not None:
                 return done
             current = self._lock_active(cur, tenant_id, entry_id)
@@ -238,7 +237,7 @@ class EntryWrites(EntryReads):
                 " WHERE tenant_id = %s AND entry_id = %s",
                 (status.value, superseded_by, recorded_at, tenant_id, entry_id),
             )
-            self._count_tags(cur, tenant_id, [current.tags], -1)
+            self._count_tags(cur, tenant_id, leaving=[current.tags])
             self._unpost_tags(cur, tenant_id, entry_id)
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
 
@@ -334,38 +333,59 @@ class EntryWrites(EntryReads):
         self,
         cur: Cursor,
         tenant_id: str,
-        tag_sets: Sequence[Sequence[str]],
-        delta: int,
+        entering: Sequence[Sequence[str]] = (),
+        leaving: Sequence[Sequence[str]] = (),
     ) -> None:
         """Keep BM25 statistics current: tag document frequencies and the tenant's totals.
 
-        `delta` is +1 when entries' tags enter the active set, -1 when they leave it; a
-        correction is -1 for the old tags then +1 for the new. One statement per table
-        whatever the number of entries; tags are locked in sorted order so concurrent
-        writers cannot deadlock.
+        `entering` are the tag sets of entries joining the active set, `leaving` those of
+        entries leaving it (a correction is both). The net change per tag goes in one
+        statement that locks tags in one order, then the tenant's totals: every writer
+        takes the same locks in the same order, so concurrent writers cannot deadlock.
         """
-        if not tag_sets:
-            return
-        counts = Counter(tag for tags in tag_sets for tag in set(tags))
-        tags = sorted(counts)
-        changes = [delta * counts[tag] for tag in tags]
-        if delta > 0:
+        change: Counter[str] = Counter()
+        for tags in entering:
+            change.update(set(tags))
+        for tags in leaving:
+            change.subtract(set(tags))
+        tags = sorted(tag for tag, n in change.items() if n)
+        deltas = [change[tag] for tag in tags]
+        if tags and min(deltas) > 0:  # entries created: one ordered upsert
             cur.execute(
                 "INSERT INTO org_memory_tag_stats (tenant_id, tag, doc_count)"
                 " SELECT %s, tag, n FROM unnest(%s::text[], %s::int[]) AS s(tag, n) ORDER BY tag"
                 " ON CONFLICT (tenant_id, tag)"
                 " DO UPDATE SET doc_count = org_memory_tag_stats.doc_count + EXCLUDED.doc_count",
-                (tenant_id, tags, changes),
+                (tenant_id, tags, deltas),
             )
-        else:
+        elif tags:
+            # Some counts go down, and a proposed row with a negative count fails the CHECK
+            # before ON CONFLICT can add it up: create missing tags at 0, lock every row in
+            # tag order, then apply the changes.
+            cur.execute(
+                "INSERT INTO org_memory_tag_stats (tenant_id, tag, doc_count)"
+                " SELECT %s, tag, 0 FROM unnest(%s::text[]) AS s(tag) ORDER BY tag"
+                " ON CONFLICT (tenant_id, tag) DO NOTHING",
+                (tenant_id, [tag for tag, n in zip(tags, deltas, strict=True) if n > 0]),
+            )
+            cur.execute(
+                "SELECT 1 FROM org_memory_tag_stats WHERE tenant_id = %s AND tag = ANY(%s)"
+                " ORDER BY tag FOR UPDATE",
+                (tenant_id, tags),
+            )
             cur.execute(
                 "UPDATE org_memory_tag_stats t SET doc_count = t.doc_count + s.n"
                 " FROM unnest(%s::text[], %s::int[]) AS s(tag, n)"
                 " WHERE t.tenant_id = %s AND t.tag = s.tag",
-                (tags, changes, tenant_id),
+                (tags, deltas, tenant_id),
             )
-        cur.execute(
-            "UPDATE org_memory_tenant_stats SET active_entries = active_entries + %s,"
-            " active_tag_total = active_tag_total + %s WHERE tenant_id = %s",
-            (delta * len(tag_sets), delta * sum(len(set(tags)) for tags in tag_sets), tenant_id),
+        entries = len(entering) - len(leaving)
+        tag_total = sum(len(set(tags)) for tags in entering) - sum(
+            len(set(tags)) for tags in leaving
         )
+        if entries or tag_total:
+            cur.execute(
+                "UPDATE org_memory_tenant_stats SET active_entries = active_entries + %s,"
+                " active_tag_total = active_tag_total + %s WHERE tenant_id = %s",
+                (entries, tag_total, tenant_id),
+            )
