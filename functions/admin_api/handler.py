@@ -15,7 +15,12 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.api.auth import SIGNATURE_WINDOW_S, Caller, verify_admin_request
-from grandbo.api.http_errors import precheck_body, proxy_error, register_error_handlers
+from grandbo.api.http_errors import (
+    precheck_body,
+    precheck_json,
+    proxy_error,
+    register_error_handlers,
+)
 from grandbo.api.models import (
     CorrectEntryRequest,
     CreateEntryRequest,
@@ -25,7 +30,7 @@ from grandbo.api.models import (
 from grandbo.errors import AuthenticationError, StoreUnavailableError
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import Origin, WriteContext, WriteOutcome
-from grandbo.observability import count_entries_created, logger, metrics, tracer
+from grandbo.observability import bind_request_keys, count_entries_created, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 from grandbo.topology.model import TopologyBatch
 
@@ -140,10 +145,13 @@ def record_topology(request: TopologyRequest) -> dict[str, Any]:
     return runtime().topology().record(caller.tenant_id, batch, sync=request.sync)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@logger.inject_lambda_context(
+    correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True
+)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    bind_request_keys()  # nothing of the previous invocation's caller
     rejected = precheck_body(event)
     if rejected is not None:
         return rejected
@@ -159,6 +167,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     except StoreUnavailableError:
         logger.exception("database unavailable while checking the nonce")
         return proxy_error(503, "unavailable", "the memory store is unavailable; retry")
-    logger.append_keys(tenant_id=caller.tenant_id, key_id=caller.key_id)
+    bind_request_keys(tenant_id=caller.tenant_id, key_id=caller.key_id)
+    rejected = precheck_json(event)
+    if rejected is not None:
+        return rejected
     app.append_context(caller=caller)  # type: ignore[no-untyped-call]
     return app.resolve(event, context)

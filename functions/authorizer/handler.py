@@ -16,12 +16,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.api.auth import verify_query_token
 from grandbo.errors import AuthenticationError
-from grandbo.observability import logger
+from grandbo.observability import bind_request_keys, logger
 from grandbo.runtime.lambda_container import runtime
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    bind_request_keys()  # nothing of the previous invocation's caller
     request = APIGatewayAuthorizerRequestEvent(event)
     try:
         caller = verify_query_token(

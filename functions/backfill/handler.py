@@ -12,14 +12,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.errors import GrandboError
-from grandbo.observability import logger, metrics, tracer
+from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    bind_request_keys()  # nothing of the previous invocation's caller
     scheduled = event.get("detail-type") == "Scheduled Event"
     tenant = None if scheduled else event.get("tenant_id")
     queue = runtime().embed_queue

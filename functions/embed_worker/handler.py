@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.memory.models import EmbedJob
-from grandbo.observability import logger, metrics, tracer
+from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 
 # A batch where every record failed is reported like any other partial failure, so each
@@ -39,10 +39,11 @@ def embed_record(record: SQSRecord) -> int:
     return stored
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    bind_request_keys()  # nothing of the previous invocation's caller
     return dict(
         process_partial_response(
             event=event, record_handler=embed_record, processor=processor, context=context

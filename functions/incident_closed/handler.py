@@ -15,20 +15,21 @@ from pydantic import ValidationError
 
 from grandbo.errors import InvalidEventError
 from grandbo.memory.incidents import parse_incident_closed, record_incident
-from grandbo.observability import count_entries_created, logger, metrics, tracer
+from grandbo.observability import bind_request_keys, count_entries_created, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    bind_request_keys()  # nothing of the previous invocation's caller
     try:
         envelope = EventBridgeModel.model_validate(event)
     except ValidationError as exc:
         raise InvalidEventError(f"not an EventBridge event: {exc.errors()[0]['msg']}") from exc
     incident = parse_incident_closed(envelope.detail)
-    logger.append_keys(tenant_id=incident.tenant_id, incident_id=incident.incident_id)
+    bind_request_keys(tenant_id=incident.tenant_id, incident_id=incident.incident_id)
     outcomes = record_incident(runtime().service(), incident)
     created = sum(o.applied for o in outcomes)
     count_entries_created("incident", created)

@@ -27,7 +27,7 @@ def admin_url() -> str:
     return database_url_from_secret(str(get_secret(os.environ["GRANDBO_ADMIN_SECRET_ARN"])))
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if event == INDEX_JOB_EVENT:
         indexed = ensure_hnsw_indexes(admin_url())

@@ -14,10 +14,10 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.api.http_errors import precheck_body, register_error_handlers
+from grandbo.api.http_errors import precheck_body, precheck_json, register_error_handlers
 from grandbo.api.models import QueryRequest
 from grandbo.errors import AuthenticationError
-from grandbo.observability import logger, metrics, tracer
+from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 
 app = APIGatewayRestResolver(enable_validation=True)
@@ -91,8 +91,11 @@ def criticality(
     return result.model_dump(mode="json")
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@logger.inject_lambda_context(
+    correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True
+)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return precheck_body(event) or app.resolve(event, context)
+    bind_request_keys()  # nothing of the previous invocation's caller
+    return precheck_body(event) or precheck_json(event) or app.resolve(event, context)

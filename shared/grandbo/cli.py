@@ -222,7 +222,13 @@ def cmd_sign(args: argparse.Namespace) -> int:
 
     keyring = local_keyring(_keyring_path(_settings(args)), DEMO_TENANT)
     body = (args.body or "").encode()
-    headers = sign_admin_request(keyring.find(args.key_id, "admin"), args.method, args.path, body)
+    headers = sign_admin_request(
+        keyring.find(args.key_id, "admin"),
+        args.method,
+        args.path,
+        body,
+        idempotency_key=args.idempotency_key,
+    )
     print(" ".join(f"-H '{name}: {value}'" for name, value in headers.items()))
     return 0
 
@@ -446,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     sig.add_argument("path", help="path after the base URL, e.g. /v1/admin/entries")
     sig.add_argument("--body", help="the exact JSON body that will be sent")
     sig.add_argument("--key-id", default=f"{DEMO_TENANT}-admin")
+    sig.add_argument("--idempotency-key", help="the Idempotency-Key header to send (signed)")
 
     ev = sub.add_parser("eval", help="retrieval quality on a BEIR-format folder")
     ev.add_argument("folder")

@@ -50,6 +50,17 @@ def build_tracer() -> Tracer | Untraced:
 tracer = build_tracer()
 
 
+def bind_request_keys(**keys: str) -> None:
+    """Who this invocation serves (tenant, key, incident), on its log lines only.
+
+    Thread-local and replaced on every invocation: a warm container, or the local runner
+    serving several requests at once, never logs one caller's identity on another's line.
+    """
+    logger.thread_safe_clear_keys()
+    if keys:
+        logger.thread_safe_append_keys(**keys)
+
+
 def count_entries_created(origin: str, count: int) -> None:
     """`EntriesCreated` with an `origin` dimension (incident / admin / correction)."""
     if count <= 0:

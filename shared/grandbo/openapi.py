@@ -24,8 +24,8 @@ _AUTH_DOC = {
             "in": "header",
             "name": "x-grandbo-signature",
             "description": "HMAC-SHA256 hex over '{timestamp}\\n{nonce}\\n{METHOD}\\n{path}\\n"
-            "{sha256(body)}', with x-grandbo-key-id, x-grandbo-timestamp (unix seconds, "
-            "+/- 300 s) and x-grandbo-nonce (single use).",
+            "{sha256(body)}\\n{Idempotency-Key or empty}', with x-grandbo-key-id, "
+            "x-grandbo-timestamp (unix seconds, +/- 300 s) and x-grandbo-nonce (single use).",
         },
     }
 }

@@ -81,8 +81,15 @@ class Gateway:
         body = (
             raw if raw is not None else (b"" if payload is None else json.dumps(payload).encode())
         )
-        signed = sign_admin_request(self.keys[f"{tenant}-admin"], method, path, body)
-        all_headers = {"Content-Type": "application/json", **signed, **(headers or {})}
+        extra = dict(headers or {})
+        signed = sign_admin_request(
+            self.keys[f"{tenant}-admin"],
+            method,
+            path,
+            body,
+            idempotency_key=extra.pop("Idempotency-Key", None),
+        )
+        all_headers = {"Content-Type": "application/json", **signed, **extra}
         return self.request(method, path, body or None, all_headers)
 
     def publish(self, event: dict[str, Any]) -> Reply:

@@ -38,6 +38,7 @@ HEADER_KEY_ID = "x-grandbo-key-id"
 HEADER_TIMESTAMP = "x-grandbo-timestamp"
 HEADER_NONCE = "x-grandbo-nonce"
 HEADER_SIGNATURE = "x-grandbo-signature"
+HEADER_IDEMPOTENCY_KEY = "Idempotency-Key"  # signed too
 
 _NONCE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -104,9 +105,16 @@ def _mac(secret: str, message: str) -> str:
     return hmac.new(secret.encode(), message.encode(), hashlib.sha256).hexdigest()
 
 
-def string_to_sign(timestamp: str, nonce: str, method: str, path: str, body: bytes) -> str:
+def string_to_sign(
+    timestamp: str, nonce: str, method: str, path: str, body: bytes, idempotency_key: str = ""
+) -> str:
+    """What an admin signature covers: every part of the request that changes its effect.
+
+    `{timestamp}\n{nonce}\n{METHOD}\n{path}\n{sha256(body) hex}\n{Idempotency-Key or ""}`
+    (the key last: a header value holds no newline, so the string reads back one way).
+    """
     digest = hashlib.sha256(body).hexdigest()
-    return f"{timestamp}\n{nonce}\n{method.upper()}\n{path}\n{digest}"
+    return f"{timestamp}\n{nonce}\n{method.upper()}\n{path}\n{digest}\n{idempotency_key}"
 
 
 def sign_admin_request(
@@ -117,17 +125,24 @@ def sign_admin_request(
     *,
     now: float | None = None,
     nonce: str | None = None,
+    idempotency_key: str | None = None,
 ) -> dict[str, str]:
-    """The headers that authenticate one admin request."""
+    """The headers that authenticate one admin request (its Idempotency-Key included)."""
     timestamp = str(int(time.time() if now is None else now))
     nonce = nonce or secrets.token_urlsafe(24)
-    signature = _mac(key.secret, string_to_sign(timestamp, nonce, method, path, body))
-    return {
+    signature = _mac(
+        key.secret,
+        string_to_sign(timestamp, nonce, method, path, body, idempotency_key or ""),
+    )
+    headers = {
         HEADER_KEY_ID: key.key_id,
         HEADER_TIMESTAMP: timestamp,
         HEADER_NONCE: nonce,
         HEADER_SIGNATURE: signature,
     }
+    if idempotency_key:
+        headers[HEADER_IDEMPOTENCY_KEY] = idempotency_key
+    return headers
 
 
 def verify_admin_request(
@@ -166,7 +181,10 @@ def verify_admin_request(
     clock = time.time() if now is None else now
     if abs(clock - int(timestamp)) > SIGNATURE_WINDOW_S:
         raise AuthenticationError("timestamp outside the 5-minute window")
-    expected = _mac(key.secret, string_to_sign(timestamp, nonce, method, path, body))
+    idempotency_key = lowered.get(HEADER_IDEMPOTENCY_KEY.lower(), "")
+    expected = _mac(
+        key.secret, string_to_sign(timestamp, nonce, method, path, body, idempotency_key)
+    )
     if not hmac.compare_digest(expected, signature):
         raise AuthenticationError("signature mismatch")
     caller = Caller(tenant_id=key.tenant_id, key_id=key.key_id)

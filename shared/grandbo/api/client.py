@@ -108,9 +108,7 @@ class AdminClient:
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         body = json.dumps(payload).encode() if payload is not None else b""
-        headers = sign_admin_request(self.key, method, path, body)
-        if idempotency_key:
-            headers["Idempotency-Key"] = idempotency_key
+        headers = sign_admin_request(self.key, method, path, body, idempotency_key=idempotency_key)
         return _call(self.base_url, method, path, body or None, headers, self.timeout)
 
     def create_entry(

@@ -16,6 +16,7 @@ from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from grandbo.api.models import MAX_BODY_BYTES
+from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.errors import (
     AuthenticationError,
     EntryNotActiveError,
@@ -74,6 +75,24 @@ def precheck_body(event: dict[str, Any]) -> dict[str, Any] | None:
         raw = body.encode("utf-8", "surrogatepass")
     if len(raw) > MAX_BODY_BYTES:
         return proxy_error(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    return None
+
+
+def precheck_json(event: dict[str, Any]) -> dict[str, Any] | None:
+    """400 for a body that is not one safe JSON object (`grandbo.api.request_body`).
+
+    Runs after `precheck_body`, before the resolver: no parser ever sees a hostile or
+    ambiguous body (an array whose first element would be taken for the object). The
+    admin API runs it only once the signature holds: an unsigned caller learns nothing.
+    """
+    body = event.get("body") or ""
+    text = base64.b64decode(body).decode("utf-8") if event.get("isBase64Encoded") else body
+    if not text.strip():
+        return None
+    parsed = parse_json_object(text)
+    if isinstance(parsed, BodyProblem):
+        message = f"{parsed.field}: {parsed.message}"
+        return proxy_error(400, "invalid_request", message, parsed.field)
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from grandbo.memory.service import DEFAULT_LIMIT, MAX_LIMIT
 from grandbo.memory.topic import MAX_TOPIC_CHARS
@@ -55,4 +55,4 @@ class RetireEntryRequest(_Body):
 class TopologyRequest(TopologyBatch):
     """A topology batch; `sync: true` makes it the whole namespace (absent rows close)."""
 
-    sync: bool = False
+    sync: StrictBool = False  # "yes" is not true: an empty batch with sync closes everything

@@ -24,6 +24,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from grandbo.api.auth import Keyring, SigningKey, keyring_document, new_secret
+from grandbo.api.request_body import BodyProblem, parse_json_object
+from grandbo.errors import InvalidEventError, InvalidInputError, StoreUnavailableError
 from grandbo.local.embed_queue import InProcessEmbedQueue
 from grandbo.memory.models import EmbedJob
 
@@ -284,20 +286,47 @@ class LocalGateway(BaseHTTPRequestHandler):
                 event = proxy_event(self.command, self.path, headers, body)
                 self._proxy_reply(admin_handler(event, lambda_context("grandbo-admin")))
             elif path == "/local/events" and self.command == "POST":
-                result = incident_handler(
-                    json.loads(body), lambda_context("grandbo-incident-closed")
-                )
-                self._reply(200, result)
+                closed = self._json_object(body)
+                if closed is not None:
+                    result = incident_handler(closed, lambda_context("grandbo-incident-closed"))
+                    self._reply(200, result)
             elif path == "/local/backfill" and self.command == "POST":
-                payload = json.loads(body) if body else {}
-                self._reply(200, backfill_handler(payload, lambda_context("grandbo-backfill")))
+                payload = self._json_object(body) if body.strip() else {}
+                if payload is not None:
+                    self._reply(200, backfill_handler(payload, lambda_context("grandbo-backfill")))
             else:
                 self._reply(
                     404, {"error": "not_found", "message": f"no route {self.command} {path}"}
                 )
-        except Exception as exc:  # a handler raising is what Lambda reports as an error
+        except (InvalidEventError, InvalidInputError) as exc:
+            # in AWS the event is retried, then kept in the target's dead-letter queue; the
+            # local door says what was wrong with it, as the API does for a bad request
+            field = exc.field if isinstance(exc, InvalidInputError) else "event"
+            self._reply(400, {"error": "invalid_event", "message": str(exc), "field": field})
+        except StoreUnavailableError:
+            _log.exception("memory store unavailable")
+            self._reply(503, {"error": "unavailable", "message": "the memory store is unavailable"})
+        except Exception:  # a handler raising is what Lambda reports as an error
             _log.exception("handler failed")
-            self._reply(502, {"error": "lambda_error", "message": f"{type(exc).__name__}: {exc}"})
+            self._reply(502, {"error": "lambda_error", "message": "the function failed; logged"})
+
+    def _json_object(self, body: bytes) -> dict[str, Any] | None:
+        """The body as one JSON object, or None once a 400 has been sent.
+
+        Strings are left to the handler's own validation, as in AWS, where EventBridge
+        hands the event over as it is.
+        """
+        try:
+            parsed = parse_json_object(body.decode("utf-8"), text_rules=False)
+        except UnicodeDecodeError:
+            parsed = BodyProblem("body", "must be UTF-8 JSON")
+        if isinstance(parsed, BodyProblem):
+            message = f"{parsed.field}: {parsed.message}"
+            self._reply(
+                400, {"error": "invalid_request", "message": message, "field": parsed.field}
+            )
+            return None
+        return parsed
 
     def _proxy_reply(self, response: dict[str, Any]) -> None:
         body = response.get("body") or ""

@@ -71,12 +71,22 @@ class EntryText(_Command):
     def _safe_text(cls, value: str) -> str:
         return reject_unsafe_text(value)
 
+    @field_validator("tags")
+    @classmethod
+    def _safe_tags(cls, value: list[str]) -> list[str]:
+        return [reject_unsafe_text(tag) for tag in value]
+
 
 class NewEntry(EntryText):
     """A command to create an entry, from an incident's corroborated finding or an admin."""
 
     origin: Origin = Origin.ADMIN
     incident_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+
+    @field_validator("incident_id")
+    @classmethod
+    def _safe_incident(cls, value: str | None) -> str | None:
+        return None if value is None else reject_unsafe_text(value)
 
     @field_validator("origin")
     @classmethod
@@ -93,6 +103,11 @@ class WriteContext(_Command):
     idempotency_key: Annotated[
         str, StringConstraints(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
     ]
+
+    @field_validator("actor", "idempotency_key")
+    @classmethod
+    def _safe_text(cls, value: str) -> str:
+        return reject_unsafe_text(value)
 
 
 class MemoryEntry(BaseModel):

@@ -48,6 +48,10 @@ MAX_LIMIT = 25
 LEG_LIMIT = 25
 SERVICE_PATTERN_HINT = "letters, digits and . _ : / - (at most 120 characters)"
 
+# Topic embeddings in flight at once, process-wide (each on its own thread; see _embed_topic)
+MAX_TOPIC_EMBED_THREADS = 8
+_TOPIC_EMBED_SLOTS = threading.BoundedSemaphore(MAX_TOPIC_EMBED_THREADS)
+
 _SERVICE: TypeAdapter[str] = TypeAdapter(ServiceName)
 _Command = TypeVar("_Command", NewEntry, EntryText)
 
@@ -237,7 +241,16 @@ class MemoryService:
 
     def _embed_topic(self, topic: str) -> tuple[Embedding | None, str | None]:
         # A thread of its own per call: a hung provider call can only ever delay itself,
-        # never queue the next query's embedding behind it.
+        # never queue the next query's embedding behind it. The threads are bounded for the
+        # whole process: past MAX_TOPIC_EMBED_THREADS calls still outstanding (a hung
+        # provider), a query answers from tags at once instead of leaving one more behind.
+        if not _TOPIC_EMBED_SLOTS.acquire(blocking=False):
+            reason = (
+                f"embedding the topic skipped: {MAX_TOPIC_EMBED_THREADS} earlier calls "
+                "to the provider are still outstanding"
+            )
+            _log.warning("vector leg unavailable, answering from tags only: %s", reason)
+            return None, reason
         future: Future[Embedding] = Future()
 
         def run() -> None:
@@ -245,6 +258,8 @@ class MemoryService:
                 future.set_result(self.provider.embed_one(topic))
             except BaseException as exc:  # handed to the waiting caller
                 future.set_exception(exc)
+            finally:
+                _TOPIC_EMBED_SLOTS.release()
 
         threading.Thread(target=run, name="grandbo-topic-embed", daemon=True).start()
         try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import unicodedata
+from typing import Any
 
 # C0/C1 controls except tab, newline, carriage return; NUL breaks PostgreSQL text.
 _ALLOWED_CONTROLS = {"\t", "\n", "\r"}
@@ -17,3 +19,40 @@ def reject_unsafe_text(value: str) -> str:
         if category == "Cc" and char not in _ALLOWED_CONTROLS:
             raise ValueError(f"contains control character U+{ord(char):04X}")
     return value
+
+
+def find_unsafe_json(value: Any, *, max_depth: int) -> tuple[str, str] | None:
+    """The first place in a parsed JSON value that cannot be stored faithfully, or None.
+
+    Returns (path, problem): a key or string breaking the text rules, a number that is
+    not finite (NaN, Infinity: jsonb has neither), or nesting deeper than `max_depth`.
+    Walked with an explicit stack, so a hostile depth costs no recursion.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= max_depth:
+                return path or "body", f"nests deeper than {max_depth} levels"
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in pairs:
+                if isinstance(key, str):
+                    try:
+                        reject_unsafe_text(key)
+                    except ValueError as exc:
+                        return _join(path, "<key>"), f"a key {exc}"
+                    stack.append((child, _join(path, key), depth + 1))
+                else:
+                    stack.append((child, f"{path}[{key}]", depth + 1))
+        elif isinstance(item, str):
+            try:
+                reject_unsafe_text(item)
+            except ValueError as exc:
+                return path or "body", str(exc)
+        elif isinstance(item, float) and not math.isfinite(item):
+            return path or "body", "must be a finite number (no NaN or Infinity)"
+    return None
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key

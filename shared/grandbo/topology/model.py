@@ -24,10 +24,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from grandbo.errors import InvalidInputError
-from grandbo.text.rules import reject_unsafe_text
+from grandbo.text.rules import find_unsafe_json, reject_unsafe_text
 
 MAX_HOPS = 3
 MAX_AFFECTED = 5_000
@@ -84,6 +91,40 @@ def parse_hops(value: object) -> int:
 
 
 ExternalId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
+MAX_EXTERNAL_ID_CHARS = 300
+# How deep a node's or an edge's free-form properties may nest
+MAX_PROPERTIES_DEPTH = 16
+
+
+def _safe_properties(value: dict[str, Any]) -> dict[str, Any]:
+    unsafe = find_unsafe_json(value, max_depth=MAX_PROPERTIES_DEPTH)
+    if unsafe is not None:
+        path, problem = unsafe
+        raise ValueError(f"{path}: {problem}")
+    return value
+
+
+def _utc(value: datetime | None, field: str) -> datetime | None:
+    """A moment in UTC; a time without a zone, or one UTC cannot hold, is refused."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise InvalidInputError(field, "must carry a time zone (e.g. 2026-11-29T10:00:00Z)")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInputError(field, "is out of the range of dates") from None
+
+
+def _valid_at(value: datetime | None) -> datetime | None:
+    try:
+        return _utc(value, "valid_at")
+    except InvalidInputError as exc:
+        raise ValueError(exc.message) from None
+
+
+Properties = Annotated[dict[str, Any], AfterValidator(_safe_properties)]
+ValidAt = Annotated[datetime | None, AfterValidator(_valid_at)]
 
 
 def node_key(tenant_id: str, node_type: NodeType, external_id: str) -> str:
@@ -108,16 +149,21 @@ class TopologyNode(NodeRef):
     """A node as discovered or observed; `valid_at` defaults to the time it is recorded."""
 
     name: Annotated[str, StringConstraints(max_length=300)] | None = None
-    properties: dict[str, Any] = Field(default_factory=dict)
-    valid_at: datetime | None = None
+    properties: Properties = Field(default_factory=dict)
+    valid_at: ValidAt = None
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str | None) -> str | None:
+        return None if value is None else reject_unsafe_text(value)
 
 
 class TopologyEdge(_Strict):
     source: NodeRef
     edge_type: EdgeType
     target: NodeRef
-    properties: dict[str, Any] = Field(default_factory=dict)
-    valid_at: datetime | None = None
+    properties: Properties = Field(default_factory=dict)
+    valid_at: ValidAt = None
 
 
 class TopologyBatch(_Strict):
@@ -262,11 +308,8 @@ class Criticality(BaseModel):
 
 
 def utc_or_none(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        raise InvalidInputError("as_of", "must carry a time zone (e.g. 2026-11-29T10:00:00Z)")
-    return value.astimezone(UTC)
+    """A query's `as_of` in UTC (InvalidInputError naming `as_of` otherwise)."""
+    return _utc(value, "as_of")
 
 
 def sorted_unique(values: Sequence[str]) -> list[str]:

@@ -10,9 +10,11 @@ from pydantic import ValidationError
 
 from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.tenancy import require_tenant
+from grandbo.text.rules import reject_unsafe_text
 from grandbo.topology.model import (
     MAX_AFFECTED,
     MAX_CRITICALITY_NODES,
+    MAX_EXTERNAL_ID_CHARS,
     MAX_HOPS,
     AffectedNode,
     BlastRadius,
@@ -72,6 +74,14 @@ class TopologyService:
         kind = parse_node_type(node_type)
         if not isinstance(external_id, str) or not external_id.strip():
             raise InvalidInputError("external_id", "must be a non-empty string")
+        if len(external_id) > MAX_EXTERNAL_ID_CHARS:
+            raise InvalidInputError(
+                "external_id", f"must be at most {MAX_EXTERNAL_ID_CHARS} characters"
+            )
+        try:
+            reject_unsafe_text(external_id)
+        except ValueError as exc:
+            raise InvalidInputError("external_id", str(exc)) from None
         key = node_key(tenant, kind, external_id.strip())
         found = self.repository.nodes(tenant, [key], as_of)
         if key not in found:

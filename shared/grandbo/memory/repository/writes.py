@@ -166,7 +166,12 @@ class EntryWrites(EntryReads):
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             if (done := self._already_applied(cur, tenant_id, context)) is not None:
                 return done
-            current = self._lock_active(cur, tenant_id, entry_id)
+            current = self._lock(cur, tenant_id, entry_id)
+            # a concurrent delivery of the same key may have committed while this one waited
+            # for the row: its outcome is the answer, not a conflict
+            if (done := self._already_applied(cur, tenant_id, context)) is not None:
+                return done
+            self._require_active(current)
             if expected_revision is not None and expected_revision != current.revision:
                 raise RevisionConflictError(entry_id, expected_revision, current.revision)
             revision = current.revision + 1
@@ -217,7 +222,12 @@ class EntryWrites(EntryReads):
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             if (done := self._already_applied(cur, tenant_id, context)) is not None:
                 return done
-            current = self._lock_active(cur, tenant_id, entry_id)
+            current = self._lock(cur, tenant_id, entry_id)
+            # a concurrent delivery of the same key may have committed while this one waited
+            # for the row: its outcome is the answer, not a conflict
+            if (done := self._already_applied(cur, tenant_id, context)) is not None:
+                return done
+            self._require_active(current)
             if superseded_by is not None:
                 self._get(cur, tenant_id, superseded_by)  # must exist in this tenant
                 event_type, status = EventType.SUPERSEDED, EntryStatus.SUPERSEDED
@@ -305,18 +315,18 @@ class EntryWrites(EntryReads):
         assert done is not None
         return done
 
-    def _lock_active(self, cur: Cursor, tenant_id: str, entry_id: UUID) -> MemoryEntry:
-        cur.execute(
-            ENTRY_BY_ID_FOR_UPDATE,
-            (tenant_id, entry_id),
-        )
+    def _lock(self, cur: Cursor, tenant_id: str, entry_id: UUID) -> MemoryEntry:
+        """The entry, its row locked until commit."""
+        cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
         row = cur.fetchone()
         if row is None:
             raise EntryNotFoundError(entry_id)
-        entry = MemoryEntry.model_validate(row)
+        return MemoryEntry.model_validate(row)
+
+    @staticmethod
+    def _require_active(entry: MemoryEntry) -> None:
         if entry.status is not EntryStatus.ACTIVE:
-            raise EntryNotActiveError(entry_id, entry.status.value)
-        return entry
+            raise EntryNotActiveError(entry.entry_id, entry.status.value)
 
     def _register_tenant(self, cur: Cursor, tenant_id: str) -> None:
         cur.execute(

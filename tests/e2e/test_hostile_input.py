@@ -1,0 +1,230 @@
+"""Hostile bytes over HTTP: every one is a 4xx JSON error naming the field, never a 5xx,
+and nothing of it is stored (issue 11, items 3, 4 and 8)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+
+from grandbo.api.auth import mint_query_token, sign_admin_request
+
+from .conftest import Gateway
+from .test_incident_closed import incident_event
+
+ENTRY = {
+    "title": "Disk filled by debug logs",
+    "summary": "A debug flag left on after an incident filled the log volume in two hours.",
+}
+SVC = {"node_type": "Service", "external_id": "checkout"}
+
+
+def _events(admin_conn: psycopg.Connection[Any], tenant: str) -> int:
+    row = admin_conn.execute(
+        "SELECT count(*) FROM org_memory_events WHERE tenant_id = %s", (tenant,)
+    ).fetchone()
+    return int(row[0]) if row else -1
+
+
+def _raw_admin(gateway: Gateway, tenant: str, path: str, raw: bytes) -> Any:
+    headers = sign_admin_request(gateway.keys[f"{tenant}-admin"], "POST", path, raw)
+    return gateway.request("POST", path, raw, {"Content-Type": "application/json", **headers})
+
+
+def _assert_4xx_naming(reply: Any, field: str) -> None:
+    assert 400 <= reply.status < 500, reply.body
+    assert isinstance(reply.body, dict), reply.body
+    assert field in reply.body.get("field", "") + reply.body.get("message", ""), reply.body
+
+
+DEEP = b'{"title": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
+BIG_INT = b'{"title": "x", "summary": "y", "tags": [' + b"9" * 5_000 + b"]}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (DEEP, "body"),
+        (BIG_INT, "body"),
+        (b'{"title": NaN, "summary": "x"}', "body"),
+        (b'{"title": 1e999, "summary": "x"}', "body"),
+        (json.dumps([ENTRY, {**ENTRY, "title": "Second one"}]).encode(), "body"),
+        (b'"just a string"', "body"),
+        (json.dumps({**ENTRY, "incident_id": "INC-\u0000"}).encode(), "incident_id"),
+        (json.dumps({**ENTRY, "tags": ["ok", "lone \ud800"]}).encode(), "tags"),
+    ],
+)
+def test_hostile_create_bodies_get_a_4xx_and_store_nothing(
+    gateway: Gateway, tenant: str, admin_conn: psycopg.Connection[Any], raw: bytes, field: str
+) -> None:
+    reply = _raw_admin(gateway, tenant, "/v1/admin/entries", raw)
+    _assert_4xx_naming(reply, field)
+    assert _events(admin_conn, tenant) == 0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [DEEP, BIG_INT, json.dumps([{"topic": "x"}, {"topic": "y"}]).encode(), b"[]"],
+)
+def test_hostile_query_bodies_get_a_4xx(gateway: Gateway, tenant: str, raw: bytes) -> None:
+    _assert_4xx_naming(gateway.query(tenant, None, raw=raw), "body")
+
+
+@pytest.mark.parametrize(
+    ("batch", "field"),
+    [
+        ({"nodes": [{**SVC, "name": "nul \u0000 name"}]}, "name"),
+        ({"nodes": [{**SVC, "properties": {"k\u0000": 1}}]}, "properties"),
+        ({"nodes": [{**SVC, "properties": {"k": "v\u0000"}}]}, "properties"),
+        ({"nodes": [{**SVC, "properties": {"k": "\ud800"}}]}, "properties"),
+        (
+            {
+                "nodes": [
+                    {
+                        **SVC,
+                        "properties": {
+                            "k": {
+                                "a": {
+                                    "b": {
+                                        "c": {
+                                            "d": {
+                                                "e": {
+                                                    "f": {
+                                                        "g": {
+                                                            "h": {
+                                                                "i": {
+                                                                    "j": {
+                                                                        "k": {
+                                                                            "l": {
+                                                                                "m": {
+                                                                                    "n": {
+                                                                                        "o": {
+                                                                                            "p": 1
+                                                                                        }
+                                                                                    }
+                                                                                }
+                                                                            }
+                                                                        }
+                                                                    }
+                                                                }
+                                                            }
+                                                        }
+                                                    }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        },
+                    }
+                ]
+            },
+            "properties",
+        ),
+        ({"nodes": [{**SVC, "valid_at": "2026-11-29T10:00:00"}]}, "valid_at"),
+        ({"nodes": [{**SVC, "valid_at": "0001-01-01T00:00:00+23:59"}]}, "valid_at"),
+        ({"nodes": [], "sync": "yes"}, "sync"),
+    ],
+)
+def test_hostile_topology_batches_get_a_4xx(
+    gateway: Gateway, tenant: str, batch: dict[str, Any], field: str
+) -> None:
+    reply = gateway.admin(tenant, "POST", "/v1/admin/topology", batch)
+    _assert_4xx_naming(reply, field)
+
+
+def test_nan_and_infinity_in_properties_get_a_4xx(gateway: Gateway, tenant: str) -> None:
+    for constant in (b"NaN", b"Infinity", b"-Infinity"):
+        raw = b'{"nodes": [{"node_type": "Service", "external_id": "a", "properties": {"x": '
+        reply = _raw_admin(gateway, tenant, "/v1/admin/topology", raw + constant + b"}}]}")
+        _assert_4xx_naming(reply, "body")
+
+
+def test_a_sync_with_a_string_true_does_not_close_the_namespace(
+    gateway: Gateway, tenant: str
+) -> None:
+    assert gateway.admin(tenant, "POST", "/v1/admin/topology", {"nodes": [SVC]}).status == 200
+    refused = gateway.admin(tenant, "POST", "/v1/admin/topology", {"nodes": [], "sync": "yes"})
+    assert refused.status == 422
+    assert refused.body["field"] == "sync"
+    token = mint_query_token(gateway.keys[f"{tenant}-query"])
+    still = gateway.request(
+        "GET",
+        "/v1/topology/criticality?type=Service&id=checkout",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert still.status == 200, still.body
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("type=Service&id=%00", "external_id"),
+        ("type=Service&id=a&as_of=9999-12-31T23:59:59-23:59", "as_of"),
+        ("type=Service&id=a&as_of=2026-11-29T10:00:00", "as_of"),
+        ("type=Serv%00ice&id=a", "node_type"),
+    ],
+)
+def test_hostile_topology_reads_get_a_4xx(
+    gateway: Gateway, tenant: str, query: str, field: str
+) -> None:
+    token = mint_query_token(gateway.keys[f"{tenant}-query"])
+    for route in ("blast-radius", "criticality"):
+        reply = gateway.request(
+            "GET", f"/v1/topology/{route}?{query}", headers={"Authorization": f"Bearer {token}"}
+        )
+        _assert_4xx_naming(reply, field)
+
+
+@pytest.mark.parametrize(
+    "key", ["k" * 256, "has\x00nul", "x" * 288], ids=["256 chars", "nul", "288 chars"]
+)
+def test_hostile_idempotency_keys_get_a_4xx_and_store_nothing(
+    gateway: Gateway, tenant: str, admin_conn: psycopg.Connection[Any], key: str
+) -> None:
+    reply = gateway.admin(
+        tenant, "POST", "/v1/admin/entries", ENTRY, headers={"Idempotency-Key": key}
+    )
+    _assert_4xx_naming(reply, "Idempotency-Key")
+    assert _events(admin_conn, tenant) == 0
+
+
+def test_the_idempotency_key_is_signed(gateway: Gateway, tenant: str) -> None:
+    # Given a request signed with one key, replayed by someone who swaps the header
+    body = json.dumps(ENTRY).encode()
+    headers = sign_admin_request(
+        gateway.keys[f"{tenant}-admin"], "POST", "/v1/admin/entries", body, idempotency_key="a"
+    )
+    swapped = {**headers, "Idempotency-Key": "b", "Content-Type": "application/json"}
+    assert gateway.request("POST", "/v1/admin/entries", body, swapped).status == 401
+    removed = {k: v for k, v in headers.items() if k != "Idempotency-Key"}
+    assert gateway.request("POST", "/v1/admin/entries", body, removed).status == 401
+    # and the untouched request goes through
+    intact = {**headers, "Content-Type": "application/json"}
+    assert gateway.request("POST", "/v1/admin/entries", body, intact).status == 201
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda e: e["detail"].update(incident_id="INC-\u0000"), "incident_id"),
+        (lambda e: e["detail"]["findings"][0].update(title="\ud800"), "title"),
+    ],
+)
+def test_hostile_local_events_get_a_4xx_and_store_nothing(
+    gateway: Gateway,
+    tenant: str,
+    admin_conn: psycopg.Connection[Any],
+    mutate: Any,
+    field: str,
+) -> None:
+    event = incident_event(tenant)
+    mutate(event)
+    _assert_4xx_naming(gateway.publish(event), field)
+    for raw in (DEEP, BIG_INT, b"[1, 2]", b"not json"):
+        _assert_4xx_naming(gateway.request("POST", "/local/events", raw), "body")
+        _assert_4xx_naming(gateway.request("POST", "/local/backfill", raw), "body")
+    assert _events(admin_conn, tenant) == 0
