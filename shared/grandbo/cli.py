@@ -14,7 +14,10 @@ from datetime import datetime
 from pathlib import Path
 from uuid import UUID
 
-from grandbo.errors import GrandboError, InvalidInputError
+from pydantic import ValidationError
+
+from grandbo.api.request_body import BodyProblem, parse_json_object
+from grandbo.errors import GrandboError, InvalidInputError, invalid_input_from
 from grandbo.local.bootstrap import open_service
 from grandbo.local.settings import Settings
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
@@ -41,7 +44,10 @@ def _context(args: argparse.Namespace, operation: str) -> WriteContext:
         key = idempotency_key(KeySpace.CLI, operation, str(uuid.uuid4()))
     else:
         key = idempotency_key(KeySpace.CLI, caller_key(args.idempotency_key, "idempotency_key"))
-    return WriteContext(actor=args.actor, idempotency_key=key)
+    try:
+        return WriteContext(actor=args.actor, idempotency_key=key)
+    except ValidationError as exc:
+        raise invalid_input_from(exc) from exc
 
 
 def _print_outcome(outcome: WriteOutcome) -> None:
@@ -147,11 +153,25 @@ def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
     return 0
 
 
+def _json_file(path: Path) -> dict[str, object]:
+    """A file holding one JSON object, read with the API's own body rules."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError("file", f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError("file", f"{path} is not UTF-8 text") from exc
+    parsed = parse_json_object(text)
+    if isinstance(parsed, BodyProblem):
+        raise InvalidInputError("file", f"{path}: {parsed.field}: {parsed.message}")
+    return parsed
+
+
 def cmd_topology(args: argparse.Namespace, service: MemoryService) -> int:
     topology = service.topology
     assert isinstance(topology, TopologyService)
     if args.topology_command == "load":
-        batch = json.loads(Path(args.file).read_text())
+        batch = _json_file(Path(args.file))
         print(json.dumps(topology.record(args.tenant, batch, sync=args.sync)))
     elif args.topology_command == "blast-radius":
         radius = topology.blast_radius(
@@ -521,8 +541,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidInputError as exc:
         print(f"grandbo: invalid {exc.field}: {exc.message}", file=sys.stderr)
         return 2
+    except ValidationError as exc:
+        problem = invalid_input_from(exc)
+        print(f"grandbo: invalid {problem.field}: {problem.message}", file=sys.stderr)
+        return 2
     except GrandboError as exc:
         print(f"grandbo: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # every error is one line; --verbose shows the trace
+        if args.verbose:
+            raise
+        print(f"grandbo: {type(exc).__name__}: {exc} (--verbose shows where)", file=sys.stderr)
         return 1
 
 

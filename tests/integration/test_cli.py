@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from typing import Any
 
 import pytest
 
@@ -119,3 +120,47 @@ def test_demo_seeds_once_and_answers_meaningfully(
     assert "PgBouncer pool exhausted" in first  # the demo topic's obvious match
     assert main(["demo"]) == 0
     assert "0 new entries" in capsys.readouterr().out
+
+
+ADD = ["--title", "Log volume filled", "--summary", "debug logging filled the log volume quickly"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["add", *ADD, "--idempotency-key", "k" * 301], "idempotency_key"),
+        (["add", *ADD, "--idempotency-key", "nul\x00"], "idempotency_key"),
+        (["add", *ADD, "--actor", "a" * 201], "actor"),
+        (["topology", "load", "/nonexistent/topology.json"], "file"),
+    ],
+)
+def test_every_cli_error_is_one_line_and_a_nonzero_exit(
+    cli_env: str, capsys: pytest.CaptureFixture[str], argv: list[str], field: str
+) -> None:
+    code = main([argv[0], "--tenant", cli_env, *argv[1:]])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert field in err
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "not json at all",
+        '{"nodes": [{"node_type": "Service", "external_id": "a", "properties": {"k": "\\u0000"}}]}',
+        '{"nodes": [{"node_type": "Service", "external_id": "a", "properties": {"k": NaN}}]}',
+        "[1, 2, 3]",
+    ],
+)
+def test_a_bad_topology_file_is_one_line_and_a_nonzero_exit(
+    cli_env: str, capsys: pytest.CaptureFixture[str], tmp_path: Any, content: str
+) -> None:
+    path = tmp_path / "topology.json"
+    path.write_text(content)
+    code = main(["topology", "load", "--tenant", cli_env, str(path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
