@@ -8,7 +8,7 @@ key's. `Idempotency-Key` makes a retried create or correction a no-op.
 from typing import Any
 from uuid import UUID
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
@@ -27,6 +27,7 @@ from grandbo.api.models import (
     RetireEntryRequest,
     TopologyRequest,
 )
+from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError, StoreUnavailableError
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import Origin, WriteContext, WriteOutcome
@@ -36,7 +37,7 @@ from grandbo.topology.model import TopologyBatch
 
 NONCE_RETENTION_S = 3 * SIGNATURE_WINDOW_S
 
-app = APIGatewayRestResolver(enable_validation=True)
+app = RestResolver(enable_validation=True)
 register_error_handlers(app)
 
 

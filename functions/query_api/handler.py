@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
@@ -16,11 +15,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.api.http_errors import precheck_body, precheck_json, register_error_handlers
 from grandbo.api.models import QueryRequest
+from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError
 from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 
-app = APIGatewayRestResolver(enable_validation=True)
+app = RestResolver(enable_validation=True)
 register_error_handlers(app)
 
 

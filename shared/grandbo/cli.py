@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
@@ -266,6 +267,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from grandbo.local.bootstrap import resolve_urls
     from grandbo.local.demo import DEMO_TOPIC, seed_demo
     from grandbo.local.embed_queue import InProcessEmbedQueue
+    from grandbo.local.postgres import PostgresSupervisor, stop_embedded_postgres
     from grandbo.local.runner import LocalEmbedPump, local_keyring, serve
     from grandbo.migrations import migrate
     from grandbo.runtime.lambda_container import (
@@ -289,13 +291,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             provider=provider_named(settings.provider),
             embed_queue=embed_queue,
             keyring=keyring,
+            containers=args.containers,
         )
     )
     pump = LocalEmbedPump(embed_queue, embed_worker)
     service = runtime().service()
     created = seed_demo(service, DEMO_TENANT)
-    # entries written before this run (or whose enqueue failed) go through the sweeper path
-    embed_queue.send(service.pending_jobs(DEMO_TENANT))
+    # entries of every tenant written before this run (or whose enqueue failed) go through
+    # the sweeper path
+    embed_queue.send(service.pending_jobs())
     while pump.pump_once():
         pass
     print(f"demo organization '{DEMO_TENANT}': {created} new entries; embed queue drained")
@@ -337,15 +341,33 @@ Backfill / sweeper:
 """,
         flush=True,
     )
+    supervisor = None if settings.database_url else PostgresSupervisor(settings.data_dir).start()
     pump.start()
+    # SIGTERM (a service manager, a container stop) ends the loop like Ctrl-C does, so the
+    # embedded server is stopped on the way out instead of outliving the runner
+    signal.signal(signal.SIGTERM, _stop_serving)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _StopServingError):
         pass
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already stopping
+        if supervisor is not None:
+            supervisor.stop()
         pump.stop()
         server.server_close()
+        runtime().close()
+        if not settings.database_url:
+            stop_embedded_postgres(settings.data_dir)
     return 0
+
+
+class _StopServingError(Exception):
+    """Raised in the main thread by SIGTERM to leave `serve_forever`."""
+
+
+def _stop_serving(signum: int, frame: object) -> None:
+    raise _StopServingError
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -457,6 +479,12 @@ def build_parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("serve", help="run every Lambda locally over HTTP (the local runner)")
     srv.add_argument("--host", default="127.0.0.1")
     srv.add_argument("--port", type=int, default=8787)
+    srv.add_argument(
+        "--containers",
+        type=int,
+        default=8,
+        help="requests served at once, each with its own database connection (default 8)",
+    )
 
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
 

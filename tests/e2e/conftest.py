@@ -128,6 +128,7 @@ def start_gateway(
         provider=provider,
         embed_queue=embed_queue or queue,
         keyring=Keyring(list(keys.values())),
+        containers=4,
     )
     install_runtime(runtime)
     server = serve("127.0.0.1", 0)

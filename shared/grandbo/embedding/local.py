@@ -58,6 +58,7 @@ class LocalMiniLMProvider(EmbeddingProvider):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._session: Any = None
+        self._single: Any = None
         self._tokenizer: Any = None
 
     def _load(self) -> None:
@@ -75,15 +76,28 @@ class LocalMiniLMProvider(EmbeddingProvider):
             tokenizer = Tokenizer.from_file(str(vocab))
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - not a secret
-            options = onnxruntime.SessionOptions()
-            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.log_severity_level = 3
-            session = onnxruntime.InferenceSession(
-                str(model), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            session = self._session_with(onnxruntime, model, threads=0)
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
+            # one text (a query's topic) on one core: concurrent queries run side by side
+            # instead of each taking both cores in turn; batches (the embed worker) use
+            # every core (docs/BENCHMARKS.md, local runner under load)
+            self._single = self._session_with(onnxruntime, model, threads=1)
             self._session = session
+
+    @staticmethod
+    def _session_with(onnxruntime: Any, model: Path, *, threads: int) -> Any:
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        options.intra_op_num_threads = threads  # 0: one per core
+        # no busy-waiting between inferences: spinning worker threads took the CPU from
+        # concurrent requests and from PostgreSQL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        return onnxruntime.InferenceSession(
+            str(model), sess_options=options, providers=["CPUExecutionProvider"]
+        )
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
         if self._session is None:
@@ -106,7 +120,8 @@ class LocalMiniLMProvider(EmbeddingProvider):
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feeds)[0]
+        session = self._single if len(texts) == 1 else self._session
+        hidden = session.run(None, feeds)[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

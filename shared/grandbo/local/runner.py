@@ -5,6 +5,12 @@ REQUEST authorizer first), `POST /local/events` delivers an EventBridge event to
 incident-closed handler, `POST /local/backfill` invokes the backfill handler, and an
 in-process queue feeds SQS-shaped batches to the embed worker, redelivering records
 it reports in `batchItemFailures` (up to MAX_RECEIVES, then a local dead-letter list).
+
+Requests are served concurrently, one thread each, every one inside one of the runtime's
+bounded pool of containers (`LambdaRuntime.container`): like Lambda's concurrency, a
+request never shares a connection or a transaction, and the pool caps the connections.
+A connection that stalls (an idle client, a partial header, a short body) is dropped
+after SOCKET_TIMEOUT_S without holding anything the others need.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -28,12 +34,16 @@ from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.errors import InvalidEventError, InvalidInputError, StoreUnavailableError
 from grandbo.local.embed_queue import InProcessEmbedQueue
 from grandbo.memory.models import EmbedJob
+from grandbo.runtime.lambda_container import ContainersBusyError, runtime
 
 _log = logging.getLogger(__name__)
 
 MAX_RECEIVES = 5
 REDELIVERY_DELAY_S = 0.5
 MAX_REQUEST_BYTES = 1024 * 1024
+SOCKET_TIMEOUT_S = 15.0
+LISTEN_BACKLOG = 128
+CONTAINER_WAIT_S = 10.0
 
 
 @dataclass
@@ -218,6 +228,7 @@ class LocalGateway(BaseHTTPRequestHandler):
     """API Gateway, EventBridge and Lambda invoke, for one process on 127.0.0.1."""
 
     server_version = "grandbo-local"
+    timeout = SOCKET_TIMEOUT_S  # per connection: a stalled client is dropped, never waited on
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -249,13 +260,12 @@ class LocalGateway(BaseHTTPRequestHandler):
         _log.info("%s %s", self.address_string(), format % args)
 
     def _dispatch(self) -> None:
-        from functions.admin_api.handler import lambda_handler as admin_handler
-        from functions.authorizer.handler import lambda_handler as authorize
-        from functions.backfill.handler import lambda_handler as backfill_handler
-        from functions.incident_closed.handler import lambda_handler as incident_handler
-        from functions.query_api.handler import lambda_handler as query_handler
-
-        length = int(self.headers.get("Content-Length") or 0)
+        declared = (self.headers.get("Content-Length") or "0").strip()
+        if not declared.isdigit():
+            self.close_connection = True
+            self._reply(400, {"error": "invalid_request", "message": "bad Content-Length"})
+            return
+        length = int(declared)
         if length > MAX_REQUEST_BYTES:
             self.close_connection = True
             remaining = min(length, 16 * MAX_REQUEST_BYTES)  # drain, so the client hears 413
@@ -267,6 +277,22 @@ class LocalGateway(BaseHTTPRequestHandler):
             self._reply(413, {"error": "payload_too_large", "message": "request too large"})
             return
         body = self.rfile.read(length) if length else b""
+        if len(body) < length:  # the client closed (or stalled past the timeout) mid-body
+            self.close_connection = True
+            return
+        try:
+            with runtime().container(CONTAINER_WAIT_S):
+                self._route(body)
+        except ContainersBusyError:
+            self._reply(503, {"error": "unavailable", "message": "busy; retry"})
+
+    def _route(self, body: bytes) -> None:
+        from functions.admin_api.handler import lambda_handler as admin_handler
+        from functions.authorizer.handler import lambda_handler as authorize
+        from functions.backfill.handler import lambda_handler as backfill_handler
+        from functions.incident_closed.handler import lambda_handler as incident_handler
+        from functions.query_api.handler import lambda_handler as query_handler
+
         headers = {k: v for k, v in self.headers.items()}
         path = urlsplit(self.path).path
         try:
@@ -350,6 +376,14 @@ class LocalGateway(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
 
-def serve(host: str, port: int) -> HTTPServer:
-    """An HTTP server bound to `host:port` (one request at a time, like one container)."""
-    return HTTPServer((host, port), LocalGateway)
+class LocalServer(ThreadingHTTPServer):
+    """One thread per request; a backlog that absorbs a burst instead of resetting it."""
+
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+
+def serve(host: str, port: int) -> LocalServer:
+    """An HTTP server bound to `host:port`, serving requests concurrently (the runtime's
+    container pool bounds how many run at once)."""
+    return LocalServer((host, port), LocalGateway)

@@ -1,17 +1,22 @@
 """What one Lambda container holds: validated environment, one connection, one service.
 
 The environment is validated at cold start. The connection is created lazily, reused
-across invocations, health-checked before use (closed, broken or idle too long → a
-ping, then a reconnect) and kept per thread, so the local runner can drive several
-"containers" from one process without two of them sharing a transaction.
+across invocations, health-checked before use (closed, broken, left inside a transaction
+by a failed request, or idle too long → a ping, then a reconnect) and kept per thread.
+The local runner serves requests on many threads through `container()`: a bounded pool
+of "containers" (each one connection and its services), so concurrency never opens more
+connections than the pool holds and no two requests share a transaction.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,12 +32,16 @@ from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.runtime.sqs_queue import SqsEmbedQueue
-from grandbo.storage.connections import connect
+from grandbo.storage.connections import connect, is_idle
 from grandbo.topology.repository import TopologyRepository
 from grandbo.topology.service import TopologyService
 
 IDLE_PING_AFTER_S = 60.0
 KEYRING_CACHE_S = 300
+
+
+class ContainersBusyError(GrandboError):
+    """Every container of the pool stayed busy for the whole wait (maps to 503; retry)."""
 
 
 class LambdaEnvironment(BaseModel):
@@ -98,6 +107,7 @@ class LambdaRuntime:
         provider: EmbeddingProvider | None = None,
         embed_queue: EmbedQueue | None = None,
         keyring: Keyring | None = None,
+        containers: int | None = None,
     ) -> None:
         self._environment = environment
         self._provider = provider
@@ -107,6 +117,12 @@ class LambdaRuntime:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[psycopg.Connection[Any]] = []
+        # with `containers`, requests borrow one of that many slots (see `container`)
+        self._idle: queue.Queue[_Slot] | None = None
+        if containers is not None:
+            self._idle = queue.Queue()
+            for _ in range(containers):
+                self._idle.put(_Slot())
 
     @property
     def environment(self) -> LambdaEnvironment:
@@ -140,7 +156,13 @@ class LambdaRuntime:
     def connection(self) -> psycopg.Connection[Any]:
         slot: _Slot = self._slot()
         conn = slot.conn
-        idle = time.monotonic() - slot.used_at > IDLE_PING_AFTER_S
+        if conn is not None and not conn.closed and not is_idle(conn):
+            # a failed request left it inside a transaction (or a pipeline): whatever it
+            # holds is released by closing it, never inherited by the next request
+            conn.close()
+        # pooled (the local runner), a container may have sat out a database restart: a
+        # ping costs ~0.1 ms on the local socket and saves the request a 503
+        idle = self._idle is not None or time.monotonic() - slot.used_at > IDLE_PING_AFTER_S
         if conn is not None and not conn.closed and not conn.broken and idle:
             try:
                 conn.execute("SELECT 1")
@@ -161,9 +183,35 @@ class LambdaRuntime:
                 conn.close()
             self._connections.clear()
 
+    @contextmanager
+    def container(self, wait_s: float = 10.0) -> Iterator[None]:
+        """Serve one request in one of the pool's containers (its own connection and
+        services), bound to this thread until the request ends.
+
+        Without a pool (in Lambda: one request at a time) each thread keeps its own.
+        ContainersBusyError when none frees up within `wait_s`.
+        """
+        if self._idle is None:
+            yield
+            return
+        try:
+            slot = self._idle.get(timeout=wait_s)
+        except queue.Empty:
+            raise ContainersBusyError(f"all containers busy for {wait_s:.0f} s") from None
+        self._local.slot = slot
+        try:
+            yield
+        finally:
+            self._local.slot = None
+            if slot.conn is not None and not slot.conn.closed and not is_idle(slot.conn):
+                # the request left its connection inside a transaction: close it now, so
+                # the locks it holds are freed before anyone queues behind them
+                slot.conn.close()
+            self._idle.put(slot)
+
     def _slot(self) -> _Slot:
         slot = getattr(self._local, "slot", None)
-        if slot is None:
+        if slot is None:  # a thread of its own (Lambda, the embed pump, the CLI)
             slot = self._local.slot = _Slot()
         return slot
 

@@ -7,9 +7,11 @@ a handler would have to know about.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from grandbo.errors import StoreUnavailableError
@@ -39,3 +41,11 @@ def app_url_for(admin_url: str) -> str:
     params.pop("password", None)
     params["user"] = APP_ROLE
     return make_conninfo("", **params)
+
+
+def is_idle(conn: psycopg.Connection[Any]) -> bool:
+    """Outside any transaction and pipeline: safe to hand to the next unit of work."""
+    return (
+        conn.info.transaction_status == pq.TransactionStatus.IDLE
+        and conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+    )

@@ -18,9 +18,15 @@ import psycopg
 from psycopg.rows import dict_row
 
 from grandbo.errors import StoreUnavailableError
+from grandbo.storage.connections import is_idle
 from grandbo.tenancy import require_tenant
 
 Cursor = psycopg.Cursor[dict[str, Any]]
+
+
+# No unit of work waits on a lock, or sits inside a transaction, without end: past these
+# the server gives up (503 upstream, retry) or ends the session and frees what it held.
+_BOUNDED_WAITS = {"lock_timeout": "10s", "idle_in_transaction_session_timeout": "60s"}
 
 
 class TenantLock(enum.Enum):
@@ -68,7 +74,7 @@ class TenantScopedRepository:
     ) -> Iterator[Cursor]:
         """A transaction bound to one tenant, plus any transaction-local `settings`."""
         tenant = require_tenant(tenant_id)
-        local = {"grandbo.tenant_id": tenant, **(settings or {})}
+        local = {"grandbo.tenant_id": tenant, **_BOUNDED_WAITS, **(settings or {})}
         calls = ["set_config(%s, %s, true)"] * len(local)
         params: list[str] = [value for item in local.items() for value in item]
         if lock is not TenantLock.NONE:
@@ -82,7 +88,18 @@ class TenantScopedRepository:
                 cur.execute("SELECT " + ", ".join(calls), params)
                 yield cur
         except psycopg.OperationalError as exc:
+            self._discard_unless_idle()
             raise StoreUnavailableError(str(exc)) from exc
+        except BaseException:
+            self._discard_unless_idle()
+            raise
+
+    def _discard_unless_idle(self) -> None:
+        """A failed unit of work whose rollback did not finish (a pipeline cut short, a
+        lost server) leaves the connection inside a transaction, holding its locks while
+        the next caller would queue behind them: close it instead (the owner reconnects)."""
+        if not self._conn.closed and not is_idle(self._conn):
+            self._conn.close()
 
     @contextmanager
     def _unscoped(self) -> Iterator[psycopg.Cursor[tuple[Any, ...]]]:

@@ -1,0 +1,109 @@
+"""`grandbo serve` as a process, the way an operator runs it (issue 11, item 12): it
+restarts its embedded PostgreSQL when that dies, answers 503 meanwhile, and stops it on
+SIGTERM even after an earlier runner was killed outright."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from grandbo.api.auth import Keyring, mint_query_token
+
+TOPIC = "the payments database ran out of connections after a deploy and requests timed out"
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(  # noqa: S603 - our own CLI
+        [
+            *(sys.executable, "-m", "grandbo.cli", "--data-dir", str(data_dir)),
+            *("--provider", "fake", "serve", "--port", str(port), "--containers", "2"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "grandbo serve exited"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process
+        except OSError:
+            time.sleep(0.3)
+    raise AssertionError("grandbo serve did not start")
+
+
+def _query(port: int, data_dir: Path) -> int:
+    keyring = Keyring.from_json((data_dir / "keyring.json").read_text())
+    token = mint_query_token(keyring.find("demo-beacon", "query"))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(
+            "POST",
+            "/v1/memory/query",
+            body=json.dumps({"topic": TOPIC}),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def _postgres(data_dir: Path) -> list[int]:
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "postgres" in " ".join(p.info["cmdline"] or [])
+        and str(data_dir) in " ".join(p.info["cmdline"] or [])
+    ]
+
+
+def _postmaster(data_dir: Path) -> int:
+    return int((data_dir / "pgdata" / "postmaster.pid").read_text().splitlines()[0])
+
+
+@pytest.mark.skipif(os.environ.get("GRANDBO_TEST_DATABASE_URL") is not None, reason="embedded")
+def test_serve_survives_its_database_dying_and_stops_it_on_sigterm(tmp_path: Path) -> None:
+    data_dir, port = tmp_path / "data", _port()
+    # Given a runner that was killed outright, leaving its PostgreSQL and its holder entry
+    first = _start(data_dir, port)
+    first.kill()
+    first.wait()
+    assert _postgres(data_dir)
+    # When a new runner serves on the same data
+    runner = _start(data_dir, port)
+    try:
+        assert _query(port, data_dir) == 200
+        # and its PostgreSQL is killed, then requests get 503 and service resumes by itself
+        os.kill(_postmaster(data_dir), signal.SIGKILL)
+        statuses, deadline = [], time.monotonic() + 10
+        while time.monotonic() < deadline:
+            statuses.append(_query(port, data_dir))
+            if statuses[-3:] == [200, 200, 200]:
+                break
+            time.sleep(0.2)
+        assert statuses[-3:] == [200, 200, 200], statuses
+        assert set(statuses) <= {200, 503}, statuses
+    finally:
+        # Then SIGTERM stops the runner and its PostgreSQL too
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=30) == 0
+    deadline = time.monotonic() + 10
+    while _postgres(data_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _postgres(data_dir) == []
