@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
 SRC := shared tests app.py $(wildcard functions infra bench)
 
-.PHONY: install run test unit integration lint format eval bench openapi synth clean
+.PHONY: install run test unit integration lint format eval bench bench-load openapi synth clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.handler_imports
 	$(BIN)/python -m bench.topology
 	$(BIN)/python -m bench.query_scale
+	$(BIN)/python -m bench.local_load
+
+## The local runner under 1, 8 and 32 clients, then with its PostgreSQL killed (~3 min).
+bench-load: $(STAMP)
+	$(BIN)/python -m bench.local_load
 
 openapi: $(STAMP)
 	$(BIN)/grandbo openapi > docs/openapi.json

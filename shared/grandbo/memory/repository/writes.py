@@ -164,14 +164,9 @@ class EntryWrites(EntryReads):
     ) -> WriteOutcome:
         """A new revision of an active entry's text; its old vector stops being served."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
-            if (done := self._already_applied(cur, tenant_id, context)) is not None:
-                return done
-            current = self._lock(cur, tenant_id, entry_id)
-            # a concurrent delivery of the same key may have committed while this one waited
-            # for the row: its outcome is the answer, not a conflict
-            if (done := self._already_applied(cur, tenant_id, context)) is not None:
-                return done
-            self._require_active(current)
+            current = self._lock_active_unless_applied(cur, tenant_id, entry_id, context)
+            if isinstance(current, WriteOutcome):
+                return current
             if expected_revision is not None and expected_revision != current.revision:
                 raise RevisionConflictError(entry_id, expected_revision, current.revision)
             revision = current.revision + 1
@@ -220,14 +215,9 @@ class EntryWrites(EntryReads):
     ) -> WriteOutcome:
         """Take an active entry out of retrieval (retired, or superseded by another entry)."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
-            if (done := self._already_applied(cur, tenant_id, context)) is not None:
-                return done
-            current = self._lock(cur, tenant_id, entry_id)
-            # a concurrent delivery of the same key may have committed while this one waited
-            # for the row: its outcome is the answer, not a conflict
-            if (done := self._already_applied(cur, tenant_id, context)) is not None:
-                return done
-            self._require_active(current)
+            current = self._lock_active_unless_applied(cur, tenant_id, entry_id, context)
+            if isinstance(current, WriteOutcome):
+                return current
             if superseded_by is not None:
                 self._get(cur, tenant_id, superseded_by)  # must exist in this tenant
                 event_type, status = EventType.SUPERSEDED, EntryStatus.SUPERSEDED
@@ -315,18 +305,24 @@ class EntryWrites(EntryReads):
         assert done is not None
         return done
 
-    def _lock(self, cur: Cursor, tenant_id: str, entry_id: UUID) -> MemoryEntry:
-        """The entry, its row locked until commit."""
+    def _lock_active_unless_applied(
+        self, cur: Cursor, tenant_id: str, entry_id: UUID, context: WriteContext
+    ) -> MemoryEntry | WriteOutcome:
+        """The active entry, its row locked until commit; or the outcome of an earlier
+        write with this key (a replay), looked for again once the lock is held: a
+        concurrent delivery of the same key may have committed while this one waited."""
+        if (done := self._already_applied(cur, tenant_id, context)) is not None:
+            return done
         cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
         row = cur.fetchone()
         if row is None:
             raise EntryNotFoundError(entry_id)
-        return MemoryEntry.model_validate(row)
-
-    @staticmethod
-    def _require_active(entry: MemoryEntry) -> None:
+        if (done := self._already_applied(cur, tenant_id, context)) is not None:
+            return done
+        entry = MemoryEntry.model_validate(row)
         if entry.status is not EntryStatus.ACTIVE:
-            raise EntryNotActiveError(entry.entry_id, entry.status.value)
+            raise EntryNotActiveError(entry_id, entry.status.value)
+        return entry
 
     def _register_tenant(self, cur: Cursor, tenant_id: str) -> None:
         cur.execute(
