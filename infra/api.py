@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
@@ -9,19 +11,45 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
+from grandbo.api.gateway_schema import gateway_schema
+from grandbo.api.models import QueryRequest
 from infra.config import StageConfig
 
-QUERY_SCHEMA = apigw.JsonSchema(
-    schema=apigw.JsonSchemaVersion.DRAFT4,
-    type=apigw.JsonSchemaType.OBJECT,
-    required=["topic"],
-    additional_properties=False,
-    properties={
-        "topic": apigw.JsonSchema(type=apigw.JsonSchemaType.STRING, min_length=1, max_length=8000),
-        "limit": apigw.JsonSchema(type=apigw.JsonSchemaType.INTEGER, minimum=1, maximum=25),
-        "service": apigw.JsonSchema(type=[apigw.JsonSchemaType.STRING, apigw.JsonSchemaType.NULL]),
-    },
-)
+_KEYWORDS = {
+    "$schema": "schema",
+    "additionalProperties": "additional_properties",
+    "maxLength": "max_length",
+    "minLength": "min_length",
+    "maxItems": "max_items",
+    "minItems": "min_items",
+}
+
+
+def cdk_json_schema(schema: dict[str, Any]) -> apigw.JsonSchema:
+    """A generated draft-4 schema (`grandbo.api.gateway_schema`) as CDK's JsonSchema."""
+    fields: dict[str, Any] = {}
+    for key, value in schema.items():
+        name = _KEYWORDS.get(key, key)
+        if key == "$schema":
+            value = apigw.JsonSchemaVersion.DRAFT4
+        elif key == "type":
+            value = (
+                [apigw.JsonSchemaType(v.upper()) for v in value]
+                if isinstance(value, list)
+                else apigw.JsonSchemaType(value.upper())
+            )
+        elif key == "properties":
+            value = {prop: cdk_json_schema(child) for prop, child in value.items()}
+        elif key == "items":
+            value = cdk_json_schema(value)
+        elif key == "anyOf":
+            name, value = "any_of", [cdk_json_schema(option) for option in value]
+        fields[name] = value
+    return apigw.JsonSchema(**fields)
+
+
+# The query body's gateway model is generated from the handler's own pydantic model
+QUERY_SCHEMA = cdk_json_schema(gateway_schema(QueryRequest))
 
 
 class MemoryApi(Construct):

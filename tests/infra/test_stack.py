@@ -10,25 +10,7 @@ import pytest
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 cdk = pytest.importorskip("aws_cdk", reason="install the infra extra: pip install -e '.[infra]'")
-from app import build_app  # noqa: E402
 from aws_cdk.assertions import Annotations, Match, Template  # noqa: E402
-
-
-def _synth(stage: str) -> tuple[Any, Template]:
-    # skip asset bundling: the layer's pip step runs on `cdk deploy`, not in tests
-    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": stage})
-    _, stack = build_app(app)
-    return stack, Template.from_stack(stack)
-
-
-@pytest.fixture(scope="module")
-def dev() -> tuple[Any, Template]:
-    return _synth("dev")
-
-
-@pytest.fixture(scope="module")
-def prod() -> tuple[Any, Template]:
-    return _synth("prod")
 
 
 def _resources(template: Template, kind: str) -> dict[str, Any]:

@@ -1,0 +1,33 @@
+"""The CDK stacks synthesized once per test session (no Docker, no bundling)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+
+def _synth(stage: str) -> tuple[Any, Any]:
+    cdk = pytest.importorskip(
+        "aws_cdk", reason="install the infra extra: pip install -e '.[infra]'"
+    )
+    from app import build_app
+    from aws_cdk.assertions import Template
+
+    # skip asset bundling: the layer's pip step runs on `cdk deploy`, not in tests
+    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": stage})
+    _, stack = build_app(app)
+    return stack, Template.from_stack(stack)
+
+
+@pytest.fixture(scope="session")
+def dev() -> tuple[Any, Any]:
+    return _synth("dev")
+
+
+@pytest.fixture(scope="session")
+def prod() -> tuple[Any, Any]:
+    return _synth("prod")
