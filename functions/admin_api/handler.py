@@ -67,9 +67,9 @@ def _context(*operation: str) -> WriteContext:
     key = headers.get("idempotency-key") or headers.get("Idempotency-Key")
     nonce = headers.get("x-grandbo-nonce") or headers.get("X-Grandbo-Nonce") or ""
     if key is None:
-        stored = idempotency_key(KeySpace.ADMIN, "nonce", caller.key_id, nonce)
-    else:
-        stored = idempotency_key(KeySpace.ADMIN, *operation, caller_key(key))
+        stored = idempotency_key(KeySpace.ADMIN, caller.key_id, "nonce", nonce)
+    else:  # each signing key has its own keys: two admin tools never meet by accident
+        stored = idempotency_key(KeySpace.ADMIN, caller.key_id, *operation, caller_key(key))
     return WriteContext(actor=f"admin:{caller.key_id}", idempotency_key=stored)
 
 

@@ -14,7 +14,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from grandbo.errors import InvalidEventError
-from grandbo.memory.incidents import parse_incident_closed, record_incident
+from grandbo.memory.incidents import (
+    INCIDENT_CLOSED,
+    INCIDENT_SOURCE,
+    parse_incident_closed,
+    record_incident,
+)
 from grandbo.observability import bind_request_keys, count_entries_created, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 
@@ -28,6 +33,12 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         envelope = EventBridgeModel.model_validate(event)
     except ValidationError as exc:
         raise InvalidEventError(f"not an EventBridge event: {exc.errors()[0]['msg']}") from exc
+    if (envelope.source, envelope.detail_type) != (INCIDENT_SOURCE, INCIDENT_CLOSED):
+        # the rule filters these in AWS; a replay or a local delivery must not slip past
+        raise InvalidEventError(
+            f"not an incident-closed event: source {envelope.source!r}, "
+            f"detail-type {envelope.detail_type!r}"
+        )
     incident = parse_incident_closed(envelope.detail)
     bind_request_keys(tenant_id=incident.tenant_id, incident_id=incident.incident_id)
     outcomes = record_incident(runtime().service(), incident)

@@ -40,11 +40,14 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings.model_copy(update=updates)
 
 
-def _context(args: argparse.Namespace, operation: str) -> WriteContext:
+def _context(args: argparse.Namespace, *operation: str) -> WriteContext:
+    """The write's actor and key: the caller's key, or a fresh one, within the operation
+    (and its entry), so one key reused for another command never answers for it."""
     if args.idempotency_key is None:
-        key = idempotency_key(KeySpace.CLI, operation, str(uuid.uuid4()))
+        key = idempotency_key(KeySpace.CLI, *operation, str(uuid.uuid4()))
     else:
-        key = idempotency_key(KeySpace.CLI, caller_key(args.idempotency_key, "idempotency_key"))
+        given = caller_key(args.idempotency_key, "idempotency_key")
+        key = idempotency_key(KeySpace.CLI, *operation, given)
     try:
         return WriteContext(actor=args.actor, idempotency_key=key)
     except ValidationError as exc:
@@ -127,7 +130,7 @@ def cmd_correct(args: argparse.Namespace, service: MemoryService) -> int:
         args.tenant,
         args.entry_id,
         text,
-        _context(args, "correct"),
+        _context(args, "correct", str(args.entry_id)),
         expected_revision=args.expected_revision,
     )
     _print_outcome(outcome)
@@ -139,7 +142,7 @@ def cmd_retire(args: argparse.Namespace, service: MemoryService) -> int:
         args.tenant,
         args.entry_id,
         args.reason,
-        _context(args, "retire"),
+        _context(args, "retire", str(args.entry_id)),
         superseded_by=args.superseded_by,
     )
     _print_outcome(outcome)

@@ -118,8 +118,9 @@ def start_gateway(
     tenants: tuple[str, ...],
     provider: EmbeddingProvider,
     embed_queue: EmbedQueue | None = None,
+    extra_keys: tuple[SigningKey, ...] = (),
 ) -> tuple[Gateway, Any]:
-    keys = keys_for(*tenants)
+    keys = {**keys_for(*tenants), **{key.key_id: key for key in extra_keys}}
     queue = InProcessEmbedQueue()
     runtime = LambdaRuntime(
         LambdaEnvironment.model_validate(

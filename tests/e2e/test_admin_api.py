@@ -206,3 +206,34 @@ def test_unknown_entries_are_404(gateway: Gateway, tenant: str) -> None:
     reply = gateway.admin(tenant, "POST", f"{PATH}/{uuid.uuid4()}/retirement", {"reason": "x"})
     assert reply.status == 404
     assert gateway.admin(tenant, "GET", f"{PATH}/not-a-uuid").status == 422
+
+
+def test_two_admin_keys_of_one_tenant_never_share_an_idempotency_key(
+    database: Any, tenant: str
+) -> None:
+    from grandbo.api.auth import SigningKey, new_secret
+    from grandbo.embedding.fake import FakeEmbeddingProvider
+    from grandbo.runtime.lambda_container import install_runtime
+
+    from .conftest import start_gateway
+
+    second = SigningKey(
+        key_id=f"{tenant}-tool", tenant_id=tenant, secret=new_secret(), roles=["admin"]
+    )
+    gateway, server = start_gateway(
+        database, (tenant,), FakeEmbeddingProvider(), extra_keys=(second,)
+    )
+    try:
+        first = gateway.admin(tenant, "POST", PATH, ENTRY, headers={"Idempotency-Key": "k1"})
+        other = {**ENTRY, "title": "Another tool's lesson"}
+        raw = json.dumps(other).encode()
+        signed = sign_admin_request(second, "POST", PATH, raw, idempotency_key="k1")
+        reply = gateway.request("POST", PATH, raw, {"Content-Type": "application/json", **signed})
+        assert (first.status, reply.status) == (201, 201)
+        assert reply.body["entry"]["title"] == "Another tool's lesson"
+        assert reply.body["entry"]["entry_id"] != first.body["entry"]["entry_id"]
+    finally:
+        server.shutdown()
+        server.server_close()
+        gateway.runtime.close()
+        install_runtime(None)

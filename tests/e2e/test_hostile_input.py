@@ -228,3 +228,70 @@ def test_hostile_local_events_get_a_4xx_and_store_nothing(
         _assert_4xx_naming(gateway.request("POST", "/local/events", raw), "body")
         _assert_4xx_naming(gateway.request("POST", "/local/backfill", raw), "body")
     assert _events(admin_conn, tenant) == 0
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("text/plain", 415),
+        ("application/xml", 415),
+        (";", 201),  # no media type at all: read as JSON, like no header
+        ("multipart/form-data; boundary=x", 415),
+        ("application/x-www-form-urlencoded", 415),
+        ("APPLICATION/JSON", 201),
+        ("application/json; charset=utf-8", 201),
+    ],
+)
+def test_a_body_that_is_not_declared_json_is_refused_and_stores_nothing(
+    gateway: Gateway,
+    tenant: str,
+    admin_conn: psycopg.Connection[Any],
+    content_type: str,
+    status: int,
+) -> None:
+    raw = json.dumps(ENTRY).encode()
+    signed = sign_admin_request(gateway.keys[f"{tenant}-admin"], "POST", "/v1/admin/entries", raw)
+    reply = gateway.request(
+        "POST", "/v1/admin/entries", raw, {"Content-Type": content_type, **signed}
+    )
+    assert reply.status == status, reply.body
+    assert _events(admin_conn, tenant) == (1 if status == 201 else 0)
+    query = gateway.request(
+        "POST",
+        "/v1/memory/query",
+        json.dumps({"topic": "the log volume filled up with debug output"}).encode(),
+        {
+            "Authorization": f"Bearer {mint_query_token(gateway.keys[f'{tenant}-query'])}",
+            "Content-Type": content_type,
+        },
+    )
+    assert query.status == (200 if status == 201 else 415), query.body
+
+
+def test_a_multipart_topology_batch_cannot_sync_a_namespace_away(
+    gateway: Gateway, tenant: str
+) -> None:
+    assert gateway.admin(tenant, "POST", "/v1/admin/topology", {"nodes": [SVC]}).status == 200
+    raw = json.dumps({"nodes": [], "sync": True}).encode()
+    path = "/v1/admin/topology"
+    signed = sign_admin_request(gateway.keys[f"{tenant}-admin"], "POST", path, raw)
+    reply = gateway.request(
+        "POST", path, raw, {"Content-Type": "multipart/form-data; boundary=x", **signed}
+    )
+    assert reply.status == 415
+
+
+def test_a_content_length_in_other_digits_gets_a_400(gateway: Gateway) -> None:
+    import socket
+
+    with socket.create_connection((gateway.host, gateway.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/admin/entries HTTP/1.1\r\nContent-Length: \xb2\r\n\r\n{}")
+        assert sock.recv(4096).startswith(b"HTTP/1.0 400")
+
+
+def test_an_event_of_another_source_is_refused(gateway: Gateway, tenant: str) -> None:
+    event = incident_event(tenant)
+    event["source"] = "evil"
+    reply = gateway.publish(event)
+    assert reply.status == 400
+    assert "source" in reply.body["message"]

@@ -164,3 +164,24 @@ def test_a_bad_topology_file_is_one_line_and_a_nonzero_exit(
     assert code == 2
     assert err.count("\n") == 1, err
     assert "Traceback" not in err
+
+
+def test_one_cli_key_reused_for_another_command_or_entry_is_not_a_replay(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = []
+    for name in ("A", "B"):
+        assert main(["add", "--tenant", cli_env, *ADD, "--title", f"Lesson {name} here"]) == 0
+        found = re.search(r"recorded: ([0-9a-f-]{36})", capsys.readouterr().out)
+        assert found is not None
+        ids.append(found.group(1))
+    for entry_id in ids:
+        argv = ["correct", "--tenant", cli_env, entry_id, "--idempotency-key", "K"]
+        assert main([*argv, "--title", "Corrected lesson", "--summary", "corrected text here"]) == 0
+        assert f"recorded: {entry_id}" in capsys.readouterr().out
+    # and the same key on a retirement is a retirement, then a replay of it
+    retire = ["retire", "--tenant", cli_env, ids[1], "--reason", "gone", "--idempotency-key", "K"]
+    assert main(retire) == 0
+    assert "recorded" in capsys.readouterr().out
+    assert main(retire) == 0
+    assert "unchanged" in capsys.readouterr().out

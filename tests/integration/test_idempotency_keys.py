@@ -89,16 +89,17 @@ def test_migration_0006_rekeys_stored_keys_one_to_one(v5_database: DatabaseUrls)
         # the collided key: the incident in the payload says which reading is true
         "incident:INC-9:finding:x:finding:y": "incident:INC-9%3Afinding%3Ax:finding:y",
         "incident:INC-1:finding:f1": "incident:INC-1:finding:f1",  # ordinary: unchanged
-        "admin:create:batch:7": "admin:create:batch%3A7",
-        f"admin:correct:{entry_id}:r:2": f"admin:correct:{entry_id}:r%3A2",
-        "admin:ops-key:nonce-1": "admin:nonce:ops-key:nonce-1",
+        # an admin's keys move under its signing key (actor admin:ops-key)
+        "admin:create:batch:7": "admin:ops-key:create:batch%3A7",
+        f"admin:correct:{entry_id}:r:2": f"admin:ops-key:correct:{entry_id}:r%3A2",
+        "admin:ops-key:nonce-1": "admin:ops-key:nonce:nonce-1",
         "eval:doc:1": "eval:doc%3A1",
         cli_key: cli_key,  # the CLI's own generated key: unchanged
         # a raw CLI key that spelled an incident's key moves to the CLI's space
-        "incident:INC-2:finding:f9": "cli:incident%3AINC-2%3Afinding%3Af9",
-        # a chain: "foo" takes "cli:foo", which the other row gives up in the same pass
-        "foo": "cli:foo",
-        "cli:foo": "cli:cli%3Afoo",
+        "incident:INC-2:finding:f9": "cli:add:incident%3AINC-2%3Afinding%3Af9",
+        # a chain: "foo" takes "cli:add:foo", which the other row gives up in the same pass
+        "foo": "cli:add:foo",
+        "cli:add:foo": "cli:add:cli%3Aadd%3Afoo",
     }
     with connect(v5_database.admin) as conn:
         _old_event(
@@ -122,7 +123,7 @@ def test_migration_0006_rekeys_stored_keys_one_to_one(v5_database: DatabaseUrls)
         _old_event(conn, cli_key, "cli", origin="admin")
         _old_event(conn, "incident:INC-2:finding:f9", "cli", origin="admin")
         _old_event(conn, "foo", "cli", origin="admin")
-        _old_event(conn, "cli:foo", "cli", origin="admin")
+        _old_event(conn, "cli:add:foo", "cli", origin="admin")
 
     applied = migrate(v5_database.admin)
 

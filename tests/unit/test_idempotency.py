@@ -27,7 +27,7 @@ def test_the_reported_collision_is_gone() -> None:
 
 def test_ordinary_ids_keep_the_key_stored_before() -> None:
     assert incident_finding_key("INC-1042", "f1") == "incident:INC-1042:finding:f1"
-    assert idempotency_key(KeySpace.ADMIN, "create", "req-7") == "admin:create:req-7"
+    assert idempotency_key(KeySpace.EVAL, "doc-7") == "eval:doc-7"
 
 
 @given(_parts, _parts)

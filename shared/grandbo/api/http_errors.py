@@ -13,7 +13,10 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 
 from grandbo.api.models import MAX_BODY_BYTES
 from grandbo.api.request_body import BodyProblem, parse_json_object
@@ -87,6 +90,10 @@ def precheck_json(event: dict[str, Any]) -> dict[str, Any] | None:
     """
     body = event.get("body") or ""
     text = base64.b64decode(body).decode("utf-8") if event.get("isBase64Encoded") else body
+    if not _json_content_type(event, has_body=bool(text.strip())):
+        return proxy_error(
+            415, "unsupported_media_type", "Content-Type must be application/json", "Content-Type"
+        )
     if not text.strip():
         return None
     parsed = parse_json_object(text)
@@ -94,6 +101,30 @@ def precheck_json(event: dict[str, Any]) -> dict[str, Any] | None:
         message = f"{parsed.field}: {parsed.message}"
         return proxy_error(400, "invalid_request", message, parsed.field)
     return None
+
+
+def _json_content_type(event: dict[str, Any], *, has_body: bool) -> bool:
+    """Whether the request says its body is JSON (or says nothing); the header is then
+    written the one way the resolver's parser reads it, whatever its case or parameters.
+
+    Any other media type is refused: the resolver would parse a form or a multipart body
+    out of the signed JSON and act on its defaults instead.
+    """
+    headers = event.get("headers") or {}
+    names = [name for name in headers if name.lower() == "content-type"]
+    media = {str(headers[name]).split(";")[0].strip().lower() for name in names}
+    if media - {"application/json", ""}:
+        return not has_body and event.get("httpMethod", "GET").upper() in ("GET", "HEAD")
+    for name in names:
+        del headers[name]
+    multi = event.get("multiValueHeaders") or {}
+    for name in [name for name in multi if name.lower() == "content-type"]:
+        del multi[name]
+    if has_body or names:
+        headers["Content-Type"] = "application/json"
+        if event.get("multiValueHeaders") is not None:
+            multi["Content-Type"] = ["application/json"]
+    return True
 
 
 def register_error_handlers(app: APIGatewayRestResolver) -> None:
@@ -105,6 +136,12 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
         loc = [str(p) for p in error.get("loc", ()) if p not in ("body", "query", "path")]
         field = "body" if error.get("type") == "json_invalid" else ".".join(loc) or "body"
         return error_response(422, "invalid_request", f"{field}: {error.get('msg')}", field)
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _media_type(exc: RequestUnsupportedContentType) -> Response[Any]:
+        return error_response(
+            415, "unsupported_media_type", "Content-Type must be application/json", "Content-Type"
+        )
 
     @app.exception_handler(InvalidTopicError)
     def _topic(exc: InvalidTopicError) -> Response[Any]:

@@ -261,7 +261,7 @@ class LocalGateway(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         declared = (self.headers.get("Content-Length") or "0").strip()
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):  # '²'.isdigit() is True
             self.close_connection = True
             self._reply(400, {"error": "invalid_request", "message": "bad Content-Length"})
             return

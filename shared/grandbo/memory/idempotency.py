@@ -3,9 +3,10 @@
 A key is `namespace:part:part...` where every part has `%` written `%25` and `:` written
 `%3A`, so the parts can be read back exactly and two different writes never share a key
 (before, incident `INC-9:finding:x` / finding `y` and incident `INC-9` / finding
-`x:finding:y` both became `incident:INC-9:finding:x:finding:y`). A part without `:` or
-`%` is written as it is, so keys of ordinary ids are the ones stored before; migration
-0006 rewrote the stored keys that were not.
+`x:finding:y` both became `incident:INC-9:finding:x:finding:y`). A caller's own key is
+kept within what it names: an admin's under its signing key and operation, the CLI's
+under its command and entry. A part without `:` or `%` is written as it is, so keys of
+ordinary incident ids are the ones stored before; migration 0006 rewrote the rest.
 """
 
 from __future__ import annotations

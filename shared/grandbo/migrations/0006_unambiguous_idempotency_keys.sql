@@ -26,18 +26,21 @@ SELECT event_id, idempotency_key AS old_key, CASE
     THEN 'incident:' || pg_temp.grandbo_key_part(payload->>'incident_id') || ':finding:'
          || pg_temp.grandbo_key_part(substr(idempotency_key,
                 length('incident:' || (payload->>'incident_id') || ':finding:') + 1))
-    -- an admin's create with an Idempotency-Key: admin:create:{key}
+    -- an admin's keys are the signing key's own (actor admin:{key_id}):
+    -- admin:create:{key} -> admin:{key_id}:create:{key}
     WHEN actor LIKE 'admin:%' AND starts_with(idempotency_key, 'admin:create:')
-    THEN 'admin:create:' || pg_temp.grandbo_key_part(substr(idempotency_key, 14))
-    -- an admin's correction or retirement: admin:{correct|retire}:{entry_id}:{key}
+    THEN 'admin:' || pg_temp.grandbo_key_part(substr(actor, 7)) || ':create:'
+         || pg_temp.grandbo_key_part(substr(idempotency_key, 14))
+    -- admin:{correct|retire}:{entry_id}:{key} -> admin:{key_id}:{correct|retire}:{entry_id}:{key}
     WHEN actor LIKE 'admin:%'
          AND idempotency_key ~ '^admin:(correct|retire):[0-9a-f-]{36}:'
-    THEN substring(idempotency_key from '^admin:(?:correct|retire):[0-9a-f-]{36}:')
+    THEN 'admin:' || pg_temp.grandbo_key_part(substr(actor, 7)) || ':'
+         || substring(idempotency_key from '^admin:((?:correct|retire):[0-9a-f-]{36}:)')
          || pg_temp.grandbo_key_part(substr(idempotency_key, length(
                 substring(idempotency_key from '^admin:(?:correct|retire):[0-9a-f-]{36}:')) + 1))
-    -- an admin write without a key: admin:{key_id}:{nonce} -> admin:nonce:{key_id}:{nonce}
+    -- an admin write without a key: admin:{key_id}:{nonce} -> admin:{key_id}:nonce:{nonce}
     WHEN actor LIKE 'admin:%' AND starts_with(idempotency_key, 'admin:' || substr(actor, 7) || ':')
-    THEN 'admin:nonce:' || pg_temp.grandbo_key_part(substr(actor, 7)) || ':'
+    THEN 'admin:' || pg_temp.grandbo_key_part(substr(actor, 7)) || ':nonce:'
          || pg_temp.grandbo_key_part(substr(idempotency_key, length('admin:' || substr(actor, 7) || ':') + 1))
     WHEN actor = 'grandbo-eval' AND starts_with(idempotency_key, 'eval:')
     THEN 'eval:' || pg_temp.grandbo_key_part(substr(idempotency_key, 6))
@@ -45,8 +48,13 @@ SELECT event_id, idempotency_key AS old_key, CASE
     THEN 'demo:' || pg_temp.grandbo_key_part(substr(idempotency_key, 6))
     -- the CLI's own keys: cli:{operation}:{uuid}
     WHEN idempotency_key ~ '^cli:[a-z-]+:[0-9a-f-]{36}$' THEN idempotency_key
-    -- anything else was a caller's raw key (grandbo add --idempotency-key): cli:{key}
-    ELSE 'cli:' || pg_temp.grandbo_key_part(idempotency_key)
+    -- anything else was a caller's raw key (grandbo ... --idempotency-key), now kept per
+    -- command and entry: cli:add:{key}, cli:correct:{entry_id}:{key}, cli:retire:{entry_id}:{key}
+    WHEN event_type = 'entry_created'
+    THEN 'cli:add:' || pg_temp.grandbo_key_part(idempotency_key)
+    WHEN event_type = 'entry_corrected'
+    THEN 'cli:correct:' || entry_id || ':' || pg_temp.grandbo_key_part(idempotency_key)
+    ELSE 'cli:retire:' || entry_id || ':' || pg_temp.grandbo_key_part(idempotency_key)
 END AS new_key
 FROM org_memory_events;
 
