@@ -225,7 +225,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--provider", default="local", choices=["local", "fake"])
-    parser.add_argument("--containers", type=int, default=8)
+    parser.add_argument("--containers", type=int, default=4)
     args = parser.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="grandbo-load-"))

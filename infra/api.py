@@ -12,7 +12,7 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from grandbo.api.gateway_schema import gateway_schema
-from grandbo.api.models import QueryRequest
+from grandbo.api.models import MAX_BODY_BYTES, QueryRequest
 from infra.config import StageConfig
 
 _KEYWORDS = {
@@ -154,6 +154,15 @@ class MemoryApi(Construct):
             "WebAcl",
             scope="REGIONAL",
             default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
+            # WAF reads up to 64 KB of an API Gateway body (the API's own limit), so the
+            # size rule sees whole bodies; a larger one counts as over the limit
+            association_config=wafv2.CfnWebACL.AssociationConfigProperty(
+                request_body={
+                    "API_GATEWAY": wafv2.CfnWebACL.RequestBodyAssociatedResourceTypeConfigProperty(
+                        default_size_inspection_limit="KB_64"
+                    )
+                }
+            ),
             visibility_config=_visibility("grandbo-api"),
             rules=[
                 wafv2.CfnWebACL.RuleProperty(
@@ -162,10 +171,38 @@ class MemoryApi(Construct):
                     override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
                     statement=wafv2.CfnWebACL.StatementProperty(
                         managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
-                            vendor_name="AWS", name="AWSManagedRulesCommonRuleSet"
+                            vendor_name="AWS",
+                            name="AWSManagedRulesCommonRuleSet",
+                            # its 8 KB body cap would block admin writes and topology
+                            # batches the API accepts (64 KB): counted, not blocked; the
+                            # API's own limit is the BodyOverApiLimit rule below
+                            rule_action_overrides=[
+                                wafv2.CfnWebACL.RuleActionOverrideProperty(
+                                    name="SizeRestrictions_BODY",
+                                    action_to_use=wafv2.CfnWebACL.RuleActionProperty(count={}),
+                                )
+                            ],
                         )
                     ),
                     visibility_config=_visibility("common-rules"),
+                ),
+                wafv2.CfnWebACL.RuleProperty(
+                    name="BodyOverApiLimit",
+                    priority=2,
+                    action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        size_constraint_statement=wafv2.CfnWebACL.SizeConstraintStatementProperty(
+                            comparison_operator="GT",
+                            size=MAX_BODY_BYTES,
+                            field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(
+                                body=wafv2.CfnWebACL.BodyProperty(oversize_handling="MATCH")
+                            ),
+                            text_transformations=[
+                                wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")
+                            ],
+                        )
+                    ),
+                    visibility_config=_visibility("body-over-api-limit"),
                 ),
                 wafv2.CfnWebACL.RuleProperty(
                     name="RatePerIp",

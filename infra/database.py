@@ -54,6 +54,8 @@ class Database(Construct):
         self.app_secret.attach(self.cluster)
         self.proxy = self.cluster.add_proxy(
             "Proxy",
+            # a proxy's name is unique per account and region: one per stage
+            db_proxy_name=f"grandbo-{stage.name}",
             secrets=[self.admin_secret, self.app_secret],
             vpc=network.vpc,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),

@@ -485,8 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument(
         "--containers",
         type=int,
-        default=8,
-        help="requests served at once, each with its own database connection (default 8)",
+        default=4,
+        help="requests served at once, each with its own database connection (default 4: "
+        "on 2 cores more only adds contention, docs/BENCHMARKS.md)",
     )
 
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")

@@ -221,6 +221,38 @@ def test_api_stage_throttling_access_logs_validation_and_authorizer(dev: Any) ->
     t.resource_count_is("AWS::WAFv2::WebACLAssociation", 1)
 
 
+def test_the_waf_lets_bodies_through_up_to_the_apis_own_limit(dev: Any) -> None:
+    # issue 12, item 4: the managed rule set's 8 KB body cap is counted, not blocking, and
+    # the API's 64 KB limit is enforced by a rule of its own over the whole body
+    from grandbo.api.models import MAX_BODY_BYTES
+
+    _, t = dev
+    (acl,) = _resources(t, "AWS::WAFv2::WebACL").values()
+    props = acl["Properties"]
+    rules = {rule["Name"]: rule for rule in props["Rules"]}
+    managed = rules["AWSManagedRulesCommonRuleSet"]["Statement"]["ManagedRuleGroupStatement"]
+    assert {"Name": "SizeRestrictions_BODY", "ActionToUse": {"Count": {}}} in managed[
+        "RuleActionOverrides"
+    ]
+    size = rules["BodyOverApiLimit"]
+    assert size["Action"] == {"Block": {}}
+    constraint = size["Statement"]["SizeConstraintStatement"]
+    assert (constraint["ComparisonOperator"], constraint["Size"]) == ("GT", MAX_BODY_BYTES)
+    assert constraint["FieldToMatch"]["Body"]["OversizeHandling"] == "MATCH"
+    inspection = props["AssociationConfig"]["RequestBody"]["API_GATEWAY"]
+    assert inspection["DefaultSizeInspectionLimit"] == "KB_64"
+    assert MAX_BODY_BYTES == 64 * 1024  # the inspection limit covers the whole limit
+
+
+def test_named_resources_are_named_per_stage(dev: Any, prod: Any) -> None:
+    # issue 12, item 6: two stages can share an account and a region
+    for stage, (_, t) in (("dev", dev), ("prod", prod)):
+        (proxy,) = _resources(t, "AWS::RDS::DBProxy").values()
+        assert proxy["Properties"]["DBProxyName"] == f"grandbo-{stage}"
+        (api,) = _resources(t, "AWS::ApiGateway::RestApi").values()
+        assert api["Properties"]["Name"] == f"grandbo-{stage}"
+
+
 # -- IAM -------------------------------------------------------------------------------------
 
 
