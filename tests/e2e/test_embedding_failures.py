@@ -215,3 +215,69 @@ def test_a_malformed_sqs_body_fails_only_its_record(gateway: Gateway, tenant: st
     event["Records"][1]["body"] = '{"tenant_id": "x"}'
     response = embed_worker(event, lambda_context("embed-worker"))
     assert response["batchItemFailures"] == [{"itemIdentifier": "m1"}]
+
+
+def test_a_duplicate_job_makes_no_bedrock_call(database: DatabaseUrls, tenant: str) -> None:
+    # issue 12, item 8: Stubber answers exactly one call; a second call would raise
+    client = boto3.client(
+        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    stubber = Stubber(client)
+    stubber.add_response("invoke_model", _titan_body({"embedding": [0.03] * 1024}))
+    gateway, server = start_gateway(database, (tenant,), TitanEmbeddingProvider(client))
+    try:
+        gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY)
+        (job,) = gateway.queue.drain()
+        with stubber:
+            first = embed_worker(_sqs_event([job]), lambda_context("embed-worker"))
+            again = embed_worker(_sqs_event([job, job]), lambda_context("embed-worker"))
+            stubber.assert_no_pending_responses()
+        assert first["batchItemFailures"] == again["batchItemFailures"] == []
+    finally:
+        server.shutdown()
+        server.server_close()
+        gateway.runtime.close()
+        install_runtime(None)
+
+
+class NearlyOut:
+    """A Lambda context with little time left."""
+
+    function_name = "grandbo-embed-worker"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:grandbo-embed-worker"
+    aws_request_id = "req"
+
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def test_records_past_the_deadline_are_reported_not_tried(
+    database: DatabaseUrls, tenant: str
+) -> None:
+    # issue 12, item 9: with too little time left, every record goes back to SQS untried
+    from functions.embed_worker.handler import DEADLINE_MARGIN_MS
+
+    provider = FakeEmbeddingProvider()  # records every batch of texts it embeds
+    gateway, server = start_gateway(database, (tenant,), provider)
+    try:
+        for n in range(3):
+            gateway.admin(
+                tenant, "POST", "/v1/admin/entries", {**ENTRY, "title": f"Rebalance storm {n}"}
+            )
+        jobs = gateway.queue.drain()
+        late = embed_worker(_sqs_event(jobs), NearlyOut(DEADLINE_MARGIN_MS - 1))
+        assert [f["itemIdentifier"] for f in late["batchItemFailures"]] == ["m0", "m1", "m2"]
+        assert provider.calls == []
+        # and with time enough the same records go through
+        on_time = embed_worker(_sqs_event(jobs), NearlyOut(DEADLINE_MARGIN_MS + 20_000))
+        assert on_time["batchItemFailures"] == []
+        assert sum(len(texts) for texts in provider.calls) == 3
+    finally:
+        server.shutdown()
+        server.server_close()
+        gateway.runtime.close()
+        install_runtime(None)

@@ -315,3 +315,17 @@ def test_cdk_nag_reports_no_unsuppressed_error(stage: str, dev: Any, prod: Any) 
         "*", Match.string_like_regexp("AwsSolutions-.*")
     )
     assert [w.entry.data for w in warnings] == []
+
+
+def test_the_embed_worker_has_time_for_a_record_past_its_deadline_margin(dev: Any) -> None:
+    # issue 12, item 9: a record starts only with DEADLINE_MARGIN_MS left, so the function
+    # must live long enough for at least one record after the margin check passes
+    from functions.embed_worker.handler import DEADLINE_MARGIN_MS
+
+    _, t = dev
+    (embed,) = [
+        f["Properties"]
+        for f in _resources(t, "AWS::Lambda::Function").values()
+        if str(f["Properties"].get("Description", "")).startswith("grandbo embed:")
+    ]
+    assert embed["Timeout"] * 1000 >= 2 * DEADLINE_MARGIN_MS

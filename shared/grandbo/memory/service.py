@@ -390,7 +390,9 @@ class MemoryService:
             wanted = {job.entry_id: job.revision for job in tenant_jobs}
             entries = [
                 e
-                for e in self.repository.entries_for_embedding(tenant, list(wanted))
+                for e in self.repository.entries_for_embedding(
+                    tenant, list(wanted), self.provider.embed_rev
+                )
                 if e.revision == wanted[e.entry_id]
             ]
             if not entries:

@@ -32,15 +32,19 @@ class EmbeddingStore(EntryReads):
     """The embedding columns: the only ones the embed worker writes."""
 
     def entries_for_embedding(
-        self, tenant_id: str, entry_ids: Sequence[UUID]
+        self, tenant_id: str, entry_ids: Sequence[UUID], embed_rev: str
     ) -> list[EntryForEmbedding]:
-        """Current text and revision of the given active entries."""
+        """Current text and revision of the given active entries that still lack a vector
+        of `embed_rev` for that revision: a duplicate job (a redelivery, a sweep of a job
+        already in flight) never reaches the provider, and costs no Bedrock call."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "SELECT tenant_id, entry_id, revision, title, summary, service"
                 " FROM org_memory_entries"
-                " WHERE tenant_id = %s AND entry_id = ANY(%s) AND status = 'active'",
-                (tenant_id, list(entry_ids)),
+                " WHERE tenant_id = %s AND entry_id = ANY(%s) AND status = 'active'"
+                "   AND (embed_rev IS DISTINCT FROM %s"
+                "        OR embedded_revision IS DISTINCT FROM revision)",
+                (tenant_id, list(entry_ids), embed_rev),
             )
             return [EntryForEmbedding(**row) for row in cur]
 
