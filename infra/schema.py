@@ -3,9 +3,6 @@ the same function ensures per-organization HNSW indexes every hour."""
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 from aws_cdk import CustomResource, Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -15,17 +12,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from grandbo.memory.vector_index import INDEX_JOB_EVENT
-
-MIGRATIONS = Path(__file__).resolve().parents[1] / "shared" / "grandbo" / "migrations"
-
-
-def migrations_digest() -> str:
-    """Changes whenever a migration file changes, so CloudFormation re-runs the resource."""
-    digest = hashlib.sha256()
-    for path in sorted(MIGRATIONS.glob("*.sql")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+from grandbo.migrations import migrations_digest
 
 
 class SchemaMigrations(Construct):

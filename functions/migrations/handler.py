@@ -1,9 +1,11 @@
 """Custom resource: apply pending migrations and set the application role's password.
 
 Create and Update migrate (idempotent: applied versions are skipped, edited ones refused);
-Delete does nothing — data outlives the stack's custom resource. The same function runs
-hourly with `INDEX_JOB_EVENT` as its event: only the per-tenant HNSW indexes are ensured, for
-organizations that grew past the threshold since the last deploy.
+Delete does nothing — data outlives the stack's custom resource. An event whose migrations
+digest is not the one bundled here is a rollback (CloudFormation sends the old properties
+to the function while it still runs the new code): it succeeds without touching the
+schema, so a failed deploy can always roll back. HNSW index builds run only from the
+hourly `INDEX_JOB_EVENT`, never inside a deploy's time limit.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from aws_lambda_powertools.utilities.parameters import get_secret
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.memory.vector_index import INDEX_JOB_EVENT, ensure_hnsw_indexes
-from grandbo.migrations import migrate, set_app_role_password
+from grandbo.migrations import migrate, migrations_digest, set_app_role_password
 from grandbo.observability import logger
 from grandbo.runtime.lambda_container import database_url_from_secret
 
@@ -35,15 +37,15 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         return {"hnsw_indexed": indexed}
     if event.get("RequestType") == "Delete":
         return {"PhysicalResourceId": event.get("PhysicalResourceId", PHYSICAL_ID)}
+    wanted = (event.get("ResourceProperties") or {}).get("MigrationsDigest")
+    if wanted != migrations_digest():
+        logger.warning("migrations of another deploy (a rollback): schema left as it is")
+        return {"PhysicalResourceId": event.get("PhysicalResourceId", PHYSICAL_ID)}
     url = admin_url()
     applied = migrate(url)
     app_secret = json.loads(str(get_secret(os.environ["GRANDBO_DB_SECRET_ARN"])))
     set_app_role_password(url, app_secret["password"])
-    indexed = ensure_hnsw_indexes(url)
-    logger.info(
-        "schema migrated",
-        extra={"applied": [f"{m.version}_{m.name}" for m in applied], "hnsw_indexed": indexed},
-    )
+    logger.info("schema migrated", extra={"applied": [f"{m.version}_{m.name}" for m in applied]})
     return {
         "PhysicalResourceId": PHYSICAL_ID,
         "Data": {"Applied": ",".join(str(m.version) for m in applied)},

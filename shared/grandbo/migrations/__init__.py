@@ -44,6 +44,17 @@ def available_migrations() -> list[Migration]:
     return found
 
 
+def migrations_digest() -> str:
+    """One hash of every bundled migration (names and text): the deploy's custom resource
+    carries it, so CloudFormation re-runs it when a migration changes, and the function
+    knows an event meant for another set of migrations (a rollback) when it sees one."""
+    digest = hashlib.sha256()
+    for migration in available_migrations():
+        digest.update(f"{migration.version:04d}_{migration.name}.sql".encode())
+        digest.update(migration.sql.encode())
+    return digest.hexdigest()
+
+
 def migrate(admin_url: str, *, up_to: int | None = None) -> list[Migration]:
     """Apply every pending migration (through version `up_to`, if given) as the schema
     owner; return those applied now."""
