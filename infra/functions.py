@@ -137,7 +137,11 @@ class Functions(Construct):
                 runtime=lambda_.Runtime.PYTHON_3_11,
                 architecture=lambda_.Architecture.ARM_64,
                 handler="handler.lambda_handler",
-                code=lambda_.Code.from_asset(str(ROOT / "functions" / spec.folder)),
+                code=lambda_.Code.from_asset(
+                    str(ROOT / "functions" / spec.folder),
+                    # bytecode of the developer's interpreter would only be stale there
+                    exclude=["__pycache__", "*.pyc"],
+                ),
                 layers=[self.layer],
                 memory_size=spec.memory_mb,
                 timeout=Duration.seconds(spec.timeout_s),

@@ -8,13 +8,16 @@ compiled to bytecode (a read-only layer without .pyc recompiles at every cold st
 from __future__ import annotations
 
 import compileall
+import hashlib
+import py_compile
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import jsii
-from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,13 +68,49 @@ class PipLayerBundling:
             target / "grandbo",
             ignore=shutil.ignore_patterns(*LAYER_EXCLUDES),
         )
-        compileall.compile_dir(str(target), quiet=2)
+        compile_layer(target)
         return True
+
+
+def compile_layer(target: Path) -> None:
+    """Bytecode that stays valid in the zip: CDK zips assets with a 1980 mtime, so a
+    timestamp-checked .pyc never matches its source and every cold start would compile
+    again (Lambda cannot write to /opt); unchecked hash-based .pyc are used as they are,
+    for the dependencies pip installed too."""
+    compileall.compile_dir(
+        str(target),
+        quiet=2,
+        force=True,  # pip compiled the dependencies already, against their mtimes
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+
+
+def layer_asset_hash(
+    requirements: Sequence[str] = LAYER_REQUIREMENTS,
+    platform: str = PLATFORM,
+    python_version: str = PYTHON_VERSION,
+) -> str:
+    """What the layer is built from: the package's files, the requirements and the target
+    platform. CDK's default hash covers `shared/` only, so a changed dependency set or
+    platform was never uploaded."""
+    digest = hashlib.sha256()
+    for line in (*requirements, platform, python_version):
+        digest.update(line.encode() + b"\n")
+    package = ROOT / "shared" / "grandbo"
+    for path in sorted(package.rglob("*")):
+        relative = path.relative_to(package)
+        if path.is_file() and not set(relative.parts) & set(LAYER_EXCLUDES):
+            if path.suffix in (".pyc", ".pyo"):
+                continue
+            digest.update(str(relative).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def layer_code() -> lambda_.Code:
     return lambda_.Code.from_asset(
         str(ROOT / "shared"),
+        asset_hash_type=AssetHashType.CUSTOM,
+        asset_hash=layer_asset_hash(),
         bundling=BundlingOptions(
             image=DockerImage.from_registry("unused-local-bundling-only"),
             local=PipLayerBundling(),

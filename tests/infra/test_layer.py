@@ -32,3 +32,44 @@ def test_layer_copy_holds_every_module_the_handlers_import(tmp_path: Path) -> No
     assert not (target / "local").exists()
     assert not (target / "cli.py").exists()
     assert (target / "migrations" / "0001_memory_store.sql").exists()
+
+
+def test_the_layer_hash_changes_with_requirements_and_platform() -> None:
+    # issue 12, item 2: CDK hashed shared/ only, so a new dependency set was never uploaded
+    from infra.layer import LAYER_REQUIREMENTS, PLATFORM, PYTHON_VERSION, layer_asset_hash
+
+    base = layer_asset_hash()
+    assert layer_asset_hash() == base  # stable
+    assert layer_asset_hash(requirements=[*LAYER_REQUIREMENTS, "orjson==3.10.0"]) != base
+    assert layer_asset_hash(platform="manylinux_2_28_aarch64") != base
+    assert layer_asset_hash(python_version="3.13") != base
+    assert (PLATFORM, PYTHON_VERSION) == ("manylinux2014_aarch64", "3.11")
+
+
+def test_layer_bytecode_stays_valid_after_the_zip_round_trip(tmp_path: Path) -> None:
+    # issue 12, item 3: CDK zips with a 1980 mtime; timestamp .pyc would never match
+    import importlib.util
+    import zipfile
+
+    from infra.layer import compile_layer
+
+    built = tmp_path / "python"
+    shutil.copytree(ROOT / "shared" / "grandbo" / "text", built / "text")
+    compile_layer(built)
+    archive = tmp_path / "layer.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in sorted(built.rglob("*")):
+            if path.is_file():
+                info = zipfile.ZipInfo(str(path.relative_to(built)), (1980, 1, 1, 0, 0, 0))
+                zipped.writestr(info, path.read_bytes())
+    unpacked = tmp_path / "opt"
+    with zipfile.ZipFile(archive) as zipped:
+        zipped.extractall(unpacked)
+    pycs = list(unpacked.rglob("*.pyc"))
+    assert pycs
+    for pyc in pycs:
+        flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
+        assert flags == 0b01, pyc  # hash-based, never checked against the source's mtime
+        source = unpacked / "text" / (pyc.name.split(".")[0] + ".py")
+        expected = importlib.util.source_hash(source.read_bytes())
+        assert pyc.read_bytes()[8:16] == expected  # and it is the source's own bytecode
