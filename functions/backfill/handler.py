@@ -15,6 +15,10 @@ from grandbo.errors import GrandboError
 from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 
+# How long a sent embed job counts as in flight: longer than SQS takes to deliver, retry
+# and dead-letter it (5 receives x the 6-minute visibility timeout)
+IN_FLIGHT_S = 30 * 60
+
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
@@ -26,8 +30,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     queue = runtime().embed_queue
     if queue is None:
         raise GrandboError("GRANDBO_EMBED_QUEUE_URL is not set")
+    # a job sent within the window is still in flight (SQS retries it, then its DLQ keeps
+    # it): not sent again unless an operator forces a replay
+    window = None if event.get("force") is True else IN_FLIGHT_S
     enqueued = 0
-    for page in runtime().service().pending_job_pages(tenant):
+    for page in runtime().service().pending_job_pages(tenant, claim_for_s=window):
         queue.send(page)
         enqueued += len(page)
     metrics.add_metric("BackfillEnqueued", MetricUnit.Count, enqueued)

@@ -281,3 +281,30 @@ def test_records_past_the_deadline_are_reported_not_tried(
         server.server_close()
         gateway.runtime.close()
         install_runtime(None)
+
+
+def test_the_sweeper_does_not_resend_a_job_in_flight(database: DatabaseUrls, tenant: str) -> None:
+    # issue 12, item 8: every sweep re-sent every pending entry; now a sent job is in flight
+    # for IN_FLIGHT_S and only an operator's forced replay sends it again
+    queue = FlakyQueue()
+    queue.down = False
+    gateway, server = start_gateway(database, (tenant,), FakeEmbeddingProvider(), queue)
+    try:
+        created = gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY)
+        entry_id = created.body["entry"]["entry_id"]
+
+        def sweep(**event: Any) -> list[str]:
+            queue.sent.clear()
+            reply = gateway.request("POST", "/local/backfill", json.dumps(event).encode())
+            assert reply.status == 200, reply.body
+            return [str(job.entry_id) for job in queue.sent if job.tenant_id == tenant]
+
+        assert sweep(tenant_id=tenant) == [entry_id]  # the write's own job is not yet claimed
+        assert sweep(tenant_id=tenant) == []  # in flight: not sent again
+        assert sweep(**{"detail-type": "Scheduled Event"}) == []
+        assert sweep(tenant_id=tenant, force=True) == [entry_id]  # an operator's replay
+    finally:
+        server.shutdown()
+        server.server_close()
+        gateway.runtime.close()
+        install_runtime(None)

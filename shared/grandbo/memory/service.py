@@ -408,17 +408,27 @@ class MemoryService:
         return stored
 
     def pending_job_pages(
-        self, tenant_id: str | None = None, *, page_size: int = 500
+        self,
+        tenant_id: str | None = None,
+        *,
+        page_size: int = 500,
+        claim_for_s: float | None = None,
     ) -> Iterator[list[EmbedJob]]:
         """Pages of active entries (of one tenant, or of all) lacking a current vector.
 
-        Each tenant is read in its own scope; every job carries its tenant.
+        Each tenant is read in its own scope; every job carries its tenant. With
+        `claim_for_s` (the sweeper) jobs enqueued that recently are skipped and the ones
+        returned are marked enqueued.
         """
         for tenant in _tenants(self.repository, tenant_id):
             after: UUID | None = None
             while True:
                 page = self.repository.jobs_needing_embedding(
-                    tenant, self.provider.embed_rev, after=after, limit=page_size
+                    tenant,
+                    self.provider.embed_rev,
+                    after=after,
+                    limit=page_size,
+                    claim_for_s=claim_for_s,
                 )
                 if page:
                     yield page

@@ -17,6 +17,28 @@ from grandbo.memory.models import (
 from grandbo.memory.repository.entries import EntryReads
 from grandbo.storage.tenant_scope import TenantLock
 
+# Active entries lacking a vector of the current embed_rev for their revision, by id.
+_PENDING_JOBS = (
+    "SELECT tenant_id, entry_id, revision FROM org_memory_entries"
+    " WHERE tenant_id = %(tenant)s AND status = 'active'"
+    "   AND (embed_rev IS DISTINCT FROM %(rev)s OR embedded_revision IS DISTINCT FROM revision)"
+    "   AND (%(after)s::uuid IS NULL OR entry_id > %(after)s)"
+    " ORDER BY entry_id LIMIT %(limit)s"
+)
+# The same, less those whose job was sent within the window, marked as sent now.
+_CLAIM_PENDING_JOBS = (
+    "UPDATE org_memory_entries e SET embed_enqueued_at = clock_timestamp()"
+    " FROM (SELECT entry_id FROM org_memory_entries"
+    "   WHERE tenant_id = %(tenant)s AND status = 'active'"
+    "     AND (embed_rev IS DISTINCT FROM %(rev)s OR embedded_revision IS DISTINCT FROM revision)"
+    "     AND (%(after)s::uuid IS NULL OR entry_id > %(after)s)"
+    "     AND (embed_enqueued_at IS NULL"
+    "          OR embed_enqueued_at < clock_timestamp() - make_interval(secs => %(window)s))"
+    "   ORDER BY entry_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due"
+    " WHERE e.tenant_id = %(tenant)s AND e.entry_id = due.entry_id"
+    " RETURNING e.tenant_id, e.entry_id, e.revision"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class EntryForEmbedding:
@@ -83,20 +105,27 @@ class EmbeddingStore(EntryReads):
             return cur.rowcount
 
     def jobs_needing_embedding(
-        self, tenant_id: str, embed_rev: str, *, after: UUID | None = None, limit: int = 500
+        self,
+        tenant_id: str,
+        embed_rev: str,
+        *,
+        after: UUID | None = None,
+        limit: int = 500,
+        claim_for_s: float | None = None,
     ) -> list[EmbedJob]:
-        """Active entries with no vector or one of an old `embed_rev`/revision, by id (keyset)."""
+        """Active entries with no vector or one of an old `embed_rev`/revision, by id (keyset).
+
+        With `claim_for_s` (the sweeper), entries whose job was enqueued within that many
+        seconds are left out, and those returned are marked enqueued now, in the same
+        statement: two sweeps never send the same job while it is in flight.
+        """
+        params = {"tenant": tenant_id, "rev": embed_rev, "after": after, "limit": limit}
         with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
-                "SELECT tenant_id, entry_id, revision FROM org_memory_entries"
-                " WHERE tenant_id = %s AND status = 'active'"
-                "   AND (embed_rev IS DISTINCT FROM %s"
-                "        OR embedded_revision IS DISTINCT FROM revision)"
-                "   AND (%s::uuid IS NULL OR entry_id > %s)"
-                " ORDER BY entry_id LIMIT %s",
-                (tenant_id, embed_rev, after, after, limit),
-            )
-            return [EmbedJob(**row) for row in cur]
+            if claim_for_s is None:
+                cur.execute(_PENDING_JOBS, params)
+                return [EmbedJob(**row) for row in cur]
+            cur.execute(_CLAIM_PENDING_JOBS, {**params, "window": claim_for_s})
+            return sorted((EmbedJob(**row) for row in cur), key=lambda job: job.entry_id)
 
     def oldest_unembedded_at(self, tenant_id: str, embed_rev: str) -> Any:
         """When the longest-waiting active entry without a current vector was last written."""
