@@ -64,6 +64,24 @@ def _query(port: int, data_dir: Path) -> int:
         conn.close()
 
 
+def _cli(data_dir: Path, *argv: str) -> tuple[int, str]:
+    base = [sys.executable, "-m", "grandbo.cli", "--data-dir", str(data_dir), "--provider", "fake"]
+    summary = ["--summary", "two cron runs overlapped and doubled the load"]
+    done = subprocess.run(  # noqa: S603 - our own CLI
+        [*base, *argv, *(summary if argv[0] == "add" else [])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode, done.stdout
+
+
+def _lacking_vectors(data_dir: Path, tenant: str) -> int:
+    code, out = _cli(data_dir, "query", "--tenant", tenant, "--json", TOPIC)
+    assert code == 0, out
+    return int(json.loads(out)["metadata"]["active_entries_without_current_vector"])
+
+
 def _postgres(data_dir: Path) -> list[int]:
     return [
         p.pid
@@ -85,10 +103,17 @@ def test_serve_survives_its_database_dying_and_stops_it_on_sigterm(tmp_path: Pat
     first.kill()
     first.wait()
     assert _postgres(data_dir)
+    # and an entry of another organization written meanwhile, with no embed queue to tell
+    assert _cli(data_dir, "add", "--tenant", "other-org", "--title", "Cron overlap")[0] == 0
     # When a new runner serves on the same data
     runner = _start(data_dir, port)
     try:
         assert _query(port, data_dir) == 200
+        # its start-up sweep covered every organization, not only the demo one
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _lacking_vectors(data_dir, "other-org") != 0:
+            time.sleep(0.3)
+        assert _lacking_vectors(data_dir, "other-org") == 0
         # and its PostgreSQL is killed, then requests get 503 and service resumes by itself
         os.kill(_postmaster(data_dir), signal.SIGKILL)
         statuses, deadline = [], time.monotonic() + 10
