@@ -1,4 +1,11 @@
-"""Alarms that page: dead letters, embed errors, API 5xx, entries waiting for a vector."""
+"""Alarms that page: dead letters, a stuck embed queue, every function's errors and
+throttles, API 5xx, entries waiting for a vector (and a sweeper that stopped saying so),
+Aurora at its capacity ceiling, hot or out of connections, and an unavailable proxy.
+
+Each threshold is a named constant here, documented in docs/OPERATIONS.md. Hand-written
+rather than cdk-monitoring-constructs: a dozen alarms did not justify another jsii
+library in the synthesis path; its dashboards are the reason to adopt it later.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +13,23 @@ from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_rds as rds
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 # The sweeper publishes this (seconds since the oldest active entry without a current
 # vector was written); past 30 minutes, embedding is stuck, not slow.
 OLDEST_UNEMBEDDED_THRESHOLD_S = 1800
+# An embed job older than this is not being worked (the worker is down or throttled).
+EMBED_QUEUE_OLDEST_S = 900
+# Aurora: at its ACU ceiling for 15 minutes, CPU above this for 15 minutes, connections
+# above this share of what the proxy may open.
+AURORA_CPU_PERCENT = 80
+AURORA_CONNECTIONS = 400
 
 
 class Alarms(Construct):
@@ -23,11 +39,25 @@ class Alarms(Construct):
         construct_id: str,
         *,
         dead_letter_queues: dict[str, sqs.IQueue],
-        embed_function: lambda_.Function,
+        embed_queue: sqs.IQueue,
+        functions: dict[str, lambda_.Function],
         api: apigw.RestApi,
+        cluster: rds.DatabaseCluster,
+        proxy: rds.DatabaseProxy,
+        max_acu: float,
+        alarm_email: str | None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.topic = sns.Topic(self, "AlarmTopic", display_name="Grandbo alarms", enforce_ssl=True)
+        self.topic = sns.Topic(
+            self,
+            "AlarmTopic",
+            display_name="Grandbo alarms",
+            enforce_ssl=True,
+            master_key=kms.Alias.from_alias_name(self, "SnsKey", "alias/aws/sns"),
+        )
+        if alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        embed_function = functions["embed"]
         alarms = []
         for name, queue in dead_letter_queues.items():
             alarms.append(
@@ -89,8 +119,95 @@ class Alarms(Construct):
                 "OldestUnembeddedEntry",
                 threshold=OLDEST_UNEMBEDDED_THRESHOLD_S,
                 evaluation_periods=2,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description="an active entry has waited over 30 minutes for a vector",
+                # the sweeper publishes this on every run: no data means no sweeper
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+                alarm_description="an active entry has waited over 30 minutes for a vector, "
+                "or the sweeper stopped reporting",
+            )
+        )
+        alarms.append(
+            embed_queue.metric_approximate_age_of_oldest_message(
+                period=Duration.minutes(5), statistic="Maximum"
+            ).create_alarm(
+                self,
+                "EmbedQueueStuck",
+                threshold=EMBED_QUEUE_OLDEST_S,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                alarm_description="the oldest embed job has waited over 15 minutes",
+            )
+        )
+        for name, function in sorted(functions.items()):
+            if name != "embed":  # its errors alarm above, with a tolerance for retries
+                alarms.append(
+                    function.metric_errors(period=Duration.minutes(5)).create_alarm(
+                        self,
+                        f"{name.title()}Errors",
+                        threshold=0,
+                        evaluation_periods=1,
+                        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                        alarm_description=f"the {name} function raised",
+                    )
+                )
+            alarms.append(
+                function.metric_throttles(period=Duration.minutes(5)).create_alarm(
+                    self,
+                    f"{name.title()}Throttles",
+                    threshold=0,
+                    evaluation_periods=1,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                    alarm_description=f"the {name} function was throttled",
+                )
+            )
+        alarms.append(
+            cluster.metric(
+                "ServerlessDatabaseCapacity", period=Duration.minutes(5), statistic="Maximum"
+            ).create_alarm(
+                self,
+                "AuroraAtMaxCapacity",
+                threshold=max_acu,
+                evaluation_periods=3,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                alarm_description=f"Aurora at its {max_acu} ACU ceiling for 15 minutes",
+            )
+        )
+        alarms.append(
+            cluster.metric_cpu_utilization(period=Duration.minutes(5)).create_alarm(
+                self,
+                "AuroraCpu",
+                threshold=AURORA_CPU_PERCENT,
+                evaluation_periods=3,
+                alarm_description=f"Aurora CPU above {AURORA_CPU_PERCENT} % for 15 minutes",
+            )
+        )
+        alarms.append(
+            cluster.metric_database_connections(
+                period=Duration.minutes(5), statistic="Maximum"
+            ).create_alarm(
+                self,
+                "AuroraConnections",
+                threshold=AURORA_CONNECTIONS,
+                evaluation_periods=2,
+                alarm_description=f"over {AURORA_CONNECTIONS} connections to Aurora",
+            )
+        )
+        alarms.append(
+            cloudwatch.Metric(
+                namespace="AWS/RDS",
+                metric_name="AvailabilityPercentage",
+                dimensions_map={"ProxyName": proxy.db_proxy_name},
+                period=Duration.minutes(5),
+                statistic="Minimum",
+            ).create_alarm(
+                self,
+                "ProxyUnavailable",
+                threshold=100,
+                evaluation_periods=2,
+                comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+                alarm_description="RDS Proxy cannot reach its target",
             )
         )
         for alarm in alarms:

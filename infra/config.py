@@ -19,6 +19,8 @@ class StageConfig:
     # The embed worker's ceiling protects Aurora's connections and Bedrock's quota.
     embed_max_concurrency: int
     sweeper_minutes: int
+    # how far back incident-closed events can be replayed from the EventBridge archive
+    incident_archive_days: int
 
 
 STAGES = {
@@ -34,6 +36,7 @@ STAGES = {
         log_retention_days=14,
         embed_max_concurrency=2,
         sweeper_minutes=30,
+        incident_archive_days=14,
     ),
     "prod": StageConfig(
         name="prod",
@@ -47,6 +50,7 @@ STAGES = {
         log_retention_days=90,
         embed_max_concurrency=5,
         sweeper_minutes=15,
+        incident_archive_days=90,
     ),
 }
 

@@ -92,6 +92,17 @@ class EventWiring(Construct):
                 )
             ],
         )
+        # a lost week of incident-closed events can be replayed from here (docs/OPERATIONS.md)
+        self.incident_archive = events.Archive(
+            self,
+            "IncidentClosedArchive",
+            source_event_bus=events.EventBus.from_event_bus_name(self, "DefaultBus", "default"),
+            event_pattern=events.EventPattern(
+                source=[INCIDENT_SOURCE], detail_type=[INCIDENT_CLOSED]
+            ),
+            retention=Duration.days(stage.incident_archive_days),
+            description="incident-closed events, for replay",
+        )
         self.sweeper_rule = events.Rule(
             self,
             "SweeperSchedule",

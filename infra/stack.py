@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
@@ -14,6 +16,53 @@ from infra.functions import Functions
 from infra.messaging import EmbedQueue, EventWiring
 from infra.network import Network
 from infra.schema import SchemaMigrations
+
+
+def operator_policy(
+    scope: Construct,
+    fns: dict[str, lambda_.Function],
+    embed: EmbedQueue,
+    wiring: EventWiring,
+) -> iam.ManagedPolicy:
+    """Least privilege for the runbook's replays: invoke the sweeper, move the embed
+    dead letters back, and replay archived incident-closed events; nothing else."""
+    return iam.ManagedPolicy(
+        scope,
+        "OperatorReplayPolicy",
+        description="Grandbo runbook: backfill, redrive the embed DLQ, replay incidents",
+        statements=[
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"], resources=[fns["backfill"].function_arn]
+            ),
+            iam.PolicyStatement(
+                actions=[
+                    "sqs:StartMessageMoveTask",
+                    "sqs:ListMessageMoveTasks",
+                    "sqs:CancelMessageMoveTask",
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                ],
+                resources=[embed.dead_letters.queue_arn],
+            ),
+            iam.PolicyStatement(
+                actions=["sqs:SendMessage", "sqs:GetQueueAttributes"],
+                resources=[embed.queue.queue_arn],
+            ),
+            iam.PolicyStatement(
+                actions=["events:StartReplay", "events:DescribeReplay", "events:CancelReplay"],
+                resources=[
+                    Stack.of(scope).format_arn(
+                        service="events", resource="replay", resource_name="grandbo-*"
+                    )
+                ],
+            ),
+            iam.PolicyStatement(
+                actions=["events:DescribeArchive"],
+                resources=[wiring.incident_archive.archive_arn],
+            ),
+        ],
+    )
 
 
 class GrandboStack(Stack):
@@ -62,12 +111,30 @@ class GrandboStack(Stack):
                 "Embed": self.embed.dead_letters,
                 "IncidentClosed": self.events.incident_dead_letters,
             },
-            embed_function=fns["embed"],
+            embed_queue=self.embed.queue,
+            functions=fns,
             api=self.api.api,
+            cluster=self.database.cluster,
+            proxy=self.database.proxy,
+            max_acu=stage.max_acu,
+            alarm_email=self.node.try_get_context("alarm_email"),
         )
         CfnOutput(self, "ApiUrl", value=self.api.api.url)
         CfnOutput(self, "KeyringSecretArn", value=self.functions.keyring.secret_arn)
         CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn)
+        # what an operator replays with (docs/OPERATIONS.md), without reading the code
+        CfnOutput(self, "EmbedQueueUrl", value=self.embed.queue.queue_url)
+        CfnOutput(self, "EmbedDeadLetterQueueArn", value=self.embed.dead_letters.queue_arn)
+        CfnOutput(self, "EmbedDeadLetterQueueUrl", value=self.embed.dead_letters.queue_url)
+        CfnOutput(
+            self, "IncidentDeadLetterQueueUrl", value=self.events.incident_dead_letters.queue_url
+        )
+        CfnOutput(self, "IncidentArchiveArn", value=self.events.incident_archive.archive_arn)
+        CfnOutput(self, "IncidentRuleArn", value=self.events.incident_rule.rule_arn)
+        for name in ("backfill", "incident", "embed"):
+            CfnOutput(self, f"{name.title()}FunctionName", value=fns[name].function_name)
+        self.operator_policy = operator_policy(self, fns, self.embed, self.events)
+        CfnOutput(self, "OperatorPolicyArn", value=self.operator_policy.managed_policy_arn)
         self._justify_suppressions()
 
     def _justify_suppressions(self) -> None:

@@ -332,3 +332,77 @@ def test_the_embed_worker_has_time_for_a_record_past_its_deadline_margin(dev: An
         if str(f["Properties"].get("Description", "")).startswith("grandbo embed:")
     ]
     assert embed["Timeout"] * 1000 >= 2 * DEADLINE_MARGIN_MS
+
+
+def test_the_alarms_an_on_call_engineer_needs(dev: Any) -> None:
+    # issue 12, item 12, with the thresholds docs/OPERATIONS.md documents
+    from infra.alarms import (
+        AURORA_CONNECTIONS,
+        AURORA_CPU_PERCENT,
+        EMBED_QUEUE_OLDEST_S,
+        OLDEST_UNEMBEDDED_THRESHOLD_S,
+    )
+
+    stack, t = dev
+    alarms = [a["Properties"] for a in _resources(t, "AWS::CloudWatch::Alarm").values()]
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for alarm in alarms:
+        by_metric.setdefault(alarm.get("MetricName", ""), []).append(alarm)
+    assert by_metric["ApproximateAgeOfOldestMessage"][0]["Threshold"] == EMBED_QUEUE_OLDEST_S
+    # every function: errors (the embed worker's with its retry tolerance) and throttles
+    functions = len(_resources(t, "AWS::Lambda::Function")) - 1  # less the CR provider's
+    assert len(by_metric["Throttles"]) == functions
+    assert len(by_metric["Errors"]) == functions
+    assert by_metric["ServerlessDatabaseCapacity"][0]["Threshold"] == stack.stage.max_acu
+    assert by_metric["CPUUtilization"][0]["Threshold"] == AURORA_CPU_PERCENT
+    assert by_metric["DatabaseConnections"][0]["Threshold"] == AURORA_CONNECTIONS
+    proxy = by_metric["AvailabilityPercentage"][0]
+    assert proxy["TreatMissingData"] == "breaching"
+    sweeper = by_metric["OldestUnembeddedAgeSeconds"][0]
+    assert sweeper["Threshold"] == OLDEST_UNEMBEDDED_THRESHOLD_S
+    assert sweeper["TreatMissingData"] == "breaching"  # a dead sweeper pages
+    assert all(a["AlarmActions"] for a in alarms)
+    (topic,) = _resources(t, "AWS::SNS::Topic").values()
+    assert topic["Properties"]["KmsMasterKeyId"]
+
+
+def test_alarm_email_subscribes_to_the_topic() -> None:
+    import aws_cdk as cdk
+    from app import build_app
+
+    app = cdk.App(
+        context={"aws:cdk:bundling-stacks": [], "stage": "dev", "alarm_email": "oncall@x.test"}
+    )
+    _, stack = build_app(app)
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@x.test"}
+    )
+
+
+def test_an_operator_can_replay_without_reading_the_code(dev: Any) -> None:
+    # issue 12, item 11: outputs for what the runbook names, an archive of incident-closed
+    # events, and one least-privilege policy for the replays
+    _, t = dev
+    outputs = t.to_json()["Outputs"]
+    for name in (
+        "EmbedQueueUrl",
+        "EmbedDeadLetterQueueArn",
+        "EmbedDeadLetterQueueUrl",
+        "IncidentDeadLetterQueueUrl",
+        "IncidentArchiveArn",
+        "BackfillFunctionName",
+        "OperatorPolicyArn",
+    ):
+        assert name in outputs, name
+    (archive,) = _resources(t, "AWS::Events::Archive").values()
+    assert archive["Properties"]["RetentionDays"] == 14
+    assert archive["Properties"]["EventPattern"]["detail-type"] == ["IncidentClosed"]
+    (policy,) = _resources(t, "AWS::IAM::ManagedPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    actions = {
+        a
+        for s in statements
+        for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    }
+    assert actions >= {"lambda:InvokeFunction", "sqs:StartMessageMoveTask", "events:StartReplay"}
+    assert all(s["Resource"] != "*" for s in statements)
