@@ -21,6 +21,8 @@ class StageConfig:
     sweeper_minutes: int
     # how far back incident-closed events can be replayed from the EventBridge archive
     incident_archive_days: int
+    # a Serverless v2 reader in the failover tier
+    failover_reader: bool
 
 
 STAGES = {
@@ -37,6 +39,7 @@ STAGES = {
         embed_max_concurrency=2,
         sweeper_minutes=30,
         incident_archive_days=14,
+        failover_reader=False,
     ),
     "prod": StageConfig(
         name="prod",
@@ -51,6 +54,7 @@ STAGES = {
         embed_max_concurrency=5,
         sweeper_minutes=15,
         incident_archive_days=90,
+        failover_reader=True,
     ),
 }
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import CfnResource, Duration, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_rds as rds
 from constructs import Construct
 
 from infra.config import StageConfig
 from infra.network import Network
+from infra.retention import retention
 
 # Aurora PostgreSQL 17.5 ships pgvector 0.8.0 (iterative index scans).
 ENGINE_VERSION = rds.AuroraPostgresEngineVersion.VER_17_5
@@ -32,7 +33,18 @@ class Database(Construct):
             engine=rds.DatabaseClusterEngine.aurora_postgres(version=ENGINE_VERSION),
             credentials=rds.Credentials.from_generated_secret("grandbo_admin"),
             default_database_name=DATABASE_NAME,
-            writer=rds.ClusterInstance.serverless_v2("Writer"),
+            writer=rds.ClusterInstance.serverless_v2("Writer", enable_performance_insights=True),
+            # prod: a Serverless v2 reader in the writer's failover tier (it scales with the
+            # writer and is promoted first), so a writer failure is a failover, not an outage
+            readers=(
+                [
+                    rds.ClusterInstance.serverless_v2(
+                        "Reader", scale_with_writer=True, enable_performance_insights=True
+                    )
+                ]
+                if stage.failover_reader
+                else []
+            ),
             serverless_v2_min_capacity=stage.min_acu,
             serverless_v2_max_capacity=stage.max_acu,
             vpc=network.vpc,
@@ -44,14 +56,21 @@ class Database(Construct):
             removal_policy=RemovalPolicy.RETAIN if stage.retain_data else RemovalPolicy.SNAPSHOT,
             iam_authentication=True,
             cloudwatch_logs_exports=["postgresql"],
+            cloudwatch_logs_retention=retention(stage.log_retention_days),
         )
         assert self.cluster.secret is not None
         self.admin_secret = self.cluster.secret
+        data_removal = RemovalPolicy.RETAIN if stage.retain_data else RemovalPolicy.DESTROY
+        # the credentials live as long as the data they open: a retained cluster keeps them
+        generated = self.cluster.node.find_child("Secret").node.default_child
+        assert isinstance(generated, CfnResource)
+        generated.apply_removal_policy(data_removal)
         self.cluster.add_rotation_single_user(automatically_after=Duration.days(30))
         self.app_secret = rds.DatabaseSecret(
             self, "AppSecret", username=APP_ROLE, master_secret=self.admin_secret
         )
         self.app_secret.attach(self.cluster)
+        self.app_secret.apply_removal_policy(data_removal)
         self.proxy = self.cluster.add_proxy(
             "Proxy",
             # a proxy's name is unique per account and region: one per stage

@@ -18,6 +18,7 @@ from infra.config import StageConfig
 from infra.database import Database
 from infra.layer import layer_code
 from infra.network import Network
+from infra.retention import retention
 
 ROOT = Path(__file__).resolve().parents[1]
 TITAN_EMBED_V2 = "amazon.titan-embed-text-v2:0"
@@ -154,7 +155,7 @@ class Functions(Construct):
                 log_group=logs.LogGroup(
                     self,
                     f"{name.title()}Logs",
-                    retention=_retention(stage.log_retention_days),
+                    retention=retention(stage.log_retention_days),
                 ),
             )
             self.functions[name] = function
@@ -175,14 +176,3 @@ class Functions(Construct):
         )
         for name in ("query", "embed"):
             self.functions[name].add_to_role_policy(titan)
-
-
-def _retention(days: int) -> logs.RetentionDays:
-    choices = {
-        7: logs.RetentionDays.ONE_WEEK,
-        14: logs.RetentionDays.TWO_WEEKS,
-        30: logs.RetentionDays.ONE_MONTH,
-        90: logs.RetentionDays.THREE_MONTHS,
-        365: logs.RetentionDays.ONE_YEAR,
-    }
-    return choices[min((d for d in choices if d >= days), default=365)]
