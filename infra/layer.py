@@ -42,6 +42,7 @@ class PipLayerBundling:
     """Builds the layer on the deploying machine with pip; returns True when done."""
 
     def try_bundle(self, output_dir: str, *, image: DockerImage, **_: object) -> bool:
+        require_runtime_interpreter()
         target = Path(output_dir) / "python"
         subprocess.run(  # noqa: S603 - fixed arguments, the deploying interpreter's pip
             [
@@ -70,6 +71,18 @@ class PipLayerBundling:
         )
         compile_layer(target)
         return True
+
+
+def require_runtime_interpreter(version: tuple[int, int] | None = None) -> None:
+    """Bytecode is only used by the Python version that wrote it: a layer compiled by
+    another interpreter than the functions' runtime would be compiled again at every cold
+    start. Refuse to bundle rather than ship that."""
+    running = version or (sys.version_info.major, sys.version_info.minor)
+    if f"{running[0]}.{running[1]}" != PYTHON_VERSION:
+        raise RuntimeError(
+            f"the layer targets Python {PYTHON_VERSION} but this is "
+            f"{running[0]}.{running[1]}: deploy with a Python {PYTHON_VERSION} interpreter"
+        )
 
 
 def compile_layer(target: Path) -> None:

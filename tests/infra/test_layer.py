@@ -73,3 +73,13 @@ def test_layer_bytecode_stays_valid_after_the_zip_round_trip(tmp_path: Path) -> 
         source = unpacked / "text" / (pyc.name.split(".")[0] + ".py")
         expected = importlib.util.source_hash(source.read_bytes())
         assert pyc.read_bytes()[8:16] == expected  # and it is the source's own bytecode
+
+
+def test_bundling_refuses_an_interpreter_other_than_the_runtime() -> None:
+    import pytest
+    from infra.layer import PYTHON_VERSION, require_runtime_interpreter
+
+    major, minor = (int(part) for part in PYTHON_VERSION.split("."))
+    require_runtime_interpreter((major, minor))
+    with pytest.raises(RuntimeError, match="deploy with a Python"):
+        require_runtime_interpreter((major, minor + 2))
