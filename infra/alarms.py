@@ -138,29 +138,21 @@ class Alarms(Construct):
             )
         )
         for name, function in sorted(functions.items()):
+            watched = [(function.metric_throttles, "Throttles", "was throttled")]
             if name != "embed":  # its errors alarm above, with a tolerance for retries
+                watched.append((function.metric_errors, "Errors", "raised"))
+            for metric, suffix, what in watched:
                 alarms.append(
-                    function.metric_errors(period=Duration.minutes(5)).create_alarm(
+                    metric(period=Duration.minutes(5)).create_alarm(
                         self,
-                        f"{name.title()}Errors",
+                        f"{name.title()}{suffix}",
                         threshold=0,
                         evaluation_periods=1,
                         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                         treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                        alarm_description=f"the {name} function raised",
+                        alarm_description=f"the {name} function {what}",
                     )
                 )
-            alarms.append(
-                function.metric_throttles(period=Duration.minutes(5)).create_alarm(
-                    self,
-                    f"{name.title()}Throttles",
-                    threshold=0,
-                    evaluation_periods=1,
-                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                    alarm_description=f"the {name} function was throttled",
-                )
-            )
         alarms.append(
             cluster.metric(
                 "ServerlessDatabaseCapacity", period=Duration.minutes(5), statistic="Maximum"
