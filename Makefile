@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
 SRC := shared tests app.py $(wildcard functions infra bench)
 
-.PHONY: install run test unit integration lint format eval bench bench-load openapi synth clean
+.PHONY: install run test unit integration lint format eval bench bench-load layer layer-lock openapi synth clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,17 @@ bench-load: $(STAMP)
 
 openapi: $(STAMP)
 	$(BIN)/grandbo openapi > docs/openapi.json
+
+## The Lambda layer from infra/layer.lock, built without Docker: prints its size and versions.
+layer: $(STAMP)
+	$(BIN)/python -m infra.layer
+
+## Re-resolve infra/layer.in for the layer's platform, with hashes (then align pyproject's pins).
+layer-lock: $(STAMP)
+	$(BIN)/pip install --quiet uv
+	$(BIN)/uv pip compile infra/layer.in --python-platform aarch64-manylinux2014 \
+	  --python-version 3.11 --generate-hashes --only-binary :all: --quiet \
+	  --custom-compile-command "make layer-lock" -o infra/layer.lock
 
 ## Synthesize the CDK app offline into cdk.out/ (asset bundling skipped; `cdk deploy` bundles).
 synth: $(STAMP)

@@ -1,8 +1,10 @@
 """The `grandbo` Lambda layer, bundled locally (no Docker) from platform wheels.
 
-`pip install --platform manylinux2014_aarch64 --only-binary=:all:` fetches the runtime
-dependencies for Graviton, the `grandbo` package is copied beside them, and everything is
-compiled to bytecode (a read-only layer without .pyc recompiles at every cold start).
+`pip install --platform manylinux2014_aarch64 --only-binary=:all: --require-hashes` fetches
+the locked runtime dependencies (infra/layer.lock) for Graviton, the `grandbo` package is
+copied beside them, and everything is compiled to bytecode (a read-only layer without
+.pyc recompiles at every cold start). `python -m infra.layer` builds it into a folder and
+prints its size and versions (`make layer`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import py_compile
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import jsii
@@ -22,14 +23,10 @@ from aws_cdk import aws_lambda as lambda_
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# What the Lambdas import at run time: not the local model, not the embedded server.
-LAYER_REQUIREMENTS = [
-    "psycopg[binary]>=3.2,<4",
-    "pgvector>=0.4,<0.6",
-    "pydantic>=2.7,<3",
-    "PyStemmer>=2.2,<4",
-    "aws-lambda-powertools[tracer]>=3.10,<4",
-]
+# What the layer installs: infra/layer.in resolved for the target platform, every file
+# pinned by hash (`make layer-lock` regenerates it; tests/infra/test_layer.py compares its
+# versions with the development install's).
+LAYER_LOCK = ROOT / "infra" / "layer.lock"
 # Left out of the layer: local mode and the CLI (no function imports them; the layers
 # contract in pyproject.toml keeps it so, and tests/infra/test_layer.py checks it).
 LAYER_EXCLUDES = ("__pycache__", "local", "cli.py")
@@ -60,7 +57,10 @@ class PipLayerBundling:
                 "--python-version",
                 PYTHON_VERSION,
                 "--only-binary=:all:",
-                *LAYER_REQUIREMENTS,
+                "--no-deps",  # the lock names every package
+                "--require-hashes",
+                "--requirement",
+                str(LAYER_LOCK),
             ],
             check=True,
         )
@@ -99,16 +99,16 @@ def compile_layer(target: Path) -> None:
 
 
 def layer_asset_hash(
-    requirements: Sequence[str] = LAYER_REQUIREMENTS,
+    lock: str | None = None,
     platform: str = PLATFORM,
     python_version: str = PYTHON_VERSION,
 ) -> str:
-    """What the layer is built from: the package's files, the requirements and the target
+    """What the layer is built from: the package's files, the lock and the target
     platform. CDK's default hash covers `shared/` only, so a changed dependency set or
     platform was never uploaded."""
     digest = hashlib.sha256()
-    for line in (*requirements, platform, python_version):
-        digest.update(line.encode() + b"\n")
+    for part in (LAYER_LOCK.read_text() if lock is None else lock, platform, python_version):
+        digest.update(part.encode() + b"\n")
     package = ROOT / "shared" / "grandbo"
     for path in sorted(package.rglob("*")):
         relative = path.relative_to(package)
@@ -129,3 +129,20 @@ def layer_code() -> lambda_.Code:
             local=PipLayerBundling(),
         ),
     )
+
+
+def main() -> None:
+    """Build the layer into a temporary folder; print its unzipped size and versions."""
+    import tempfile
+    from importlib.metadata import distributions
+
+    out = Path(tempfile.mkdtemp(prefix="grandbo-layer-"))
+    PipLayerBundling().try_bundle(str(out), image=DockerImage.from_registry("unused"))
+    size = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
+    print(f"layer in {out}: {size / 2**20:.1f} MB unzipped (Lambda's limit: 250 MB)")
+    for dist in sorted(distributions(path=[str(out / "python")]), key=lambda d: d.name.lower()):
+        print(f"  {dist.name}=={dist.version}")
+
+
+if __name__ == "__main__":
+    main()

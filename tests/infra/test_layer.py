@@ -36,11 +36,11 @@ def test_layer_copy_holds_every_module_the_handlers_import(tmp_path: Path) -> No
 
 def test_the_layer_hash_changes_with_requirements_and_platform() -> None:
     # issue 12, item 2: CDK hashed shared/ only, so a new dependency set was never uploaded
-    from infra.layer import LAYER_REQUIREMENTS, PLATFORM, PYTHON_VERSION, layer_asset_hash
+    from infra.layer import LAYER_LOCK, PLATFORM, PYTHON_VERSION, layer_asset_hash
 
     base = layer_asset_hash()
     assert layer_asset_hash() == base  # stable
-    assert layer_asset_hash(requirements=[*LAYER_REQUIREMENTS, "orjson==3.10.0"]) != base
+    assert layer_asset_hash(lock=LAYER_LOCK.read_text() + "orjson==3.10.0\n") != base
     assert layer_asset_hash(platform="manylinux_2_28_aarch64") != base
     assert layer_asset_hash(python_version="3.13") != base
     assert (PLATFORM, PYTHON_VERSION) == ("manylinux2014_aarch64", "3.11")
@@ -83,3 +83,26 @@ def test_bundling_refuses_an_interpreter_other_than_the_runtime() -> None:
     require_runtime_interpreter((major, minor))
     with pytest.raises(RuntimeError, match="deploy with a Python"):
         require_runtime_interpreter((major, minor + 2))
+
+
+def test_development_installs_what_the_layer_ships() -> None:
+    # issue 12, item 2: one set of versions for the code the tests run and the code Lambda
+    # runs (the layer resolved psycopg 3.2.13 while the tests ran 3.3.9)
+    import re
+    from importlib.metadata import version
+
+    from infra.layer import LAYER_LOCK
+
+    locked = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", LAYER_LOCK.read_text(), re.MULTILINE))
+    for name in (
+        "psycopg",
+        "psycopg-binary",
+        "pgvector",
+        "pydantic",
+        "pydantic-core",
+        "pystemmer",
+        "aws-lambda-powertools",
+        "boto3",
+        "botocore",
+    ):
+        assert version(name) == locked[name], name
