@@ -235,7 +235,8 @@ def test_hostile_local_events_get_a_4xx_and_store_nothing(
     [
         ("text/plain", 415),
         ("application/xml", 415),
-        (";", 201),  # no media type at all: read as JSON, like no header
+        (";", 415),
+        (";application/json", 415),
         ("multipart/form-data; boundary=x", 415),
         ("application/x-www-form-urlencoded", 415),
         ("APPLICATION/JSON", 201),
@@ -295,3 +296,22 @@ def test_an_event_of_another_source_is_refused(gateway: Gateway, tenant: str) ->
     reply = gateway.publish(event)
     assert reply.status == 400
     assert "source" in reply.body["message"]
+
+
+def test_a_second_content_type_that_is_not_json_is_refused(gateway: Gateway, tenant: str) -> None:
+    import socket
+
+    raw = json.dumps(ENTRY).encode()
+    signed = sign_admin_request(gateway.keys[f"{tenant}-admin"], "POST", "/v1/admin/entries", raw)
+    lines = [
+        "POST /v1/admin/entries HTTP/1.1",
+        "Host: local",
+        "Content-Type: text/plain",
+        "Content-Type: application/json",  # API Gateway's single-value headers keep this one
+        f"Content-Length: {len(raw)}",
+        *(f"{name}: {value}" for name, value in signed.items()),
+    ]
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode() + raw
+    with socket.create_connection((gateway.host, gateway.port), timeout=10) as sock:
+        sock.sendall(request)
+        assert sock.recv(4096).startswith(b"HTTP/1.0 415")

@@ -94,7 +94,11 @@ def test_migration_0006_rekeys_stored_keys_one_to_one(v5_database: DatabaseUrls)
         f"admin:correct:{entry_id}:r:2": f"admin:ops-key:correct:{entry_id}:r%3A2",
         "admin:ops-key:nonce-1": "admin:ops-key:nonce:nonce-1",
         "eval:doc:1": "eval:doc%3A1",
-        cli_key: cli_key,  # the CLI's own generated key: unchanged
+        # a CLI write that named the demo as its actor is still a CLI write
+        "demo:x:y": "cli:add:demo%3Ax%3Ay",
+        # the CLI's own generated key, and a raw key of the same shape: both re-keyed
+        # the way the new CLI reads a raw key, so a retry of the raw one still matches
+        cli_key: "cli:add:" + cli_key.replace(":", "%3A"),
         # a raw CLI key that spelled an incident's key moves to the CLI's space
         "incident:INC-2:finding:f9": "cli:add:incident%3AINC-2%3Afinding%3Af9",
         # a chain: "foo" takes "cli:add:foo", which the other row gives up in the same pass
@@ -120,6 +124,7 @@ def test_migration_0006_rekeys_stored_keys_one_to_one(v5_database: DatabaseUrls)
         _old_event(conn, f"admin:correct:{entry_id}:r:2", "admin:ops-key", origin="admin")
         _old_event(conn, "admin:ops-key:nonce-1", "admin:ops-key", origin="admin")
         _old_event(conn, "eval:doc:1", "grandbo-eval", origin="incident")
+        _old_event(conn, "demo:x:y", "grandbo-demo", origin="admin")
         _old_event(conn, cli_key, "cli", origin="admin")
         _old_event(conn, "incident:INC-2:finding:f9", "cli", origin="admin")
         _old_event(conn, "foo", "cli", origin="admin")

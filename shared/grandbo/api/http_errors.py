@@ -112,8 +112,13 @@ def _json_content_type(event: dict[str, Any], *, has_body: bool) -> bool:
     """
     headers = event.get("headers") or {}
     names = [name for name in headers if name.lower() == "content-type"]
-    media = {str(headers[name]).split(";")[0].strip().lower() for name in names}
-    if media - {"application/json", ""}:
+    values = [str(headers[name]) for name in names]
+    for name, more in (event.get("multiValueHeaders") or {}).items():
+        if name.lower() == "content-type":
+            values += [str(value) for value in more or []]
+    # an empty header says nothing (read as JSON); anything else must be application/json
+    media = {value.split(";")[0].strip().lower() for value in values if value.strip()}
+    if media - {"application/json"}:
         return not has_body and event.get("httpMethod", "GET").upper() in ("GET", "HEAD")
     for name in names:
         del headers[name]

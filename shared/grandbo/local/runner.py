@@ -92,8 +92,10 @@ def proxy_event(
     body: bytes,
     *,
     authorizer: dict[str, Any] | None = None,
+    multi_headers: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """An API Gateway REST API (v1) proxy event for one HTTP request."""
+    """An API Gateway REST API (v1) proxy event for one HTTP request (`headers` keeps a
+    repeated header's last value, `multi_headers` all of them, as API Gateway does)."""
     url = urlsplit(raw_path)
     query = parse_qs(url.query, keep_blank_values=True)
     try:
@@ -106,7 +108,7 @@ def proxy_event(
         "path": url.path,
         "httpMethod": method,
         "headers": headers,
-        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "multiValueHeaders": multi_headers or {k: [v] for k, v in headers.items()},
         "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
         "multiValueQueryStringParameters": query or None,
         "pathParameters": {"proxy": url.path.lstrip("/")},
@@ -294,6 +296,9 @@ class LocalGateway(BaseHTTPRequestHandler):
         from functions.query_api.handler import lambda_handler as query_handler
 
         headers = {k: v for k, v in self.headers.items()}
+        multi: dict[str, list[str]] = {}
+        for name, value in self.headers.items():
+            multi.setdefault(name, []).append(value)
         path = urlsplit(self.path).path
         try:
             if path.startswith(("/v1/memory/", "/v1/topology/")):
@@ -306,10 +311,12 @@ class LocalGateway(BaseHTTPRequestHandler):
                     self._reply(401, {"message": "Unauthorized"})
                     return
                 context = {**policy.get("context", {}), "principalId": policy["principalId"]}
-                event = proxy_event(self.command, self.path, headers, body, authorizer=context)
+                event = proxy_event(
+                    self.command, self.path, headers, body, authorizer=context, multi_headers=multi
+                )
                 self._proxy_reply(query_handler(event, lambda_context("grandbo-query")))
             elif path.startswith("/v1/admin/"):
-                event = proxy_event(self.command, self.path, headers, body)
+                event = proxy_event(self.command, self.path, headers, body, multi_headers=multi)
                 self._proxy_reply(admin_handler(event, lambda_context("grandbo-admin")))
             elif path == "/local/events" and self.command == "POST":
                 closed = self._json_object(body)

@@ -42,14 +42,19 @@ SELECT event_id, idempotency_key AS old_key, CASE
     WHEN actor LIKE 'admin:%' AND starts_with(idempotency_key, 'admin:' || substr(actor, 7) || ':')
     THEN 'admin:' || pg_temp.grandbo_key_part(substr(actor, 7)) || ':nonce:'
          || pg_temp.grandbo_key_part(substr(idempotency_key, length('admin:' || substr(actor, 7) || ':') + 1))
+    -- the eval harness's and the demo's entries (incident-origin, which the CLI never
+    -- writes: an --actor naming them does not make a CLI key theirs)
     WHEN actor = 'grandbo-eval' AND starts_with(idempotency_key, 'eval:')
+         AND event_type = 'entry_created' AND payload->>'origin' = 'incident'
     THEN 'eval:' || pg_temp.grandbo_key_part(substr(idempotency_key, 6))
-    WHEN actor = 'grandbo-demo' AND starts_with(idempotency_key, 'demo:')
-    THEN 'demo:' || pg_temp.grandbo_key_part(substr(idempotency_key, 6))
-    -- the CLI's own keys: cli:{operation}:{uuid}
-    WHEN idempotency_key ~ '^cli:[a-z-]+:[0-9a-f-]{36}$' THEN idempotency_key
-    -- anything else was a caller's raw key (grandbo ... --idempotency-key), now kept per
-    -- command and entry: cli:add:{key}, cli:correct:{entry_id}:{key}, cli:retire:{entry_id}:{key}
+    WHEN actor = 'grandbo-demo' AND event_type = 'entry_created'
+         AND payload->>'origin' = 'incident'
+         AND idempotency_key = 'demo:' || (payload->>'incident_id')
+    THEN 'demo:' || pg_temp.grandbo_key_part(payload->>'incident_id')
+    -- anything else was the CLI's: a caller's raw key (--idempotency-key), or one the CLI
+    -- made up (cli:{operation}:{uuid}, never retried across versions, so re-keying it is
+    -- harmless and a raw key of that shape keeps its match). Now kept per command and
+    -- entry: cli:add:{key}, cli:correct:{entry_id}:{key}, cli:retire:{entry_id}:{key}
     WHEN event_type = 'entry_created'
     THEN 'cli:add:' || pg_temp.grandbo_key_part(idempotency_key)
     WHEN event_type = 'entry_corrected'
