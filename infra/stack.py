@@ -139,28 +139,47 @@ class GrandboStack(Stack):
 
     def _justify_suppressions(self) -> None:
         """Each suppression says why the rule does not apply or what replaces it."""
-        NagSuppressions.add_stack_suppressions(
-            self,
+        managed_role = NagPackSuppression(
+            id="AwsSolutions-IAM4",
+            reason="AWSLambdaBasicExecutionRole / AWSLambdaVPCAccessExecutionRole are the "
+            "AWS-maintained minimum for Lambda logging and VPC ENIs; the API Gateway "
+            "CloudWatch role uses the AWS-managed push-to-logs policy.",
+        )
+        scoped_wildcards = NagPackSuppression(
+            id="AwsSolutions-IAM5",
+            reason="Wildcards come from CDK grants scoped to one resource (X-Ray "
+            "PutTraceSegments has no resource-level permissions; the custom-resource "
+            "provider invokes its own handler's versions; log retention edits log groups "
+            "named after the functions).",
+        )
+        runtime = NagPackSuppression(
+            id="AwsSolutions-L1",
+            reason="Python 3.11 on purpose: the layer's bytecode is compiled by the 3.11 "
+            "toolchain the project is built and tested with (bundling refuses another); "
+            "moving to 3.13 is a deploy-machine decision (docs, issue 12 item 7).",
+        )
+        # each on the constructs it applies to, with its children, never on the whole stack
+        for construct, rules in (
+            (self.functions, [managed_role, scoped_wildcards, runtime]),
+            (self.schema, [managed_role, scoped_wildcards, runtime]),
+            (self.api.api, [managed_role]),
+        ):
+            NagSuppressions.add_resource_suppressions(construct, rules, apply_to_children=True)
+        NagSuppressions.add_resource_suppressions(
+            self.operator_policy,
             [
                 NagPackSuppression(
-                    id="AwsSolutions-IAM4",
-                    reason="AWSLambdaBasicExecutionRole / AWSLambdaVPCAccessExecutionRole are the "
-                    "AWS-maintained minimum for Lambda logging and VPC ENIs; the API Gateway "
-                    "CloudWatch role uses the AWS-managed push-to-logs policy.",
-                ),
-                NagPackSuppression(
                     id="AwsSolutions-IAM5",
-                    reason="Wildcards come from CDK grants scoped to one resource (X-Ray "
-                    "PutTraceSegments has no resource-level permissions; the custom-resource "
-                    "provider invokes its own handler's versions).",
-                ),
-                NagPackSuppression(
-                    id="AwsSolutions-L1",
-                    reason="Python 3.11 on purpose: the layer ships bytecode compiled by the "
-                    "3.11 toolchain the project is built and tested with; bump both together.",
-                ),
+                    reason="A replay is named when it is started: the runbook's replays are "
+                    "named grandbo-*, and only those can be started, described or cancelled.",
+                )
             ],
         )
+        log_retention = self.node.try_find_child("LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a")
+        if log_retention is not None:  # CDK's function that sets the exported logs' retention
+            NagSuppressions.add_resource_suppressions(
+                log_retention, [managed_role, scoped_wildcards], apply_to_children=True
+            )
         NagSuppressions.add_resource_suppressions(
             self.network.endpoint_security_group,
             [

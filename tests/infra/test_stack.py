@@ -427,3 +427,18 @@ def test_prod_fails_over_to_a_reader_and_keeps_its_secrets_with_its_data(
     )
     _, d = dev
     assert len(_resources(d, "AWS::RDS::DBInstance")) == 1
+
+
+def test_cdk_nag_suppressions_sit_on_resources_each_with_a_reason(dev: Any) -> None:
+    # issue 12: none for the whole stack; each names its rule and says why
+    _, t = dev
+    assert "cdk_nag" not in (t.to_json().get("Metadata") or {})
+    suppressed = [
+        rule
+        for resource in t.to_json()["Resources"].values()
+        for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])
+    ]
+    assert suppressed
+    assert all(
+        rule["id"].startswith("AwsSolutions-") and len(rule["reason"]) > 40 for rule in suppressed
+    )
