@@ -43,15 +43,12 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _context(args: argparse.Namespace, *operation: str) -> WriteContext:
     """The write's actor and key: the caller's key, or a fresh one, within the operation
     (and its entry), so one key reused for another command never answers for it."""
-    if args.idempotency_key is None:
-        key = idempotency_key(KeySpace.CLI, *operation, str(uuid.uuid4()))
-    else:
-        given = caller_key(args.idempotency_key, "idempotency_key")
-        key = idempotency_key(KeySpace.CLI, *operation, given)
-    try:
-        return WriteContext(actor=args.actor, idempotency_key=key)
-    except ValidationError as exc:
-        raise invalid_input_from(exc) from exc
+    given = args.idempotency_key
+    own = str(uuid.uuid4()) if given is None else caller_key(given, "idempotency_key")
+    # a bad --actor is a ValidationError, worded by `main` like every invalid input
+    return WriteContext(
+        actor=args.actor, idempotency_key=idempotency_key(KeySpace.CLI, *operation, own)
+    )
 
 
 def _print_outcome(outcome: WriteOutcome) -> None:
@@ -167,7 +164,7 @@ def _json_file(path: Path) -> dict[str, object]:
         raise InvalidInputError("file", f"{path} is not UTF-8 text") from exc
     parsed = parse_json_object(text)
     if isinstance(parsed, BodyProblem):
-        raise InvalidInputError("file", f"{path}: {parsed.field}: {parsed.message}")
+        raise InvalidInputError("file", f"{path}: {parsed}")
     return parsed
 
 
@@ -570,11 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _STANDALONE_COMMANDS[args.command](args)
         with open_service(_settings(args)) as service:
             return _SERVICE_COMMANDS[args.command](args, service)
-    except InvalidInputError as exc:
-        print(f"grandbo: invalid {exc.field}: {exc.message}", file=sys.stderr)
-        return 2
-    except ValidationError as exc:
-        problem = invalid_input_from(exc)
+    except (InvalidInputError, ValidationError) as exc:
+        problem = exc if isinstance(exc, InvalidInputError) else invalid_input_from(exc)
         print(f"grandbo: invalid {problem.field}: {problem.message}", file=sys.stderr)
         return 2
     except GrandboError as exc:

@@ -31,6 +31,9 @@ from grandbo.errors import (
 )
 from grandbo.observability import logger
 
+# 415, for a body declared as anything but JSON (before the resolver, or by it)
+_NOT_JSON = (415, "unsupported_media_type", "Content-Type must be application/json", "Content-Type")
+
 
 def error_body(error: str, message: str, field: str | None = None) -> str:
     """The one error document every API answers with: error, message, and the field."""
@@ -91,15 +94,12 @@ def precheck_json(event: dict[str, Any]) -> dict[str, Any] | None:
     body = event.get("body") or ""
     text = base64.b64decode(body).decode("utf-8") if event.get("isBase64Encoded") else body
     if not _json_content_type(event, has_body=bool(text.strip())):
-        return proxy_error(
-            415, "unsupported_media_type", "Content-Type must be application/json", "Content-Type"
-        )
+        return proxy_error(*_NOT_JSON)
     if not text.strip():
         return None
     parsed = parse_json_object(text)
     if isinstance(parsed, BodyProblem):
-        message = f"{parsed.field}: {parsed.message}"
-        return proxy_error(400, "invalid_request", message, parsed.field)
+        return proxy_error(400, "invalid_request", str(parsed), parsed.field)
     return None
 
 
@@ -144,9 +144,7 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
 
     @app.exception_handler(RequestUnsupportedContentType)
     def _media_type(exc: RequestUnsupportedContentType) -> Response[Any]:
-        return error_response(
-            415, "unsupported_media_type", "Content-Type must be application/json", "Content-Type"
-        )
+        return error_response(*_NOT_JSON)
 
     @app.exception_handler(InvalidTopicError)
     def _topic(exc: InvalidTopicError) -> Response[Any]:

@@ -25,6 +25,10 @@ class BodyProblem:
     field: str
     message: str
 
+    def __str__(self) -> str:
+        """The problem as every door words it: where, then what."""
+        return f"{self.field}: {self.message}"
+
 
 class _RefusedError(ValueError):
     pass

@@ -354,9 +354,8 @@ class LocalGateway(BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             parsed = BodyProblem("body", "must be UTF-8 JSON")
         if isinstance(parsed, BodyProblem):
-            message = f"{parsed.field}: {parsed.message}"
             self._reply(
-                400, {"error": "invalid_request", "message": message, "field": parsed.field}
+                400, {"error": "invalid_request", "message": str(parsed), "field": parsed.field}
             )
             return None
         return parsed
