@@ -160,9 +160,7 @@ class LambdaRuntime:
             # a failed request left it inside a transaction (or a pipeline): whatever it
             # holds is released by closing it, never inherited by the next request
             conn.close()
-        # pooled (the local runner), a container may have sat out a database restart: a
-        # ping costs ~0.1 ms on the local socket and saves the request a 503
-        idle = self._idle is not None or time.monotonic() - slot.used_at > IDLE_PING_AFTER_S
+        idle = time.monotonic() - slot.used_at > IDLE_PING_AFTER_S
         if conn is not None and not conn.closed and not conn.broken and idle:
             try:
                 conn.execute("SELECT 1")
@@ -199,6 +197,9 @@ class LambdaRuntime:
         except queue.Empty:
             raise ContainersBusyError(f"all containers busy for {wait_s:.0f} s") from None
         self._local.slot = slot
+        # a pooled container may have sat out a database restart: its first use in this
+        # request pings (~0.1 ms on the local socket) and saves the request a 503
+        slot.used_at = 0.0
         try:
             yield
         finally:
