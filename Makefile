@@ -12,7 +12,7 @@ SRC := shared tests app.py $(wildcard functions infra bench)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[local,aws,infra,dev]"
+	$(BIN)/pip install --quiet -e ".[local,aws,infra,dev,mcp]"
 	touch $(STAMP)
 
 install: $(STAMP)

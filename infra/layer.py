@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # pinned by hash (`make layer-lock` regenerates it; tests/infra/test_layer.py compares its
 # versions with the development install's).
 LAYER_LOCK = ROOT / "infra" / "layer.lock"
-# Left out of the layer: local mode and the CLI (no function imports them; the layers
-# contract in pyproject.toml keeps it so, and tests/infra/test_layer.py checks it).
-LAYER_EXCLUDES = ("__pycache__", "local", "cli.py")
+# Left out of the layer: local mode, the MCP server and the CLI (no function imports them;
+# the contracts in pyproject.toml keep it so, and tests/infra/test_layer.py checks it).
+LAYER_EXCLUDES = ("__pycache__", "local", "agent", "cli.py")
 PLATFORM = "manylinux2014_aarch64"
 PYTHON_VERSION = "3.11"
 

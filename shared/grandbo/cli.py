@@ -17,17 +17,17 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
+from grandbo.agent import command as agent_command
 from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.errors import GrandboError, InvalidInputError, invalid_input_from
 from grandbo.local.bootstrap import open_service
+from grandbo.local.demo import DEMO_TENANT
 from grandbo.local.settings import Settings
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import MemoryQueryResult, WriteContext, WriteOutcome
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import HNSW_MIN_ENTRIES
 from grandbo.topology.service import TopologyService
-
-DEMO_TENANT = "demo"
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -488,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
+    agent_command.add_parser(sub)
 
     idx = sub.add_parser("index", help="HNSW indexes for tenants past a size threshold")
     idx.add_argument("--min-entries", type=int, default=HNSW_MIN_ENTRIES)
@@ -540,6 +541,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    return agent_command.cmd_mcp(args, settings, _keyring_path(settings))
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     from grandbo.openapi import openapi_json
 
@@ -554,6 +560,7 @@ _STANDALONE_COMMANDS = {
     "serve": cmd_serve,
     "token": cmd_token,
     "sign": cmd_sign,
+    "mcp": cmd_mcp,
 }
 
 

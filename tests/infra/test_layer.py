@@ -22,7 +22,7 @@ def test_layer_copy_holds_every_module_the_handlers_import(tmp_path: Path) -> No
         for module in graph.find_upstream_modules("functions", as_package=True)
         if module.startswith("grandbo.")
     }
-    # Then each is in the copy, and the copy has no local mode and no CLI
+    # Then each is in the copy, and the copy has no local mode, MCP server or CLI
     assert "grandbo.runtime.lambda_container" in imported
     for module in imported:
         parts = module.split(".")[1:]
@@ -30,6 +30,7 @@ def test_layer_copy_holds_every_module_the_handlers_import(tmp_path: Path) -> No
         as_package = target.joinpath(*parts, "__init__.py")
         assert as_module.exists() or as_package.exists(), module
     assert not (target / "local").exists()
+    assert not (target / "agent").exists()  # the MCP server: never in a Lambda
     assert not (target / "cli.py").exists()
     assert (target / "migrations" / "0001_memory_store.sql").exists()
 

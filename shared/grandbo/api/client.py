@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 from uuid import UUID
@@ -63,30 +64,37 @@ class MemoryClient:
         return cls(base_url, mint_query_token(key, ttl_s=ttl_s))
 
     def query_org_memory(
-        self, topic: str, *, limit: int = 5, service: str | None = None
+        self,
+        topic: str,
+        *,
+        limit: int = 5,
+        service: str | None = None,
+        scope: str | None = None,
     ) -> dict[str, Any]:
         """Have we seen this before? `topic` is a sentence about what was found."""
         body: dict[str, Any] = {"topic": topic, "limit": limit}
         if service is not None:
             body["service"] = service
-        return _call(
-            self.base_url,
-            "POST",
-            "/v1/memory/query",
-            json.dumps(body).encode(),
-            {"Authorization": f"Bearer {self.token}"},
-            self.timeout,
-        )
+        if scope is not None:
+            body["scope"] = scope
+        return self._get_or_post("POST", "/v1/memory/query", json.dumps(body).encode())
 
     def get_entry(self, entry_id: UUID | str) -> dict[str, Any]:
-        return _call(
-            self.base_url,
-            "GET",
-            f"/v1/memory/entries/{entry_id}",
-            None,
-            {"Authorization": f"Bearer {self.token}"},
-            self.timeout,
-        )
+        path = f"/v1/memory/entries/{urllib.parse.quote(str(entry_id), safe='')}"
+        return self._get_or_post("GET", path)
+
+    def blast_radius(self, service: str, *, hops: int = 3) -> dict[str, Any]:
+        """What is affected if `service` fails: its transitive dependents, nearest first."""
+        query = urllib.parse.urlencode({"type": "Service", "id": service, "hops": hops})
+        return self._get_or_post("GET", f"/v1/topology/blast-radius?{query}")
+
+    def criticality(self, service: str) -> dict[str, Any]:
+        query = urllib.parse.urlencode({"type": "Service", "id": service})
+        return self._get_or_post("GET", f"/v1/topology/criticality?{query}")
+
+    def _get_or_post(self, method: str, path: str, body: bytes | None = None) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        return _call(self.base_url, method, path, body, headers, self.timeout)
 
 
 class AdminClient:

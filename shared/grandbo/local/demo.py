@@ -8,6 +8,8 @@ from grandbo.memory.service import MemoryService
 from grandbo.topology.model import service_dependencies
 from grandbo.topology.service import TopologyService
 
+DEMO_TENANT = "demo"
+
 DEMO_TOPIC = (
     "checkout requests are timing out and the payment service logs show it cannot get a "
     "database connection since the afternoon deploy"

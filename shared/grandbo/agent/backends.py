@@ -1,0 +1,99 @@
+"""What the MCP tools read from: the local store, or a deployed Grandbo over HTTP.
+
+Both answer with the domain's own models, so a tool's structured output is the same
+document whichever backend answers, and the same one the HTTP API returns.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+from uuid import UUID
+
+from grandbo.api.client import MemoryClient
+from grandbo.memory.models import MemoryEntry, MemoryQueryResult
+from grandbo.runtime.lambda_container import LambdaRuntime
+from grandbo.topology.model import BlastRadius, Criticality
+
+SERVICE = "Service"
+
+
+class MemoryBackend(Protocol):
+    """Reads for one tenant. `tenant` is None only where the backend's credentials
+    already name it (a remote API's token)."""
+
+    def query(
+        self, tenant: str | None, topic: str, limit: int, service: str | None, scope: str | None
+    ) -> MemoryQueryResult: ...
+
+    def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry: ...
+
+    def blast_radius(self, tenant: str | None, service: str, hops: int) -> BlastRadius: ...
+
+    def criticality(self, tenant: str | None, service: str) -> Criticality: ...
+
+    def close(self) -> None: ...
+
+
+class StoreBackend:
+    """The local store through the runtime the local runner uses: a pool of containers,
+    each its own connection, health-checked and reconnected after a database restart."""
+
+    def __init__(self, runtime: LambdaRuntime) -> None:
+        self.runtime = runtime
+
+    def query(
+        self, tenant: str | None, topic: str, limit: int, service: str | None, scope: str | None
+    ) -> MemoryQueryResult:
+        with self.runtime.container():
+            return self.runtime.service().query_org_memory(
+                _required(tenant), topic, limit=limit, service=service, scope=scope
+            )
+
+    def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry:
+        with self.runtime.container():
+            return self.runtime.service().get_entry(_required(tenant), entry_id)
+
+    def blast_radius(self, tenant: str | None, service: str, hops: int) -> BlastRadius:
+        with self.runtime.container():
+            return self.runtime.topology().blast_radius(
+                _required(tenant), SERVICE, service, hops=hops
+            )
+
+    def criticality(self, tenant: str | None, service: str) -> Criticality:
+        with self.runtime.container():
+            return self.runtime.topology().criticality(_required(tenant), SERVICE, service)
+
+    def close(self) -> None:
+        self.runtime.close()
+
+
+class RemoteBackend:
+    """A deployed Grandbo's query API; the token is bound to one tenant, which the API
+    proves, so `tenant` is not sent (there is nowhere to send it)."""
+
+    def __init__(self, client: MemoryClient) -> None:
+        self.client = client
+
+    def query(
+        self, tenant: str | None, topic: str, limit: int, service: str | None, scope: str | None
+    ) -> MemoryQueryResult:
+        answer = self.client.query_org_memory(topic, limit=limit, service=service, scope=scope)
+        return MemoryQueryResult.model_validate(answer)
+
+    def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry:
+        return MemoryEntry.model_validate(self.client.get_entry(entry_id))
+
+    def blast_radius(self, tenant: str | None, service: str, hops: int) -> BlastRadius:
+        return BlastRadius.model_validate(self.client.blast_radius(service, hops=hops))
+
+    def criticality(self, tenant: str | None, service: str) -> Criticality:
+        return Criticality.model_validate(self.client.criticality(service))
+
+    def close(self) -> None:
+        return None
+
+
+def _required(tenant: str | None) -> str:
+    if not tenant:  # the server resolves it before any call; never a tool argument
+        raise RuntimeError("no tenant resolved for a local-store call")
+    return tenant

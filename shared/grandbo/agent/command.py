@@ -1,0 +1,168 @@
+"""`grandbo mcp`: the MCP server over stdio (one agent, one tenant) or streamable HTTP.
+
+Imported by the CLI for its parser; the SDK is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from grandbo.errors import GrandboError
+
+if TYPE_CHECKING:
+    from grandbo.agent.backends import MemoryBackend
+    from grandbo.local.settings import Settings
+
+DEFAULT_HTTP_PORT = 8788
+TOKEN_VARIABLE = "GRANDBO_QUERY_TOKEN"  # noqa: S105 - the variable's name, not a token
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve Grandbo's reads to agents over the Model Context Protocol",
+        description="An MCP server over the local store (same --data-dir as every other "
+        "command) or a deployed Grandbo (--url, with a query token in "
+        f"${TOKEN_VARIABLE}).",
+    )
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    mcp.add_argument("--tenant", help="stdio on the local store: whose memory (default: demo)")
+    mcp.add_argument("--url", help="a deployed Grandbo's API base URL instead of the local store")
+    mcp.add_argument("--timeout", type=float, default=10.0, help="remote API timeout, seconds")
+    mcp.add_argument("--host", default="127.0.0.1", help="http: bind address (default loopback)")
+    mcp.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT)
+    mcp.add_argument(
+        "--containers", type=int, default=4, help="local store: concurrent database connections"
+    )
+
+
+def cmd_mcp(args: argparse.Namespace, settings: Settings, keyring_path: Path) -> int:
+    if args.transport == "http" and args.url:
+        raise GrandboError(
+            "--transport http serves the local store; to reach a deployed API, run the stdio "
+            f"server with --url and its query token in ${TOKEN_VARIABLE}"
+        )
+    if args.transport == "http" and args.tenant:
+        raise GrandboError("--tenant is for stdio: over HTTP each request's token names it")
+    if args.transport == "stdio":
+        return _serve_stdio(args, settings)
+    return _serve_http(args, settings, keyring_path)
+
+
+def _serve_stdio(args: argparse.Namespace, settings: Settings) -> int:
+    from grandbo.agent.server import build_server, fixed_tenant
+
+    # stdout is the protocol's channel: nothing else may write to it, a child included
+    with _stdout_to_stderr():
+        if args.url:
+            backend, tenant = _remote_backend(args), None
+        else:
+            from grandbo.local.demo import DEMO_TENANT
+            from grandbo.tenancy import require_tenant
+
+            tenant = require_tenant(args.tenant or DEMO_TENANT)
+            backend = _store_backend(settings, args.containers)
+    try:
+        build_server(backend, fixed_tenant(tenant)).run("stdio")
+    finally:
+        backend.close()
+    return 0
+
+
+def _serve_http(args: argparse.Namespace, settings: Settings, keyring_path: Path) -> int:
+    import uvicorn
+
+    from grandbo.agent.server import KeyringTokenVerifier, build_server, token_tenant
+    from grandbo.local.demo import DEMO_TENANT
+    from grandbo.local.runner import local_keyring
+
+    if not _is_loopback(args.host):
+        print(
+            f"grandbo mcp: listening on {args.host}, beyond this machine: every request "
+            "still needs a query token; put TLS in front of it",
+            file=sys.stderr,
+        )
+    keyring = local_keyring(keyring_path, DEMO_TENANT)
+    backend = _store_backend(settings, args.containers)
+    listener = socket.create_server((args.host, args.port))
+    host, port = listener.getsockname()[:2]
+    base = f"http://{host}:{port}"
+    server = build_server(
+        backend, token_tenant, verifier=KeyringTokenVerifier(lambda: keyring), issuer_url=base
+    )
+    app = server.streamable_http_app(stateless_http=True, json_response=True, host=args.host)
+    print(
+        f"Grandbo MCP server on {base}/mcp (streamable HTTP; Bearer query token required: "
+        "grandbo token)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+    finally:
+        backend.close()
+    return 0
+
+
+def _store_backend(settings: Settings, containers: int) -> MemoryBackend:
+    from grandbo.agent.backends import StoreBackend
+    from grandbo.embedding.factory import provider_named
+    from grandbo.local.bootstrap import resolve_urls
+    from grandbo.migrations import migrate
+    from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime
+
+    if not 1 <= containers <= 64:
+        raise GrandboError("--containers must be 1..64")
+    urls = resolve_urls(settings)
+    migrate(urls.admin)
+    environment = LambdaEnvironment.model_validate(
+        {"DATABASE_URL": urls.app, "GRANDBO_EMBEDDING_PROVIDER": settings.provider}
+    )
+    runtime = LambdaRuntime(
+        environment, provider=provider_named(settings.provider), containers=containers
+    )
+    return StoreBackend(runtime)
+
+
+def _remote_backend(args: argparse.Namespace) -> MemoryBackend:
+    from grandbo.agent.backends import RemoteBackend
+    from grandbo.api.client import MemoryClient
+
+    token = os.environ.get(TOKEN_VARIABLE, "").strip()
+    if not token:
+        raise GrandboError(f"--url needs a query token in ${TOKEN_VARIABLE} (grandbo token)")
+    if not args.url.startswith(("https://", "http://")):
+        raise GrandboError("--url must be an http(s) URL")
+    return RemoteBackend(MemoryClient(args.url, token, timeout=args.timeout))
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Point file descriptor 1 (and sys.stdout) at stderr for the block."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -1,0 +1,283 @@
+"""The MCP server: Grandbo's reads as Model Context Protocol tools (the official SDK).
+
+Tools: `query_org_memory`, `get_memory_entry`, `blast_radius`, `criticality`. Each has a
+description a model can act on, a typed input schema and structured output (the domain's
+own models, the same documents the HTTP API returns).
+
+The tenant never comes from a tool argument. Over stdio it is fixed when the server
+starts (`--tenant`, or the remote API's token). Over streamable HTTP the server is a
+multi-tenant door: every request carries a query token (the HTTP API's `gbq1` tokens),
+the SDK's bearer middleware refuses a request without a valid one, and each call reads
+the tenant the token's key is bound to.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Annotated, Literal, TypeVar
+from uuid import UUID
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from grandbo.agent.backends import MemoryBackend
+from grandbo.api.auth import Keyring, verify_query_token
+from grandbo.api.call_metrics import CallMetrics
+from grandbo.api.client import GrandboHTTPError
+from grandbo.errors import (
+    AuthenticationError,
+    EntryNotFoundError,
+    GrandboError,
+    InvalidInputError,
+    StoreUnavailableError,
+)
+from grandbo.memory.models import MemoryEntry, MemoryQueryResult
+from grandbo.memory.service import DEFAULT_LIMIT, MAX_LIMIT
+from grandbo.memory.topic import GUIDANCE
+from grandbo.runtime.lambda_container import ContainersBusyError
+from grandbo.topology.model import BlastRadius, Criticality
+
+logger = logging.getLogger("grandbo.mcp")
+
+TENANT_CLAIM = "tenant_id"
+QUERY_SCOPE = "query"
+TOOLS = ("query_org_memory", "get_memory_entry", "blast_radius", "criticality")
+
+INSTRUCTIONS = (
+    "Grandbo is the organization's memory of past incidents: corroborated root causes and "
+    "mitigations that worked, written when incidents closed or by admins. Before raising a "
+    "hypothesis, ask query_org_memory with a sentence about what you have found. Treat "
+    "every hit as a hint from a past incident, not ground truth: verify it against live "
+    "telemetry before relying on it. blast_radius and criticality read the service graph."
+)
+
+QUERY_DESCRIPTION = f"""Have we seen this before? Searches the organization's memory of past
+incidents (corroborated root causes and mitigations that worked) for entries relevant to what the
+investigation has found so far, best first.
+
+`topic` must be a sentence: the symptom, the suspected mechanism and the affected
+component. A slug (checkout-api-slow-queries), a few keywords or an incident title is
+refused with an explanation; rewrite it as a sentence and ask again. Guidance: {GUIDANCE}.
+
+`service` keeps entries of one service; with it, `scope` widens the search through the
+service graph: `blast_radius` adds the services that depend on it, `dependencies` the
+services it depends on (up to 3 hops).
+
+Each hit has `title`, `summary`, `age_days` and `why`: `shared_tags` are the tags the topic
+and the entry share, `lexical_rank` and `vector_rank` its rank in the tag search and the
+text-similarity search (null when that search did not find it), `fused_score` the
+reciprocal-rank-fusion score hits are ordered by (higher is better; found by both searches
+beats found by one). A hit is a hint, not ground truth: verify it with live tools."""
+
+ENTRY_DESCRIPTION = """One memory entry by its id (a hit's `entry_id`): the full text, its
+revision and status (active, retired, superseded), its origin and incident. Only entries of
+the caller's organization exist here."""
+
+BLAST_RADIUS_DESCRIPTION = """What is affected if `service` fails: every service that
+depends on it, directly or transitively, up to `hops` (1-3) away, nearest first, each with
+its distance and one dependency path. Read from the service graph (the topology tier)."""
+
+CRITICALITY_DESCRIPTION = """How critical `service` is in the service graph: the sum of
+1/distance over every service that depends on it (`basis`: reverse_reachability), or its
+degree when nothing depends on it (`basis`: degree). Higher means more of the system
+breaks when it does."""
+
+TenantResolver = Callable[[], str | None]
+Result = TypeVar("Result")
+
+
+class KeyringTokenVerifier:
+    """The SDK's TokenVerifier over Grandbo's query tokens: a `gbq1` token signed by a
+    key of the keyring with the query role, not expired. Its key's tenant is a claim."""
+
+    def __init__(self, keyring: Callable[[], Keyring]) -> None:
+        self._keyring = keyring
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            caller = verify_query_token(self._keyring(), f"Bearer {token}")
+        except AuthenticationError as exc:
+            logger.info("MCP request refused: %s", exc.reason)
+            return None
+        return AccessToken(
+            token=token,
+            client_id=caller.key_id,
+            scopes=[QUERY_SCOPE],
+            expires_at=int(token.split(".")[2]),
+            claims={TENANT_CLAIM: caller.tenant_id},
+        )
+
+
+def fixed_tenant(tenant: str | None) -> TenantResolver:
+    """Stdio: the tenant named at start-up (None: the remote API's token names it)."""
+    return lambda: tenant
+
+
+def token_tenant() -> str:
+    """Streamable HTTP: the tenant of the token that authenticated this request."""
+    token = get_access_token()
+    tenant = (token.claims or {}).get(TENANT_CLAIM) if token is not None else None
+    if not isinstance(tenant, str) or not tenant:
+        raise ToolError("unauthenticated: this request carries no valid query token")
+    return tenant
+
+
+class ToolMetrics:
+    """Per tool: calls, results returned (hits, affected services), outcomes, latency."""
+
+    def __init__(self) -> None:
+        self.tools = {name: CallMetrics() for name in TOOLS}
+
+    def snapshot(self) -> dict[str, object]:
+        return {name: metrics.snapshot() for name, metrics in self.tools.items()}
+
+
+def build_server(
+    backend: MemoryBackend,
+    tenant_of: TenantResolver,
+    *,
+    metrics: ToolMetrics | None = None,
+    verifier: KeyringTokenVerifier | None = None,
+    issuer_url: str = "http://127.0.0.1",
+) -> MCPServer:
+    """The MCP server over `backend`. With `verifier`, its HTTP app requires a query
+    token on every request (pass `token_tenant` as `tenant_of` then)."""
+    counters = metrics or ToolMetrics()
+    server = MCPServer(
+        "grandbo",
+        title="Grandbo organizational memory",
+        instructions=INSTRUCTIONS,
+        version="1",
+        token_verifier=verifier,
+        auth=(
+            AuthSettings(
+                issuer_url=issuer_url,  # type: ignore[arg-type]  # pydantic coerces
+                resource_server_url=None,
+                required_scopes=[QUERY_SCOPE],
+            )
+            if verifier is not None
+            else None
+        ),
+        log_level="WARNING",
+    )
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    def call(
+        name: str, work: Callable[[str | None], Result], size: Callable[[Result], int]
+    ) -> Result:
+        started = time.perf_counter()
+        outcome, returned = "error", 0
+        try:
+            result = work(tenant_of())
+            outcome, returned = "ok", size(result)
+            return result
+        except ToolError:
+            outcome = "unauthenticated"
+            raise
+        except Exception as exc:
+            outcome, error = _tool_error(exc)
+            raise error from None
+        finally:
+            counters.tools[name].record(outcome, returned, (time.perf_counter() - started) * 1000)
+
+    @server.tool(description=QUERY_DESCRIPTION, annotations=read_only)
+    def query_org_memory(
+        topic: Annotated[
+            str,
+            Field(description="a sentence: symptom, suspected mechanism, affected component"),
+        ],
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_LIMIT, description="at most this many hits")
+        ] = DEFAULT_LIMIT,
+        service: Annotated[
+            str | None, Field(description="keep entries of this service (e.g. checkout-api)")
+        ] = None,
+        scope: Annotated[
+            Literal["service", "blast_radius", "dependencies"] | None,
+            Field(description="with `service`: widen through the service graph"),
+        ] = None,
+    ) -> MemoryQueryResult:
+        return call(
+            "query_org_memory",
+            lambda tenant: backend.query(tenant, topic, limit, service, scope),
+            lambda result: len(result.hits),
+        )
+
+    @server.tool(description=ENTRY_DESCRIPTION, annotations=read_only)
+    def get_memory_entry(
+        entry_id: Annotated[UUID, Field(description="a hit's entry_id")],
+    ) -> MemoryEntry:
+        return call("get_memory_entry", lambda tenant: backend.entry(tenant, entry_id), _one)
+
+    @server.tool(description=BLAST_RADIUS_DESCRIPTION, annotations=read_only)
+    def blast_radius(
+        service: Annotated[str, Field(min_length=1, max_length=300, description="a service")],
+        hops: Annotated[int, Field(ge=1, le=3, description="how far to follow")] = 3,
+    ) -> BlastRadius:
+        return call(
+            "blast_radius",
+            lambda tenant: backend.blast_radius(tenant, service, hops),
+            lambda result: len(result.affected),
+        )
+
+    @server.tool(description=CRITICALITY_DESCRIPTION, annotations=read_only)
+    def criticality(
+        service: Annotated[str, Field(min_length=1, max_length=300, description="a service")],
+    ) -> Criticality:
+        return call("criticality", lambda tenant: backend.criticality(tenant, service), _one)
+
+    @server.custom_route("/metrics", methods=["GET"])
+    async def tool_metrics(request: Request) -> JSONResponse:
+        """Counts and latencies per tool (no tenant data): calls, results, outcomes."""
+        return JSONResponse(counters.snapshot())
+
+    return server
+
+
+def _one(_: object) -> int:
+    return 1
+
+
+def _tool_error(exc: Exception) -> tuple[str, ToolError]:
+    """An outcome name for the metrics and an error the model can read and act on."""
+    if isinstance(exc, InvalidInputError):
+        return "invalid_input", ToolError(f"invalid {exc.field}: {exc.message}")
+    if isinstance(exc, EntryNotFoundError):
+        return "not_found", ToolError(str(exc))
+    if isinstance(exc, StoreUnavailableError | ContainersBusyError):
+        return "unavailable", ToolError(f"Grandbo's store is unavailable ({exc}); retry shortly")
+    if isinstance(exc, GrandboHTTPError):
+        message = str(exc.body.get("message", ""))[:500]
+        field = exc.body.get("field")
+        if exc.status in (401, 403):
+            return "unauthorized", ToolError(
+                f"the Grandbo API refused this server's token (HTTP {exc.status}): "
+                "mint a new query token and restart the server"
+            )
+        if exc.status >= 500:
+            return "unavailable", ToolError(
+                f"the Grandbo API failed (HTTP {exc.status}): {message}; retry shortly"
+            )
+        prefix = f"invalid {field}: " if isinstance(field, str) else ""
+        outcome = "not_found" if exc.status == 404 else "invalid_input"
+        return outcome, ToolError(f"{prefix}{message} (HTTP {exc.status})")
+    if isinstance(exc, ValidationError):
+        logger.warning("the remote API answered an unexpected document: %s", exc)
+        return "unavailable", ToolError(
+            "the Grandbo API answered a document this server cannot read"
+        )
+    if isinstance(exc, OSError):  # urllib's URLError, refused, reset, timed out
+        return "unavailable", ToolError(f"the Grandbo API is unreachable: {exc}; retry shortly")
+    if isinstance(exc, GrandboError):
+        return "error", ToolError(str(exc))
+    logger.exception("tool failed")
+    return "error", ToolError("Grandbo failed to answer (logged on the server)")

@@ -1,0 +1,263 @@
+"""The recall hook: before every model call, the few memories that matter, or nothing.
+
+An agent loop calls `RecallHook.recall(text)` with what it is about to send to its model.
+The hook turns that text into a valid topic, asks the query API for the best matches,
+keeps at most `max_memories` above `min_score`, and returns a context block ready to
+insert into the prompt. It never raises and never waits longer than `timeout_s`: a slow,
+dead, misconfigured or confused memory service yields an empty block and a reason, and
+the investigation goes on without it (fail-open, seed 004). The block carries the framing
+of seed 002: a past incident is a hint to verify with live tools, never ground truth.
+
+    hook = RecallHook("https://grandbo.example/prod", token)
+    recall = hook.recall(prompt)
+    if recall.block:
+        prompt = recall.block + "\\n\\n" + prompt
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import unicodedata
+import urllib.error
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from grandbo.api.call_metrics import CallMetrics
+from grandbo.api.client import GrandboHTTPError, MemoryClient
+from grandbo.errors import GrandboError
+from grandbo.memory.fusion import RRF_K
+from grandbo.memory.topic import MAX_TOPIC_CHARS, validate_topic
+
+DEFAULT_TIMEOUT_S = 0.5
+DEFAULT_MAX_MEMORIES = 3
+# A hit's fused score is the sum over the legs that found it of 1 / (60 + rank). This
+# default keeps a memory that both legs found (at any rank: 2 / 85 > 1 / 63) or that one
+# leg ranked in its top 3, and drops a lone match deep in one leg's list.
+DEFAULT_MIN_SCORE = 1.0 / (RRF_K + 3)
+# The end of a prompt is what the agent works on now, and an embedder reads a bounded
+# prefix (the local MiniLM: 256 tokens) and drops the rest. A 600-character tail is read
+# whole: 217 tokens when it is log lines (the densest text measured), ~130 as prose.
+DEFAULT_TOPIC_CHARS = 600
+
+FRAMING = (
+    "Possibly relevant past incidents from Grandbo, the organization's memory. They are "
+    "hints, not ground truth: verify each against live telemetry before relying on it."
+)
+
+FailOpenReason = Literal[
+    "timeout",  # no complete answer within timeout_s
+    "unreachable",  # connection refused, reset, DNS: the service is not there
+    "unauthorized",  # 401/403: the token is wrong, expired or not a query token
+    "rejected",  # another 4xx: the request was refused (its message is in `detail`)
+    "server_error",  # 5xx
+    "malformed_answer",  # the answer is not the query API's JSON document
+    "invalid_topic",  # the text cannot be made into a topic (too few words)
+]
+Reason = FailOpenReason | Literal["no_match"]
+
+_UNSAFE = re.compile(r"[\ud800-\udfff]")  # lone surrogates; control characters below
+
+
+@dataclass(frozen=True, slots=True)
+class RecalledMemory:
+    entry_id: str
+    title: str
+    summary: str
+    age_days: float
+    score: float
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """What one recall produced. `block` is empty when `memories` is; `reason` says why."""
+
+    block: str
+    memories: tuple[RecalledMemory, ...]
+    reason: Reason | None
+    detail: str
+    latency_ms: float
+
+    @property
+    def failed_open(self) -> bool:
+        return self.reason is not None and self.reason != "no_match"
+
+
+def topic_from_text(text: str, max_chars: int = DEFAULT_TOPIC_CHARS) -> str:
+    """The text as a topic the query contract accepts, if it can be one.
+
+    Control characters and lone surrogates become spaces, whitespace runs collapse, and a
+    text over `max_chars` (at most the contract's limit) keeps its end (an agent's prompt
+    ends with what it is working on now), cut at a word boundary. Raises the contract's
+    InvalidTopicError when what is left is still not a topic (a slug, a title, too few
+    words).
+    """
+    limit = max(1, min(max_chars, MAX_TOPIC_CHARS))
+    cleaned = "".join(
+        " " if unicodedata.category(char) == "Cc" else char for char in _UNSAFE.sub(" ", text)
+    )
+    text = " ".join(cleaned.split())
+    if len(text) > limit:
+        tail = text[-limit:]
+        _, space, rest = tail.partition(" ")
+        # drop the word the cut went through, unless the cut fell between two words
+        cut_mid_word = text[-limit - 1] != " "
+        text = rest if cut_mid_word and space and rest else tail.strip()
+    return validate_topic(text)
+
+
+class RecallHook:
+    """Recall for an agent loop: `recall(text)` never raises and returns within the timeout."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_memories: int = DEFAULT_MAX_MEMORIES,
+        min_score: float = DEFAULT_MIN_SCORE,
+        service: str | None = None,
+        max_topic_chars: int = DEFAULT_TOPIC_CHARS,
+    ) -> None:
+        if not 0 < timeout_s <= 30:
+            raise GrandboError("timeout_s must be in (0, 30] seconds")
+        if not 1 <= max_memories <= 10:
+            raise GrandboError("max_memories must be 1..10")
+        self.client = MemoryClient(base_url, token, timeout=timeout_s)
+        self.timeout_s = timeout_s
+        self.max_memories = max_memories
+        self.min_score = min_score
+        self.service = service
+        self.max_topic_chars = max_topic_chars
+        self.metrics = CallMetrics()  # outcomes: "ok" or the reason of an empty block
+
+    def recall(self, text: str) -> Recall:
+        started = time.perf_counter()
+        try:
+            recall = self._recall(text, started)
+        except Exception as exc:  # fail-open is the contract
+            recall = _empty("malformed_answer", f"{type(exc).__name__}: {exc}", started)
+        self.metrics.record(recall.reason or "ok", len(recall.memories), recall.latency_ms)
+        return recall
+
+    def _recall(self, text: str, started: float) -> Recall:
+        try:
+            topic = topic_from_text(text if isinstance(text, str) else "", self.max_topic_chars)
+        except GrandboError as exc:
+            return _empty("invalid_topic", str(exc), started)
+        outcome: list[dict[str, Any] | BaseException] = []
+
+        def ask() -> None:
+            try:
+                outcome.append(
+                    self.client.query_org_memory(
+                        topic, limit=max(self.max_memories, 5), service=self.service
+                    )
+                )
+            except BaseException as exc:  # handed to the caller's thread
+                outcome.append(exc)
+
+        # a worker thread bounds the whole call (connect, a trickled answer, parsing), not
+        # only each socket operation; its socket times out at the same bound, so an
+        # abandoned worker ends shortly after
+        worker = threading.Thread(target=ask, name="grandbo-recall", daemon=True)
+        worker.start()
+        worker.join(self.timeout_s)
+        if not outcome:
+            return _empty("timeout", f"no answer within {self.timeout_s:g} s", started)
+        answer = outcome[0]
+        if isinstance(answer, BaseException):
+            return _failure(answer, started)
+        return self._memories(answer, started)
+
+    def _memories(self, answer: object, started: float) -> Recall:
+        if not isinstance(answer, dict) or not isinstance(answer.get("hits"), list):
+            return _empty("malformed_answer", "the answer has no list of hits", started)
+        memories: list[RecalledMemory] = []
+        for hit in answer["hits"]:
+            memory = _memory(hit)
+            if memory is None:
+                return _empty("malformed_answer", "a hit lacks its fields", started)
+            if memory.score >= self.min_score and len(memories) < self.max_memories:
+                memories.append(memory)
+        if not memories:
+            return _empty("no_match", f"no memory scored {self.min_score:.4f} or more", started)
+        return Recall(
+            block=context_block(memories),
+            memories=tuple(memories),
+            reason=None,
+            detail="",
+            latency_ms=_elapsed_ms(started),
+        )
+
+
+def context_block(memories: list[RecalledMemory]) -> str:
+    lines = [FRAMING]
+    for number, memory in enumerate(memories, start=1):
+        lines.append(
+            f"{number}. {memory.title} ({_age(memory.age_days)}; matched on {memory.why})\n"
+            f"   {memory.summary}"
+        )
+    return "\n".join(lines)
+
+
+def _age(days: float) -> str:
+    if days < 1:
+        return "recorded today"
+    if days < 60:
+        return f"{days:.0f} days ago"
+    return f"{days / 30.4:.0f} months ago"
+
+
+def _memory(hit: object) -> RecalledMemory | None:
+    if not isinstance(hit, dict) or not isinstance(hit.get("why"), dict):
+        return None
+    why = hit["why"]
+    try:
+        score = float(why["fused_score"])
+        age = float(hit["age_days"])
+        title, summary, entry_id = hit["title"], hit["summary"], hit["entry_id"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not all(isinstance(value, str) for value in (title, summary, entry_id)):
+        return None
+    return RecalledMemory(str(entry_id), title, summary, age, score, _why(why))
+
+
+def _why(why: dict[str, Any]) -> str:
+    reasons = []
+    shared = why.get("shared_tags")
+    if isinstance(shared, list) and shared:
+        reasons.append("shared tags " + ", ".join(str(tag) for tag in shared[:5]))
+    if why.get("vector_rank") is not None:
+        reasons.append(f"similar text (rank {why['vector_rank']})")
+    return " and ".join(reasons) or "fused rank"
+
+
+def _failure(error: BaseException, started: float) -> Recall:
+    if isinstance(error, GrandboHTTPError):
+        message = str(error.body.get("message", ""))[:200]
+        if error.status in (401, 403):
+            return _empty("unauthorized", f"HTTP {error.status}: {message}", started)
+        if error.status >= 500:
+            return _empty("server_error", f"HTTP {error.status}: {message}", started)
+        return _empty("rejected", f"HTTP {error.status}: {message}", started)
+    if isinstance(error, TimeoutError) or (
+        isinstance(error, urllib.error.URLError) and isinstance(error.reason, TimeoutError)
+    ):
+        return _empty("timeout", f"no answer within the socket timeout: {error}", started)
+    if isinstance(error, OSError):  # refused, reset, unresolvable (URLError is an OSError)
+        return _empty("unreachable", f"{type(error).__name__}: {error}", started)
+    # not JSON, not UTF-8, a broken status line or a truncated body
+    return _empty("malformed_answer", f"{type(error).__name__}: {error}", started)
+
+
+def _empty(reason: Reason, detail: str, started: float) -> Recall:
+    return Recall("", (), reason, detail, _elapsed_ms(started))
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000

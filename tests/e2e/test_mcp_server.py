@@ -1,0 +1,311 @@
+"""`grandbo mcp` driven by the MCP SDK's own client: in-process, over stdio (a real
+subprocess) and over streamable HTTP, against the local store and the local runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
+
+from grandbo.agent.backends import RemoteBackend, StoreBackend
+from grandbo.agent.server import (
+    TOOLS,
+    KeyringTokenVerifier,
+    ToolMetrics,
+    build_server,
+    fixed_tenant,
+    token_tenant,
+)
+from grandbo.api.auth import SigningKey, mint_query_token
+from grandbo.api.client import MemoryClient
+from grandbo.memory.service import MAX_LIMIT
+from grandbo.storage.connections import DatabaseUrls
+from grandbo.topology.model import service_dependencies
+
+from .conftest import Gateway
+
+T = TypeVar("T")
+TOPIC = "checkout requests time out waiting for a database connection from the pool"
+ENTRY = {
+    "title": "PgBouncer pool exhausted on checkout",
+    "summary": "Checkout requests waited for a database connection until they timed out.",
+    "service": "checkout-api",
+}
+OTHER = {
+    "title": "Checkout pool starved by a long migration",
+    "summary": "A schema migration held database connections and checkout requests timed out.",
+}
+
+
+def run(work: Callable[[], Awaitable[T]]) -> T:
+    return anyio.run(work)
+
+
+async def call(server: Any, tool: str, arguments: dict[str, Any]) -> Any:
+    async with Client(server) as client:
+        return await client.call_tool(tool, arguments)
+
+
+def seeded(gateway: Gateway, tenant: str, *entries: dict[str, Any]) -> list[str]:
+    ids = []
+    for entry in entries:
+        reply = gateway.admin(tenant, "POST", "/v1/admin/entries", entry)
+        assert reply.status == 201, reply.body
+        ids.append(reply.body["entry"]["entry_id"])
+    gateway.drain()
+    return ids
+
+
+def local_server(gateway: Gateway, tenant: str, metrics: ToolMetrics | None = None) -> MCPServer:
+    return build_server(StoreBackend(gateway.runtime), fixed_tenant(tenant), metrics=metrics)
+
+
+def test_tools_are_listed_with_their_schemas_and_guidance(gateway: Gateway, tenant: str) -> None:
+    async def listed() -> Any:
+        async with Client(local_server(gateway, tenant)) as client:
+            return await client.list_tools()
+
+    tools = {tool.name: tool for tool in run(listed).tools}
+    assert set(tools) == set(TOOLS)
+    query = tools["query_org_memory"]
+    schema = query.input_schema
+    assert schema["required"] == ["topic"]
+    assert schema["properties"]["limit"]["maximum"] == MAX_LIMIT
+    assert "tenant" not in json.dumps(schema)  # nothing a caller could name it with
+    scope = json.dumps(schema["properties"]["scope"])
+    assert all(value in scope for value in ("blast_radius", "dependencies"))
+    assert query.output_schema is not None
+    assert {"hits", "metadata"} <= set(query.output_schema["properties"])
+    description = query.description or ""
+    assert "sentence" in description
+    assert all(word in description for word in ("shared_tags", "vector_rank", "fused_score"))
+    assert "not ground truth" in description
+    assert tools["get_memory_entry"].input_schema["properties"]["entry_id"]["format"] == "uuid"
+    assert tools["blast_radius"].input_schema["properties"]["hops"]["maximum"] == 3
+    assert all(tool.annotations and tool.annotations.read_only_hint for tool in tools.values())
+
+
+def test_a_query_returns_the_http_apis_hits_locally_and_remotely(
+    gateway: Gateway, tenant: str
+) -> None:
+    seeded(gateway, tenant, ENTRY, OTHER)
+    over_http = gateway.query(tenant, {"topic": TOPIC, "limit": 5})
+    assert over_http.status == 200
+    expected = [(hit["entry_id"], hit["why"]["fused_score"]) for hit in over_http.body["hits"]]
+    assert len(expected) == 2
+
+    local = run(lambda: call(local_server(gateway, tenant), "query_org_memory", {"topic": TOPIC}))
+    remote_backend = RemoteBackend(
+        MemoryClient(
+            f"http://{gateway.host}:{gateway.port}",
+            mint_query_token(gateway.keys[f"{tenant}-query"]),
+        )
+    )
+    remote_server = build_server(remote_backend, fixed_tenant(None))
+    remote = run(lambda: call(remote_server, "query_org_memory", {"topic": TOPIC}))
+    for result in (local, remote):
+        assert not result.is_error, result.content
+        hits = result.structured_content["hits"]
+        assert [(hit["entry_id"], hit["why"]["fused_score"]) for hit in hits] == expected
+        assert hits[0]["why"]["vector_rank"] == over_http.body["hits"][0]["why"]["vector_rank"]
+
+    entry_id = expected[0][0]
+    for server in (local_server(gateway, tenant), remote_server):
+        got = run(lambda s=server: call(s, "get_memory_entry", {"entry_id": entry_id}))
+        assert not got.is_error
+        assert got.structured_content["entry_id"] == entry_id
+
+
+def test_a_bad_topic_is_a_tool_error_the_model_can_correct(gateway: Gateway, tenant: str) -> None:
+    metrics = ToolMetrics()
+    server = local_server(gateway, tenant, metrics)
+    for topic in ("checkout-api-slow-queries", "Checkout API Slow Queries After Deploy"):
+        result = run(lambda t=topic: call(server, "query_org_memory", {"topic": t}))
+        assert result.is_error
+        text = result.content[0].text
+        assert "invalid topic" in text
+        assert "send a sentence describing what has been found" in text
+    unknown_id = "00000000-0000-4000-8000-0000000000aa"
+    missing = run(lambda: call(server, "get_memory_entry", {"entry_id": unknown_id}))
+    assert missing.is_error
+    assert "not found" in missing.content[0].text
+    bad_limit = run(lambda: call(server, "query_org_memory", {"topic": TOPIC, "limit": 999}))
+    assert bad_limit.is_error
+    assert "limit" in bad_limit.content[0].text
+    snapshot = metrics.snapshot()["query_org_memory"]
+    assert snapshot["outcomes"] == {"invalid_input": 2}  # the SDK refused limit=999 itself
+    assert metrics.snapshot()["get_memory_entry"]["outcomes"] == {"not_found": 1}
+
+
+def test_remote_mode_refuses_a_bad_token_cleanly(gateway: Gateway, tenant: str) -> None:
+    base = f"http://{gateway.host}:{gateway.port}"
+    forged = "gbq1.nobody.9999999999." + "0" * 64
+    server = build_server(RemoteBackend(MemoryClient(base, forged)), fixed_tenant(None))
+    result = run(lambda: call(server, "query_org_memory", {"topic": TOPIC}))
+    assert result.is_error
+    assert "refused this server's token (HTTP 401)" in result.content[0].text
+    down = build_server(
+        RemoteBackend(MemoryClient("http://127.0.0.1:9", forged, timeout=1)), fixed_tenant(None)
+    )
+    unreachable = run(lambda: call(down, "query_org_memory", {"topic": TOPIC}))
+    assert unreachable.is_error
+    assert "unreachable" in unreachable.content[0].text
+
+
+def test_topology_tools_answer_from_the_service_graph(gateway: Gateway, tenant: str) -> None:
+    batch = service_dependencies([("web", "checkout-api"), ("checkout-api", "db")])
+    body = batch.model_dump(mode="json", by_alias=True)
+    reply = gateway.admin(tenant, "POST", "/v1/admin/topology", body)
+    assert reply.status == 200, reply.body
+    server = local_server(gateway, tenant)
+    radius = run(lambda: call(server, "blast_radius", {"service": "db", "hops": 2}))
+    assert [node["external_id"] for node in radius.structured_content["affected"]] == [
+        "checkout-api",
+        "web",
+    ]
+    critical = run(lambda: call(server, "criticality", {"service": "db"}))
+    assert critical.structured_content["score"] == pytest.approx(1.5)
+    unknown = run(lambda: call(server, "criticality", {"service": "nope"}))
+    assert unknown.is_error
+    assert "no Service 'nope'" in unknown.content[0].text
+
+
+# -- streamable HTTP: a multi-tenant door ---------------------------------------------------
+
+
+class HttpDoor:
+    def __init__(self, gateway: Gateway) -> None:
+        self.metrics = ToolMetrics()
+        listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        server = build_server(
+            StoreBackend(gateway.runtime),
+            token_tenant,
+            metrics=self.metrics,
+            verifier=KeyringTokenVerifier(gateway.runtime.keyring),
+            issuer_url=self.url,
+        )
+        app = server.streamable_http_app(stateless_http=True, json_response=True)
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [listener]}, daemon=True
+        )
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def post(self, token: str | None) -> httpx2.Response:
+        headers = {"Accept": "application/json, text/event-stream"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        return httpx2.post(f"{self.url}/mcp", json=body, headers=headers, timeout=10)
+
+    def call(self, token: str, tool: str, arguments: dict[str, Any]) -> Any:
+        async def calling() -> Any:
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+                Client(streamable_http_client(f"{self.url}/mcp", http_client=http)) as client,
+            ):
+                return await client.call_tool(tool, arguments)
+
+        return run(calling)
+
+
+@pytest.fixture
+def door(gateway: Gateway) -> Iterator[HttpDoor]:
+    door = HttpDoor(gateway)
+    yield door
+    door.server.should_exit = True
+    door.thread.join(10)
+
+
+def test_the_http_door_refuses_requests_without_a_valid_query_token(
+    door: HttpDoor, gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    query_key = gateway.keys[f"{tenant}-query"]
+    other_key = gateway.keys[f"{other_tenant}-query"]
+    forged = SigningKey(  # the tenant's key id, signed with the other tenant's secret
+        key_id=query_key.key_id, tenant_id=tenant, secret=other_key.secret, roles=["query"]
+    )
+    refused = {
+        "no token": None,
+        "garbage": "not-a-token",
+        "expired": mint_query_token(query_key, ttl_s=60, now=time.time() - 3600),
+        "another tenant's secret": mint_query_token(forged),
+        "an admin key": mint_query_token(gateway.keys[f"{tenant}-admin"]),
+    }
+    for name, token in refused.items():
+        reply = door.post(token)
+        assert reply.status_code == 401, name
+        assert "tools" not in reply.text, name
+    assert door.post(mint_query_token(query_key)).status_code == 200
+
+
+def test_the_http_door_answers_from_the_tokens_tenant_only(
+    door: HttpDoor, gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    (mine,) = seeded(gateway, tenant, ENTRY)
+    (theirs,) = seeded(gateway, other_tenant, OTHER)
+    token = mint_query_token(gateway.keys[f"{tenant}-query"])
+    # a tenant named in the arguments is not an input: the token's tenant answers
+    for arguments in ({"topic": TOPIC}, {"topic": TOPIC, "tenant_id": other_tenant}):
+        result = door.call(token, "query_org_memory", arguments)
+        assert not result.is_error, result.content
+        assert [hit["entry_id"] for hit in result.structured_content["hits"]] == [mine]
+    stolen = door.call(token, "get_memory_entry", {"entry_id": theirs})
+    assert stolen.is_error
+    assert "not found" in stolen.content[0].text
+    other_token = mint_query_token(gateway.keys[f"{other_tenant}-query"])
+    theirs_result = door.call(other_token, "query_org_memory", {"topic": TOPIC})
+    assert [hit["entry_id"] for hit in theirs_result.structured_content["hits"]] == [theirs]
+    counts = httpx2.get(f"{door.url}/metrics", timeout=5).json()["query_org_memory"]
+    assert counts["calls"] == 3
+    assert counts["returned"] == 3
+    assert counts["outcomes"] == {"ok": 3}
+
+
+# -- stdio: the command an agent's configuration launches ----------------------------------
+
+
+def test_grandbo_mcp_over_stdio_serves_the_local_store(
+    gateway: Gateway, database: DatabaseUrls, tenant: str, tmp_path: Path
+) -> None:
+    seeded(gateway, tenant, ENTRY)
+    grandbo = Path(sys.executable).with_name("grandbo")
+    environment = {
+        **os.environ,
+        "DATABASE_URL": database.app,
+        "GRANDBO_ADMIN_DATABASE_URL": database.admin,
+        "GRANDBO_DATA_DIR": str(tmp_path),
+    }
+    parameters = StdioServerParameters(
+        command=str(grandbo),
+        args=["--provider", "fake", "mcp", "--tenant", tenant],
+        env=environment,
+    )
+
+    async def session() -> tuple[Any, Any]:
+        async with Client(parameters, read_timeout_seconds=60) as client:
+            listed = await client.list_tools()
+            return listed, await client.call_tool("query_org_memory", {"topic": TOPIC})
+
+    listed, result = run(session)
+    assert {tool.name for tool in listed.tools} == set(TOOLS)
+    assert not result.is_error, result.content
+    assert result.structured_content["hits"][0]["title"] == ENTRY["title"]

@@ -1,0 +1,196 @@
+"""The recall hook: memories before a model call, or an empty block and a reason, never an
+exception and never later than its timeout (against the local runner and hostile servers)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from grandbo.api.auth import mint_query_token
+from grandbo.api.recall import DEFAULT_TOPIC_CHARS, FRAMING, RecallHook, topic_from_text
+from grandbo.memory.topic import MAX_TOPIC_CHARS
+
+from .conftest import Gateway
+
+TIMEOUT_S = 0.3
+MARGIN_S = 0.5  # generous: the precise figure is `python -m bench.recall_hook`
+PROMPT = (
+    "You are investigating an incident. Findings so far: users are logged out at random; "
+    "redis-sessions evicted session keys after it reached maxmemory."
+)
+ENTRIES = [
+    {
+        "title": "Redis evicted session keys",
+        "summary": "redis-sessions reached maxmemory with allkeys-lru and evicted session keys.",
+        "service": "redis-sessions",
+    },
+    {
+        "title": "Session store failover lost logins",
+        "summary": "A redis-sessions failover dropped session keys and users were logged out.",
+    },
+    {
+        "title": "Checkout pool exhausted",
+        "summary": "Checkout requests waited for a database connection until they timed out.",
+    },
+    {
+        "title": "Redis memory fragmentation",
+        "summary": "Redis maxmemory was reached early because of fragmentation after evictions.",
+    },
+]
+
+
+def test_recall_returns_a_framed_block_of_at_most_three_memories(
+    gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    for entry in ENTRIES:
+        assert gateway.admin(tenant, "POST", "/v1/admin/entries", entry).status == 201
+    assert gateway.admin(other_tenant, "POST", "/v1/admin/entries", ENTRIES[0]).status == 201
+    gateway.drain()
+    hook = RecallHook(
+        f"http://{gateway.host}:{gateway.port}",
+        mint_query_token(gateway.keys[f"{tenant}-query"]),
+        timeout_s=5,
+    )
+    recall = hook.recall(PROMPT)
+    assert recall.reason is None, recall.detail
+    assert 1 <= len(recall.memories) <= 3
+    titles = [memory.title for memory in recall.memories]
+    assert "Redis evicted session keys" in titles, titles
+    assert all(memory.score >= hook.min_score for memory in recall.memories)
+    block = recall.block
+    assert block.startswith(FRAMING)
+    assert "not ground truth" in block
+    assert "verify each against live telemetry" in block
+    assert "Redis evicted session keys (recorded today; matched on shared tags " in block
+    assert ENTRIES[0]["summary"] in block
+    assert "Checkout pool exhausted" not in block  # nothing in common with the prompt
+
+    strict = RecallHook(hook.client.base_url, hook.client.token, timeout_s=5, min_score=1.0)
+    nothing = strict.recall(PROMPT)
+    assert (nothing.block, nothing.memories, nothing.reason) == ("", (), "no_match")
+
+    huge = "tool output line about nothing in particular\n" * 2_000 + PROMPT
+    assert len(huge) > 4 * MAX_TOPIC_CHARS
+    assert [memory.title for memory in hook.recall(huge).memories] == titles
+    assert hook.metrics.snapshot()["outcomes"] == {"ok": 2}
+    assert hook.metrics.snapshot()["returned"] == len(recall.memories) * 2
+
+
+def test_text_that_cannot_be_a_topic_is_an_empty_block(gateway: Gateway, tenant: str) -> None:
+    hook = RecallHook(
+        f"http://{gateway.host}:{gateway.port}", mint_query_token(gateway.keys[f"{tenant}-query"])
+    )
+    for text in ("", "checkout-api-slow-queries", "\x00\x01", "Checkout API Slow Queries"):
+        recall = hook.recall(text)
+        assert recall.reason == "invalid_topic"
+        assert recall.block == ""
+    assert hook.metrics.snapshot()["outcomes"] == {"invalid_topic": 4}
+
+
+def test_topic_from_text_makes_any_long_prompt_a_valid_topic() -> None:
+    noisy = "a\x00b \ud800 the replica lag grew\tafter the\x1b[0m deploy " * 500 + "x" * 9_000
+    tail = " and then the primary failed over to the standby"
+    topic = topic_from_text(noisy + tail)
+    assert len(topic) <= DEFAULT_TOPIC_CHARS
+    assert topic.endswith("failed over to the standby")
+    assert "\x00" not in topic
+    assert "\ud800" not in topic
+    # the word the cut went through is dropped: here the 9,000-character one
+    assert topic_from_text(noisy + tail, 10**6) == tail.strip()
+    long_prose = "the replica lag grew after the deploy " * 300 + tail
+    assert MAX_TOPIC_CHARS - 40 < len(topic_from_text(long_prose, 10**6)) <= MAX_TOPIC_CHARS
+    assert topic_from_text("word " * 10, 24) == "word word word word word"
+    assert topic_from_text("word " * 10, 22) == "word word word word"
+
+
+# -- fail-open: every way the memory service can let an agent down -------------------------
+
+
+Behaviour = Callable[[BaseHTTPRequestHandler], None]
+
+
+def serving(behaviour: Behaviour) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            behaviour(self)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def answer(status: int, body: bytes, *, delay_s: float = 0.0) -> Behaviour:
+    def behave(handler: BaseHTTPRequestHandler) -> None:
+        time.sleep(delay_s)
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return behave
+
+
+def trickle(handler: BaseHTTPRequestHandler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Length", "1000")
+    handler.end_headers()
+    for _ in range(40):  # a byte every 0.1 s: each read is quick, the whole is not
+        handler.wfile.write(b" ")
+        handler.wfile.flush()
+        time.sleep(0.1)
+
+
+def closed_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+CASES: dict[str, tuple[Behaviour | None, str]] = {
+    "a server that sleeps": (answer(200, b'{"hits": []}', delay_s=3), "timeout"),
+    "a server that trickles": (trickle, "timeout"),
+    "connection refused": (None, "unreachable"),
+    "401": (answer(401, b'{"error": "unauthorized", "message": "unauthorized"}'), "unauthorized"),
+    "500": (answer(500, b'{"error": "internal"}'), "server_error"),
+    "502 with HTML": (answer(502, b"<html>Bad Gateway</html>"), "server_error"),
+    "malformed JSON": (answer(200, b'{"hits": [ '), "malformed_answer"),
+    "not an object": (answer(200, b"[1, 2]"), "malformed_answer"),
+    "hits without fields": (answer(200, b'{"hits": [{"title": 3}]}'), "malformed_answer"),
+    "a 422": (answer(422, b'{"message": "topic: too short", "field": "topic"}'), "rejected"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_failure_fails_open_within_the_timeout(case: str) -> None:
+    behaviour, reason = CASES[case]
+    servers = serving(behaviour) if behaviour is not None else iter([closed_port()])
+    base = next(servers)
+    try:
+        hook = RecallHook(base, "gbq1.k.1.00", timeout_s=TIMEOUT_S)
+        started = time.perf_counter()
+        recall = hook.recall(PROMPT)
+        elapsed = time.perf_counter() - started
+    finally:
+        for _ in servers:
+            pass
+    assert recall.reason == reason, recall.detail
+    assert (recall.block, recall.memories) == ("", ())
+    assert recall.failed_open
+    assert elapsed < TIMEOUT_S + MARGIN_S
+    assert hook.metrics.snapshot()["outcomes"] == {reason: 1}
