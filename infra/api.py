@@ -13,6 +13,7 @@ from constructs import Construct
 
 from grandbo.api.gateway_schema import gateway_schema
 from grandbo.api.models import MAX_BODY_BYTES, QueryRequest
+from infra.checkov import LOG_GROUP_KMS, skip_checks
 from infra.config import StageConfig
 
 _KEYWORDS = {
@@ -65,6 +66,7 @@ class MemoryApi(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.THREE_MONTHS)
+        skip_checks(access_logs, LOG_GROUP_KMS)
         self.api = apigw.RestApi(
             self,
             "Api",
@@ -143,11 +145,27 @@ class MemoryApi(Construct):
         # body, so the admin Lambda verifies the signature itself before anything else.
         admin = self.api.root.get_resource("v1")
         assert admin is not None
-        admin.add_resource("admin").add_resource("{proxy+}").add_method(
-            "ANY",
-            apigw.LambdaIntegration(admin_function),
-            authorization_type=apigw.AuthorizationType.NONE,
-            request_validator=validator,
+        admin_method = (
+            admin.add_resource("admin")
+            .add_resource("{proxy+}")
+            .add_method(
+                "ANY",
+                apigw.LambdaIntegration(admin_function),
+                authorization_type=apigw.AuthorizationType.NONE,
+                request_validator=validator,
+            )
+        )
+        skip_checks(
+            admin_method,
+            ("CKV_AWS_59", "authenticated by the HMAC signature over the body, in the function"),
+        )
+        skip_checks(
+            self.api.deployment_stage,
+            (
+                "CKV_AWS_120",
+                "answers are per caller and tenant: a cache keyed without the token would "
+                "serve one organization's memory to another",
+            ),
         )
         self.web_acl = wafv2.CfnWebACL(
             self,
@@ -185,6 +203,19 @@ class MemoryApi(Construct):
                         )
                     ),
                     visibility_config=_visibility("common-rules"),
+                ),
+                wafv2.CfnWebACL.RuleProperty(
+                    # request patterns known to be malicious (Log4Shell's JNDI lookups among
+                    # them), blocked
+                    name="AWSManagedRulesKnownBadInputsRuleSet",
+                    priority=3,
+                    override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
+                            vendor_name="AWS", name="AWSManagedRulesKnownBadInputsRuleSet"
+                        )
+                    ),
+                    visibility_config=_visibility("known-bad-inputs"),
                 ),
                 wafv2.CfnWebACL.RuleProperty(
                     name="BodyOverApiLimit",

@@ -5,8 +5,10 @@ from __future__ import annotations
 from aws_cdk import CfnResource, Duration, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_rds as rds
+from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from infra.checkov import SECRET_CMK, skip_checks
 from infra.config import StageConfig
 from infra.network import Network
 from infra.retention import retention
@@ -57,6 +59,22 @@ class Database(Construct):
             iam_authentication=True,
             cloudwatch_logs_exports=["postgresql"],
             cloudwatch_logs_retention=retention(stage.log_retention_days),
+            # OS metrics every minute (memory, swap, processes) beside Performance Insights
+            monitoring_interval=Duration.seconds(60),
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.cluster.node.find_child("MonitoringRole"),
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM4",
+                    reason="AmazonRDSEnhancedMonitoringRole is the AWS-maintained policy RDS "
+                    "needs to publish enhanced-monitoring metrics; it grants nothing else.",
+                    applies_to=[
+                        "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                        "AmazonRDSEnhancedMonitoringRole"
+                    ],
+                )
+            ],
         )
         assert self.cluster.secret is not None
         self.admin_secret = self.cluster.secret
@@ -65,12 +83,14 @@ class Database(Construct):
         generated = self.cluster.node.find_child("Secret").node.default_child
         assert isinstance(generated, CfnResource)
         generated.apply_removal_policy(data_removal)
+        skip_checks(generated, SECRET_CMK)
         self.cluster.add_rotation_single_user(automatically_after=Duration.days(30))
         self.app_secret = rds.DatabaseSecret(
             self, "AppSecret", username=APP_ROLE, master_secret=self.admin_secret
         )
         self.app_secret.attach(self.cluster)
         self.app_secret.apply_removal_policy(data_removal)
+        skip_checks(self.app_secret, SECRET_CMK)
         self.proxy = self.cluster.add_proxy(
             "Proxy",
             # a proxy's name is unique per account and region: one per stage

@@ -14,6 +14,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.checkov import ENV_KMS, LOG_GROUP_KMS, SECRET_CMK, skip_checks
 from infra.config import StageConfig
 from infra.database import Database
 from infra.layer import layer_code
@@ -78,6 +79,35 @@ SPECS = {
 }
 
 
+SYNCHRONOUS = (
+    "invoked synchronously by API Gateway: the caller gets the error, and a dead-letter "
+    "queue only ever receives asynchronous invocations"
+)
+# checkov CKV_AWS_116: where each function's failures go instead of a function DLQ
+FAILURES_GO_TO = {
+    "query": SYNCHRONOUS,
+    "authorizer": SYNCHRONOUS,
+    "admin": SYNCHRONOUS,
+    "incident": "the EventBridge rule's target has its own dead-letter queue (IncidentDlq) "
+    "and the rule an archive for replays",
+    "embed": "an SQS event source: failed records return to the embed queue, whose redrive "
+    "policy moves them to EmbedDlq",
+    "backfill": "run by a schedule: the next run redoes a failed one, and the "
+    "oldest-unembedded alarm fires when runs keep failing",
+    "migrations": "invoked synchronously by the deploy's custom-resource provider, which "
+    "fails (and rolls back) the deploy on error",
+}
+# checkov CKV_AWS_115, for the functions without reserved concurrency (SPECS say why others)
+UNRESERVED = {
+    "query": "interactive: a reserved cap would throttle queries under load; RDS Proxy "
+    "bounds the database connections",
+    "authorizer": "interactive, and its answers are cached 5 minutes by API Gateway",
+    "admin": "interactive writes, one short transaction each; RDS Proxy bounds connections",
+    "embed": "capped on its SQS event source (maxConcurrency), which never throttles the "
+    "way a reserved cap would",
+}
+
+
 class Functions(Construct):
     """The Lambdas, their environment, and least-privilege grants."""
 
@@ -129,6 +159,8 @@ class Functions(Construct):
                 env = {
                     "GRANDBO_ADMIN_SECRET_ARN": database.admin_secret.secret_arn,
                     "GRANDBO_DB_SECRET_ARN": database.app_secret.secret_arn,
+                    # through the proxy too: its certificate is the one verify-full checks
+                    "GRANDBO_DB_HOST": database.proxy.endpoint,
                     "POWERTOOLS_SERVICE_NAME": "grandbo",
                 }
             function = lambda_.Function(
@@ -152,14 +184,14 @@ class Functions(Construct):
                 vpc=network.vpc,
                 vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
                 security_groups=[network.lambda_security_group],
-                log_group=logs.LogGroup(
-                    self,
-                    f"{name.title()}Logs",
-                    retention=retention(stage.log_retention_days),
-                ),
+                log_group=self._log_group(f"{name.title()}Logs", stage),
             )
             self.functions[name] = function
+            skip_checks(function, ENV_KMS, ("CKV_AWS_116", FAILURES_GO_TO[name]))
+            if spec.reserved_concurrency is None:
+                skip_checks(function, ("CKV_AWS_115", UNRESERVED[name]))
 
+        skip_checks(self.keyring, SECRET_CMK)
         for name in ("query", "admin", "incident", "embed", "backfill"):
             database.app_secret.grant_read(self.functions[name])
         database.admin_secret.grant_read(self.functions["migrations"])
@@ -176,3 +208,8 @@ class Functions(Construct):
         )
         for name in ("query", "embed"):
             self.functions[name].add_to_role_policy(titan)
+
+    def _log_group(self, construct_id: str, stage: StageConfig) -> logs.LogGroup:
+        group = logs.LogGroup(self, construct_id, retention=retention(stage.log_retention_days))
+        skip_checks(group, LOG_GROUP_KMS)
+        return group

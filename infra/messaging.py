@@ -11,6 +11,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.checkov import skip_checks
 from infra.config import StageConfig
 
 EMBED_TIMEOUT_S = 60  # the embed function's timeout; see infra/functions.py
@@ -18,15 +19,24 @@ INCIDENT_SOURCE = "landfall.incidents"
 INCIDENT_CLOSED = "IncidentClosed"
 
 
+SQS_MANAGED_SSE = (
+    "CKV_AWS_27",
+    "encrypted at rest with SQS-managed keys (SqsManagedSseEnabled), which checkov does not "
+    "read (it looks for a KMS key only)",
+)
+
+
 def dead_letter_queue(scope: Construct, construct_id: str) -> sqs.Queue:
     """A dead-letter queue: 14 days to inspect and redrive, encrypted, TLS only."""
-    return sqs.Queue(
+    queue = sqs.Queue(
         scope,
         construct_id,
         retention_period=Duration.days(14),
         encryption=sqs.QueueEncryption.SQS_MANAGED,
         enforce_ssl=True,
     )
+    skip_checks(queue, SQS_MANAGED_SSE)
+    return queue
 
 
 class EmbedQueue(Construct):
@@ -44,6 +54,7 @@ class EmbedQueue(Construct):
             enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=5, queue=self.dead_letters),
         )
+        skip_checks(self.queue, SQS_MANAGED_SSE)
 
 
 class EventWiring(Construct):

@@ -6,6 +6,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.checkov import LOG_GROUP_KMS, skip_checks
+
 
 class Network(Construct):
     """No NAT: Lambdas reach SQS, Bedrock, Secrets Manager and X-Ray through endpoints."""
@@ -23,11 +25,10 @@ class Network(Construct):
                 )
             ],
         )
+        flow_logs = logs.LogGroup(self, "FlowLogs", retention=logs.RetentionDays.ONE_MONTH)
+        skip_checks(flow_logs, LOG_GROUP_KMS)
         self.vpc.add_flow_log(
-            "FlowLog",
-            destination=ec2.FlowLogDestination.to_cloud_watch_logs(
-                logs.LogGroup(self, "FlowLogs", retention=logs.RetentionDays.ONE_MONTH)
-            ),
+            "FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs)
         )
         self.endpoint_security_group = ec2.SecurityGroup(
             self,

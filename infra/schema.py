@@ -13,6 +13,7 @@ from constructs import Construct
 
 from grandbo.memory.vector_index import INDEX_JOB_EVENT
 from grandbo.migrations import migrations_digest
+from infra.checkov import ENV_KMS, LOG_GROUP_KMS, NOT_IN_VPC, UNCAPPED, skip_checks
 
 
 class SchemaMigrations(Construct):
@@ -23,6 +24,14 @@ class SchemaMigrations(Construct):
             "Provider",
             on_event_handler=function,
             log_group=logs.LogGroup(self, "ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
+        )
+        skip_checks(self.node.find_child("ProviderLogs"), LOG_GROUP_KMS)
+        skip_checks(  # CDK's provider framework: relays the deploy to the migrations function
+            provider.node.find_child("framework-onEvent"),
+            NOT_IN_VPC,
+            UNCAPPED,
+            ENV_KMS,
+            ("CKV_AWS_116", "invoked synchronously by CloudFormation, which fails the deploy"),
         )
         self.resource = CustomResource(
             self,

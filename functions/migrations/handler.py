@@ -26,7 +26,9 @@ PHYSICAL_ID = "grandbo-schema"
 
 
 def admin_url() -> str:
-    return database_url_from_secret(str(get_secret(os.environ["GRANDBO_ADMIN_SECRET_ARN"])))
+    """The schema owner through RDS Proxy (GRANDBO_DB_HOST), TLS verify-full."""
+    secret = str(get_secret(os.environ["GRANDBO_ADMIN_SECRET_ARN"]))
+    return database_url_from_secret(secret, os.environ.get("GRANDBO_DB_HOST"))
 
 
 @logger.inject_lambda_context(clear_state=True)

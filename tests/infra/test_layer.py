@@ -102,6 +102,7 @@ def test_development_installs_what_the_layer_ships() -> None:
         "pydantic",
         "pydantic-core",
         "pystemmer",
+        "certifi",
         "aws-lambda-powertools",
         "boto3",
         "botocore",

@@ -129,6 +129,17 @@ def test_every_function_uses_the_shared_layer_on_arm64_python(dev: Any) -> None:
         assert props["TracingConfig"] == {"Mode": "Active"}
 
 
+def test_every_function_reaching_the_database_goes_through_the_proxy(dev: Any) -> None:
+    # verify-full checks the proxy's certificate (ACM, Amazon Root CA): no function may
+    # connect to the cluster's own endpoint, whose RDS CA certifi does not carry
+    _, t = dev
+    (proxy_id,) = _resources(t, "AWS::RDS::DBProxy").keys()
+    for function in _functions(t).values():
+        env = function["Properties"].get("Environment", {}).get("Variables", {})
+        if "GRANDBO_DB_SECRET_ARN" in env or "GRANDBO_ADMIN_SECRET_ARN" in env:
+            assert env["GRANDBO_DB_HOST"] == {"Fn::GetAtt": [proxy_id, "Endpoint"]}
+
+
 def test_sizing_and_concurrency(dev: Any) -> None:
     _, t = dev
     assert _by_description(t, "grandbo query")["Timeout"] == 10

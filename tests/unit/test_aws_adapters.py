@@ -102,21 +102,29 @@ def test_a_secret_never_appears_in_a_keys_repr() -> None:
     assert key.secret not in repr(key)
 
 
-def test_database_secrets_become_tls_connection_urls() -> None:
-    url = database_url_from_secret(
-        json.dumps(
-            {
-                "host": "db.example",
-                "port": 5432,
-                "username": "grandbo_app",
-                "password": "p@ss word",
-                "dbname": "grandbo",
-            }
-        )
+def test_database_secrets_become_verify_full_tls_connection_urls() -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    secret = json.dumps(
+        {
+            "host": "db.cluster.example",
+            "port": 5432,
+            "username": "grandbo_app",
+            "password": "p@ss word",
+            "dbname": "grandbo",
+        }
     )
-    assert "host=db.example" in url
-    assert "sslmode=require" in url
-    assert "user=grandbo_app" in url
+    direct = conninfo_to_dict(database_url_from_secret(secret))
+    assert direct["host"] == "db.cluster.example"
+    proxied = conninfo_to_dict(database_url_from_secret(secret, "grandbo-dev.proxy.example"))
+    assert proxied["host"] == "grandbo-dev.proxy.example"  # the name the certificate must bear
+    assert proxied["user"] == "grandbo_app"
+    assert proxied["password"] == "p@ss word"
+    # issue 12, item 13: the certificate is verified, against a bundle that holds the
+    # Amazon root RDS Proxy's ACM certificate chains to
+    assert proxied["sslmode"] == "verify-full"
+    with open(str(proxied["sslrootcert"]), encoding="utf-8") as bundle:
+        assert "CN=Amazon Root CA 1 " in bundle.read()
 
 
 def test_the_environment_requires_a_database() -> None:

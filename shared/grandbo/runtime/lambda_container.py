@@ -73,7 +73,13 @@ class LambdaEnvironment(BaseModel):
 
 
 def database_url_from_secret(secret_string: str, host: str | None = None) -> str:
-    """An RDS-style secret (host, port, username, password, dbname) as a connection URL."""
+    """An RDS-style secret (host, port, username, password, dbname) as a connection URL.
+
+    TLS is verify-full: the server's certificate must chain to a CA of certifi's bundle
+    and name `host`. Every function connects through RDS Proxy (`host`), whose certificate
+    ACM issues under the Amazon Root CAs that bundle carries.
+    """
+    import certifi
     from psycopg.conninfo import make_conninfo
 
     secret = json.loads(secret_string)
@@ -84,7 +90,8 @@ def database_url_from_secret(secret_string: str, host: str | None = None) -> str
         user=secret["username"],
         password=secret["password"],
         dbname=secret.get("dbname", "postgres"),
-        sslmode="require",
+        sslmode="verify-full",
+        sslrootcert=certifi.where(),
     )
 
 
