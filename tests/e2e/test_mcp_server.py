@@ -37,6 +37,7 @@ from grandbo.storage.connections import DatabaseUrls
 from grandbo.topology.model import service_dependencies
 
 from .conftest import Gateway
+from .test_recall_hook import serving, trickle
 
 T = TypeVar("T")
 TOPIC = "checkout requests time out waiting for a database connection from the pool"
@@ -143,12 +144,20 @@ def test_a_bad_topic_is_a_tool_error_the_model_can_correct(gateway: Gateway, ten
     missing = run(lambda: call(server, "get_memory_entry", {"entry_id": unknown_id}))
     assert missing.is_error
     assert "not found" in missing.content[0].text
-    bad_limit = run(lambda: call(server, "query_org_memory", {"topic": TOPIC, "limit": 999}))
-    assert bad_limit.is_error
-    assert "limit" in bad_limit.content[0].text
-    snapshot = metrics.snapshot()["query_org_memory"]
-    assert snapshot["outcomes"] == {"invalid_input": 2}  # the SDK refused limit=999 itself
-    assert metrics.snapshot()["get_memory_entry"]["outcomes"] == {"not_found": 1}
+    # arguments the SDK refuses are worded like any bad input: the field, the problem
+    refused = {
+        "query_org_memory": ({"topic": TOPIC, "limit": 999}, "invalid limit: Input should be"),
+        "blast_radius": ({"service": "db", "hops": 9}, "invalid hops: Input should be"),
+        "get_memory_entry": ({"entry_id": "nope"}, "invalid entry_id: Input should be"),
+    }
+    for tool, (arguments, message) in refused.items():
+        result = run(lambda t=tool, a=arguments: call(server, t, a))
+        assert result.is_error
+        assert result.content[0].text.startswith(message), result.content[0].text
+        assert "pydantic" not in result.content[0].text
+    snapshot = metrics.snapshot()
+    assert snapshot["query_org_memory"]["outcomes"] == {"invalid_input": 3}
+    assert snapshot["get_memory_entry"]["outcomes"] == {"not_found": 1, "invalid_input": 1}
 
 
 def test_remote_mode_refuses_a_bad_token_cleanly(gateway: Gateway, tenant: str) -> None:
@@ -164,6 +173,31 @@ def test_remote_mode_refuses_a_bad_token_cleanly(gateway: Gateway, tenant: str) 
     unreachable = run(lambda: call(down, "query_org_memory", {"topic": TOPIC}))
     assert unreachable.is_error
     assert "unreachable" in unreachable.content[0].text
+    # a server that trickles its answer is cut at the timeout, as a whole
+    slow = serving(trickle)
+    try:
+        slow_server = build_server(
+            RemoteBackend(MemoryClient(next(slow), forged, timeout=1)), fixed_tenant(None)
+        )
+        started = time.monotonic()
+        cut = run(lambda: call(slow_server, "query_org_memory", {"topic": TOPIC}))
+        assert time.monotonic() - started < 2.5
+    finally:
+        for _ in slow:
+            pass
+    assert cut.is_error
+    assert "no complete answer within 1 s" in cut.content[0].text
+
+
+def test_a_store_outage_reads_as_retry_later_without_the_drivers_words() -> None:
+    from grandbo.agent.server import _tool_error
+    from grandbo.errors import StoreUnavailableError
+
+    outcome, error = _tool_error(
+        StoreUnavailableError('connection to server on socket "/srv/pgdata/.s.PGSQL" failed')
+    )
+    assert outcome == "unavailable"
+    assert str(error) == "Grandbo's store is unavailable; retry in a few seconds"
 
 
 def test_topology_tools_answer_from_the_service_graph(gateway: Gateway, tenant: str) -> None:
@@ -274,7 +308,10 @@ def test_the_http_door_answers_from_the_tokens_tenant_only(
     other_token = mint_query_token(gateway.keys[f"{other_tenant}-query"])
     theirs_result = door.call(other_token, "query_org_memory", {"topic": TOPIC})
     assert [hit["entry_id"] for hit in theirs_result.structured_content["hits"]] == [theirs]
-    counts = httpx2.get(f"{door.url}/metrics", timeout=5).json()["query_org_memory"]
+    assert httpx2.get(f"{door.url}/metrics", timeout=5).status_code == 401
+    counts = httpx2.get(
+        f"{door.url}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=5
+    ).json()["query_org_memory"]
     assert counts["calls"] == 3
     assert counts["returned"] == 3
     assert counts["outcomes"] == {"ok": 3}
@@ -309,3 +346,55 @@ def test_grandbo_mcp_over_stdio_serves_the_local_store(
     assert {tool.name for tool in listed.tools} == set(TOOLS)
     assert not result.is_error, result.content
     assert result.structured_content["hits"][0]["title"] == ENTRY["title"]
+
+
+def test_the_http_door_on_the_embedded_store_outlives_a_postgres_crash(tmp_path: Path) -> None:
+    # its own data directory and process, as `grandbo mcp --transport http` runs for a team
+    import signal
+    import subprocess
+
+    from grandbo.api.auth import Keyring
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environment = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "GRANDBO_"))
+    }
+    grandbo = [str(Path(sys.executable).with_name("grandbo")), "--data-dir", str(tmp_path)]
+    process = subprocess.Popen(  # noqa: S603 - our own CLI
+        [*grandbo, "--provider", "fake", "mcp", "--transport", "http", "--port", str(port)],
+        env=environment,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert process.poll() is None, process.stderr.read() if process.stderr else ""
+                time.sleep(0.2)
+        door = HttpDoor.__new__(HttpDoor)
+        door.url = f"http://127.0.0.1:{port}"
+        keyring = Keyring.from_json((tmp_path / "keyring.json").read_text())
+        token = mint_query_token(keyring.find("demo-beacon", "query"))
+        assert not door.call(token, "query_org_memory", {"topic": TOPIC}).is_error
+        postmaster = int((tmp_path / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        outage: list[str] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            result = door.call(token, "query_org_memory", {"topic": TOPIC})
+            if not result.is_error:
+                break
+            outage.append(result.content[0].text)
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"still failing 30 s after the crash: {outage[-1:]}")
+        unavailable = "Grandbo's store is unavailable; retry in a few seconds"
+        assert all(text.endswith(unavailable) for text in outage), outage
+    finally:
+        process.terminate()
+        process.wait(30)

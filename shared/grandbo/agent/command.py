@@ -70,10 +70,11 @@ def _serve_stdio(args: argparse.Namespace, settings: Settings) -> int:
 
             tenant = require_tenant(args.tenant or DEMO_TENANT)
             backend = _store_backend(settings, args.containers)
-    try:
-        build_server(backend, fixed_tenant(tenant)).run("stdio")
-    finally:
-        backend.close()
+    with _supervised(settings, local=not args.url):
+        try:
+            build_server(backend, fixed_tenant(tenant)).run("stdio")
+        finally:
+            backend.close()
     return 0
 
 
@@ -90,11 +91,16 @@ def _serve_http(args: argparse.Namespace, settings: Settings, keyring_path: Path
             "still needs a query token; put TLS in front of it",
             file=sys.stderr,
         )
+    # the port first: a taken port or a bad address fails before a database is started
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    try:
+        listener = socket.create_server((args.host, args.port), family=family)
+    except OSError as exc:
+        raise GrandboError(f"cannot listen on {args.host}:{args.port}: {exc}") from None
     keyring = local_keyring(keyring_path, DEMO_TENANT)
     backend = _store_backend(settings, args.containers)
-    listener = socket.create_server((args.host, args.port))
     host, port = listener.getsockname()[:2]
-    base = f"http://{host}:{port}"
+    base = f"http://[{host}]:{port}" if family == socket.AF_INET6 else f"http://{host}:{port}"
     server = build_server(
         backend, token_tenant, verifier=KeyringTokenVerifier(lambda: keyring), issuer_url=base
     )
@@ -105,10 +111,11 @@ def _serve_http(args: argparse.Namespace, settings: Settings, keyring_path: Path
         file=sys.stderr,
         flush=True,
     )
-    try:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
-    finally:
-        backend.close()
+    with _supervised(settings, local=True):
+        try:
+            uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+        finally:
+            backend.close()
     return 0
 
 
@@ -142,6 +149,22 @@ def _remote_backend(args: argparse.Namespace) -> MemoryBackend:
     if not args.url.startswith(("https://", "http://")):
         raise GrandboError("--url must be an http(s) URL")
     return RemoteBackend(MemoryClient(args.url, token, timeout=args.timeout))
+
+
+@contextlib.contextmanager
+def _supervised(settings: Settings, *, local: bool) -> Iterator[None]:
+    """While serving the embedded store, restart its PostgreSQL if it dies (as `serve`
+    does); the pooled connections reconnect on their next use."""
+    if not local or settings.database_url:
+        yield
+        return
+    from grandbo.local.postgres import PostgresSupervisor
+
+    supervisor = PostgresSupervisor(settings.data_dir).start()
+    try:
+        yield
+    finally:
+        supervisor.stop()
 
 
 def _is_loopback(host: str) -> bool:

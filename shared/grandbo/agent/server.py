@@ -13,10 +13,11 @@ the tenant the token's key is bound to.
 
 from __future__ import annotations
 
+import http.client
 import logging
 import time
 from collections.abc import Callable
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -39,6 +40,7 @@ from grandbo.errors import (
     GrandboError,
     InvalidInputError,
     StoreUnavailableError,
+    invalid_input_from,
 )
 from grandbo.memory.models import MemoryEntry, MemoryQueryResult
 from grandbo.memory.service import DEFAULT_LIMIT, MAX_LIMIT
@@ -131,6 +133,26 @@ def token_tenant() -> str:
     return tenant
 
 
+class GrandboMCPServer(MCPServer):
+    """The SDK's server, with arguments it refuses worded like every other bad input
+    (the field and the problem, no validation-library dump) and counted in the metrics."""
+
+    def __init__(self, *args: Any, metrics: ToolMetrics, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.metrics = metrics
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            problem = invalid_input_from(exc.__cause__)
+            if name in self.metrics.tools:
+                self.metrics.tools[name].record("invalid_input", 0, 0.0)
+            raise ToolError(f"invalid {problem.field}: {problem.message}") from None
+
+
 class ToolMetrics:
     """Per tool: calls, results returned (hits, affected services), outcomes, latency."""
 
@@ -152,8 +174,9 @@ def build_server(
     """The MCP server over `backend`. With `verifier`, its HTTP app requires a query
     token on every request (pass `token_tenant` as `tenant_of` then)."""
     counters = metrics or ToolMetrics()
-    server = MCPServer(
+    server = GrandboMCPServer(
         "grandbo",
+        metrics=counters,
         title="Grandbo organizational memory",
         instructions=INSTRUCTIONS,
         version="1",
@@ -237,7 +260,10 @@ def build_server(
 
     @server.custom_route("/metrics", methods=["GET"])
     async def tool_metrics(request: Request) -> JSONResponse:
-        """Counts and latencies per tool (no tenant data): calls, results, outcomes."""
+        """Counts and latencies per tool, for a caller with a valid query token (the
+        counts span every tenant, so not for whoever can reach the port)."""
+        if verifier is not None and not getattr(request.user, "is_authenticated", False):
+            return JSONResponse({"error": "a valid query token is required"}, status_code=401)
         return JSONResponse(counters.snapshot())
 
     return server
@@ -254,7 +280,8 @@ def _tool_error(exc: Exception) -> tuple[str, ToolError]:
     if isinstance(exc, EntryNotFoundError):
         return "not_found", ToolError(str(exc))
     if isinstance(exc, StoreUnavailableError | ContainersBusyError):
-        return "unavailable", ToolError(f"Grandbo's store is unavailable ({exc}); retry shortly")
+        logger.warning("store unavailable: %s", exc)  # the driver's words stay in the log
+        return "unavailable", ToolError("Grandbo's store is unavailable; retry in a few seconds")
     if isinstance(exc, GrandboHTTPError):
         message = str(exc.body.get("message", ""))[:500]
         field = exc.body.get("field")
@@ -270,7 +297,8 @@ def _tool_error(exc: Exception) -> tuple[str, ToolError]:
         prefix = f"invalid {field}: " if isinstance(field, str) else ""
         outcome = "not_found" if exc.status == 404 else "invalid_input"
         return outcome, ToolError(f"{prefix}{message} (HTTP {exc.status})")
-    if isinstance(exc, ValidationError):
+    if isinstance(exc, ValidationError | ValueError | http.client.HTTPException):
+        # not the API's document: not JSON, too large, truncated, or another shape
         logger.warning("the remote API answered an unexpected document: %s", exc)
         return "unavailable", ToolError(
             "the Grandbo API answered a document this server cannot read"

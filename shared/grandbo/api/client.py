@@ -1,18 +1,27 @@
 """Python clients of the HTTP API: Beacon's `query_org_memory` and the signed admin calls.
 
-Standard library only (urllib), so an agent or a script can use them without extras.
+Standard library only (http.client), so an agent or a script can use them without extras.
+A call never follows a redirect (the bearer token or signature would go wherever it
+points), reads at most MAX_RESPONSE_BYTES, and ends within its timeout as a whole, not
+per socket read: a server that trickles its answer cannot hold a caller.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
-import urllib.error
+import socket
+import threading
+import time
 import urllib.parse
-import urllib.request
 from typing import Any
 from uuid import UUID
 
 from grandbo.api.auth import SigningKey, mint_query_token, sign_admin_request
+
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+_READ_CHUNK = 64 * 1024
 
 
 class GrandboHTTPError(Exception):
@@ -24,6 +33,29 @@ class GrandboHTTPError(Exception):
         self.body = body
 
 
+class _Exchange:
+    """One request on its own connection, which a timer closes at the deadline (a
+    blocked read then fails at once instead of waiting for the server)."""
+
+    def __init__(self, base_url: str, timeout: float) -> None:
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) base URL: {base_url!r}")
+        connection = (
+            http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        )
+        self.prefix = parts.path.rstrip("/")
+        self.conn = connection(parts.hostname, parts.port, timeout=timeout)
+        self.timed_out = False
+
+    def abort(self) -> None:
+        self.timed_out = True
+        sock = self.conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing left to stop
+                sock.shutdown(socket.SHUT_RDWR)
+
+
 def _call(
     base_url: str,
     method: str,
@@ -32,23 +64,52 @@ def _call(
     headers: dict[str, str],
     timeout: float,
 ) -> dict[str, Any]:
-    request = urllib.request.Request(  # noqa: S310 - the caller's configured API URL
-        base_url.rstrip("/") + path,
-        data=body,
-        method=method,
-        headers={"Content-Type": "application/json", **headers},
-    )
+    exchange = _Exchange(base_url, timeout)
+    deadline = time.monotonic() + timeout
+    timer = threading.Timer(timeout, exchange.abort)
+    timer.daemon = True
+    timer.start()
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            payload: dict[str, Any] = json.loads(response.read() or b"{}")
-            return payload
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
+        exchange.conn.request(
+            method,
+            exchange.prefix + path,
+            body=body,
+            headers={"Content-Type": "application/json", **headers},
+        )
+        response = exchange.conn.getresponse()
+        raw = _read_capped(response, deadline)
+    except (OSError, http.client.HTTPException):
+        if exchange.timed_out:
+            raise TimeoutError(f"no complete answer within {timeout:g} s") from None
+        raise
+    finally:
+        timer.cancel()
+        exchange.conn.close()
+    if exchange.timed_out:  # the cut left a short read that looked complete
+        raise TimeoutError(f"no complete answer within {timeout:g} s")
+    if response.status >= 300:  # 3xx included: a redirect is refused, never followed
         try:
             error = json.loads(raw)
         except ValueError:
-            error = {"message": raw.decode(errors="replace")}
-        raise GrandboHTTPError(exc.code, error) from None
+            error = None
+        if not isinstance(error, dict):
+            error = {"message": raw[:500].decode(errors="replace")}
+        raise GrandboHTTPError(response.status, error)
+    payload: dict[str, Any] = json.loads(raw or b"{}")
+    return payload
+
+
+def _read_capped(response: http.client.HTTPResponse, deadline: float) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := response.read1(_READ_CHUNK):
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise ValueError(f"the answer is larger than {MAX_RESPONSE_BYTES} bytes")
+        if time.monotonic() > deadline:
+            raise TimeoutError("the answer did not arrive within the timeout")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class MemoryClient:

@@ -16,10 +16,10 @@ of seed 002: a past incident is a hint to verify with live tools, never ground t
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
-import unicodedata
 import urllib.error
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -57,7 +57,15 @@ FailOpenReason = Literal[
 ]
 Reason = FailOpenReason | Literal["no_match"]
 
-_UNSAFE = re.compile(r"[\ud800-\udfff]")  # lone surrogates; control characters below
+# control characters (Unicode Cc) and lone surrogates: never part of a topic or a block
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# ... nor, in the block, the marks that reorder text on screen (bidi overrides, isolates)
+_UNSAFE_DISPLAY = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+MAX_WORD_CHARS = 64
+MAX_SCAN_CHARS = 1 << 20  # of a prompt's end: a megabyte without 4 words is not a topic
+BLOCK_SUMMARY_CHARS = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,26 +94,37 @@ class Recall:
 
 
 def topic_from_text(text: str, max_chars: int = DEFAULT_TOPIC_CHARS) -> str:
-    """The text as a topic the query contract accepts, if it can be one.
+    """The end of `text` as a topic the query contract accepts, if it can be one.
 
-    Control characters and lone surrogates become spaces, whitespace runs collapse, and a
-    text over `max_chars` (at most the contract's limit) keeps its end (an agent's prompt
-    ends with what it is working on now), cut at a word boundary. Raises the contract's
-    InvalidTopicError when what is left is still not a topic (a slug, a title, too few
-    words).
+    Keeps the last whole words (an agent's prompt ends with what it is working on now)
+    within `max_chars` (at most the contract's limit). Control characters and lone
+    surrogates separate words; a "word" over MAX_WORD_CHARS (a URL, a minified JSON line,
+    base64) carries nothing to match on and is skipped. Only the end of the text is read,
+    however long it is. Raises the contract's InvalidTopicError when what is left is not
+    a topic (a slug, a title, too few words).
     """
     limit = max(1, min(max_chars, MAX_TOPIC_CHARS))
-    cleaned = "".join(
-        " " if unicodedata.category(char) == "Cc" else char for char in _UNSAFE.sub(" ", text)
-    )
-    text = " ".join(cleaned.split())
-    if len(text) > limit:
-        tail = text[-limit:]
-        _, space, rest = tail.partition(" ")
-        # drop the word the cut went through, unless the cut fell between two words
-        cut_mid_word = text[-limit - 1] != " "
-        text = rest if cut_mid_word and space and rest else tail.strip()
-    return validate_topic(text)
+    end = len(text.rstrip())  # trailing whitespace, however long, is no window
+    window = 4 * limit
+    while True:
+        start = max(0, end - window)
+        words = _UNSAFE.sub(" ", text[start:end]).split()
+        if start > 0 and words and not text[start - 1].isspace():
+            words = words[1:]  # the window cut through it
+        kept: list[str] = []
+        length = -1
+        full = False
+        for word in reversed(words):
+            if len(word) > MAX_WORD_CHARS:
+                continue
+            if length + 1 + len(word) > limit:
+                full = True
+                break
+            kept.append(word)
+            length += 1 + len(word)
+        if full or start == 0 or window >= MAX_SCAN_CHARS:
+            return validate_topic(" ".join(reversed(kept)))
+        window *= 4  # the window held too few words: read further back
 
 
 class RecallHook:
@@ -160,12 +179,12 @@ class RecallHook:
             except BaseException as exc:  # handed to the caller's thread
                 outcome.append(exc)
 
-        # a worker thread bounds the whole call (connect, a trickled answer, parsing), not
-        # only each socket operation; its socket times out at the same bound, so an
-        # abandoned worker ends shortly after
+        # the client closes its connection at its own deadline (the same timeout), which
+        # ends a worker held by a slow or trickling server; the worker thread also bounds
+        # what a socket cannot (a hung name lookup)
         worker = threading.Thread(target=ask, name="grandbo-recall", daemon=True)
         worker.start()
-        worker.join(self.timeout_s)
+        worker.join(max(0.0, self.timeout_s - (time.perf_counter() - started)))
         if not outcome:
             return _empty("timeout", f"no answer within {self.timeout_s:g} s", started)
         answer = outcome[0]
@@ -195,13 +214,23 @@ class RecallHook:
 
 
 def context_block(memories: list[RecalledMemory]) -> str:
+    """The framing, then one numbered memory per item. A memory's text is one line
+    (newlines, control and bidi characters removed), so no stored text can end the
+    frame, start an item of its own or reorder what the model reads."""
     lines = [FRAMING]
     for number, memory in enumerate(memories, start=1):
+        summary = _one_line(memory.summary)
+        if len(summary) > BLOCK_SUMMARY_CHARS:
+            summary = summary[:BLOCK_SUMMARY_CHARS].rsplit(" ", 1)[0] + " ..."
         lines.append(
-            f"{number}. {memory.title} ({_age(memory.age_days)}; matched on {memory.why})\n"
-            f"   {memory.summary}"
+            f"{number}. {_one_line(memory.title)} ({_age(memory.age_days)}; "
+            f"matched on {_one_line(memory.why)})\n   {summary}"
         )
     return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(_UNSAFE_DISPLAY.sub(" ", text).split())
 
 
 def _age(days: float) -> str:
@@ -220,7 +249,9 @@ def _memory(hit: object) -> RecalledMemory | None:
         score = float(why["fused_score"])
         age = float(hit["age_days"])
         title, summary, entry_id = hit["title"], hit["summary"], hit["entry_id"]
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+    if not (math.isfinite(score) and math.isfinite(age) and age >= 0):
         return None
     if not all(isinstance(value, str) for value in (title, summary, entry_id)):
         return None
