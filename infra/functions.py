@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from grandbo.embedding.factory import PROVIDER_SPEC
 from infra.checkov import ENV_KMS, LOG_GROUP_KMS, SECRET_CMK, skip_checks
 from infra.config import StageConfig
 from infra.database import Database
@@ -23,6 +25,21 @@ from infra.retention import retention
 
 ROOT = Path(__file__).resolve().parents[1]
 TITAN_EMBED_V2 = "amazon.titan-embed-text-v2:0"
+PROVIDER = "titan"
+# `-c previous_embedding_provider=titan:<old model id>` during a model change: tenants are
+# served from that model until each has switched (blue/green, docs/OPERATIONS.md)
+PREVIOUS_PROVIDER_CONTEXT = "previous_embedding_provider"
+
+
+def bedrock_models(*specs: str | None) -> list[str]:
+    """The Bedrock model ids the named providers invoke (`titan` is Titan v2)."""
+    return sorted(
+        {
+            spec.partition(":")[2] or TITAN_EMBED_V2
+            for spec in specs
+            if spec and spec.startswith("titan")
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -139,16 +156,21 @@ class Functions(Construct):
                 generate_string_key="unused",
             ),
         )
+        previous = self.node.try_get_context(PREVIOUS_PROVIDER_CONTEXT)
+        if previous is not None and not re.fullmatch(PROVIDER_SPEC, str(previous)):
+            raise ValueError(f"{PREVIOUS_PROVIDER_CONTEXT}: not a provider: {previous!r}")
         common_env = {
             "GRANDBO_DB_SECRET_ARN": database.app_secret.secret_arn,
             "GRANDBO_DB_HOST": database.proxy.endpoint,
-            "GRANDBO_EMBEDDING_PROVIDER": "titan",
+            "GRANDBO_EMBEDDING_PROVIDER": PROVIDER,
             "GRANDBO_EMBED_QUEUE_URL": embed_queue.queue_url,
             "POWERTOOLS_SERVICE_NAME": "grandbo",
             "POWERTOOLS_METRICS_NAMESPACE": "Grandbo",
             "POWERTOOLS_LOG_LEVEL": "INFO",
             "GRANDBO_STAGE": stage.name,
         }
+        if previous is not None:
+            common_env["GRANDBO_PREVIOUS_EMBEDDING_PROVIDER"] = str(previous)
         self.functions: dict[str, lambda_.Function] = {}
         for name, spec in SPECS.items():
             env = dict(common_env)
@@ -203,7 +225,8 @@ class Functions(Construct):
         titan = iam.PolicyStatement(
             actions=["bedrock:InvokeModel"],
             resources=[
-                f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}::foundation-model/{TITAN_EMBED_V2}"
+                f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}::foundation-model/{model}"
+                for model in bedrock_models(PROVIDER, previous)
             ],
         )
         for name in ("query", "embed"):

@@ -453,3 +453,14 @@ def test_cdk_nag_suppressions_sit_on_resources_each_with_a_reason(dev: Any) -> N
     assert all(
         rule["id"].startswith("AwsSolutions-") and len(rule["reason"]) > 40 for rule in suppressed
     )
+
+
+def test_a_model_change_may_invoke_the_previous_model_too() -> None:
+    from infra.functions import TITAN_EMBED_V2, bedrock_models
+
+    assert bedrock_models("titan", None) == [TITAN_EMBED_V2]
+    assert bedrock_models("titan", "titan:amazon.titan-embed-text-v1") == [
+        "amazon.titan-embed-text-v1",
+        TITAN_EMBED_V2,
+    ]
+    assert bedrock_models("titan", "local") == [TITAN_EMBED_V2]  # nothing more to grant

@@ -74,8 +74,18 @@ def test_a_provider_failure_becomes_an_embedding_error() -> None:
 
 
 def test_unknown_provider_name_is_refused() -> None:
-    with pytest.raises(GrandboError, match="unknown embedding provider"):
-        provider_named("word2vec")
+    for name in ("word2vec", "titan:", "titan:a b", "local:other", "TITAN"):
+        with pytest.raises(GrandboError, match="unknown embedding provider"):
+            provider_named(name)
+
+
+def test_another_titan_model_is_a_provider_of_its_own_revision() -> None:
+    # a model change names the model tenants are served from until they switch
+    current = provider_named("titan")
+    previous = provider_named("titan:amazon.titan-embed-text-v1:2")
+    assert previous.model_id == "amazon.titan-embed-text-v1:2"
+    assert previous.embed_rev != current.embed_rev
+    assert current.model_id == "amazon.titan-embed-text-v2:0"
 
 
 # -- Titan through botocore's Stubber -------------------------------------------------

@@ -24,8 +24,12 @@ class TitanEmbeddingProvider(EmbeddingProvider):
     # vectors of related incident text sit well under this. Recalibrate with `grandbo eval`.
     vector_cutoff = 0.75
 
-    def __init__(self, client: BedrockRuntimeClient | None = None) -> None:
+    def __init__(
+        self, client: BedrockRuntimeClient | None = None, *, model_id: str | None = None
+    ) -> None:
         self._client = client
+        if model_id is not None:  # another Titan embedding model of 1024 dimensions
+            self.model_id = model_id
 
     @property
     def client(self) -> BedrockRuntimeClient:

@@ -46,6 +46,11 @@ _log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
 LEG_LIMIT = 25
+# A tenant being re-embedded with a new model switches to it once the new model's vectors
+# cover this share of its active entries (the rest lose their old vector at the switch and
+# are embedded by the sweeper): 98 % keeps a few poison entries from holding a tenant on
+# the old model forever, and costs the vector leg at most 2 % of entries for a sweep.
+SWITCH_COVERAGE = 0.98
 SERVICE_PATTERN_HINT = "letters, digits and . _ : / - (at most 120 characters)"
 
 # Topic embeddings in flight at once, process-wide (each on its own thread; see _embed_topic)
@@ -73,6 +78,8 @@ class RankedCandidates:
     fused_scores: dict[UUID, float]
     topic_tags: list[str]
     vector_error: str | None
+    embed_rev: str  # of the model the tenant is served from
+    vector_cutoff: float
 
 
 def validate_limit(limit: object) -> int:
@@ -116,9 +123,17 @@ class MemoryService:
         embed_queue: EmbedQueue | None = None,
         topology: ServiceScopes | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        previous_provider: EmbeddingProvider | None = None,
     ) -> None:
         self.repository = repository
         self.provider = provider
+        # during a model change (blue/green): the model tenants not yet switched are served
+        # from; None once every tenant has switched (see `serving_provider`)
+        self.previous_provider = (
+            previous_provider
+            if previous_provider is not None and previous_provider.embed_rev != provider.embed_rev
+            else None
+        )
         self.topic_embed_timeout_s = topic_embed_timeout_s
         self.embed_queue = embed_queue
         self.topology = topology
@@ -185,8 +200,8 @@ class MemoryService:
             vector_candidates=len(legs.vector),
             vector_leg="unavailable" if ranked.vector_error else "ok",
             vector_leg_error=ranked.vector_error,
-            embed_rev=self.provider.embed_rev,
-            vector_cutoff=self.provider.vector_cutoff,
+            embed_rev=ranked.embed_rev,
+            vector_cutoff=ranked.vector_cutoff,
             active_entries=legs.active_entries,
             active_entries_without_current_vector=legs.active_without_current_vector,
             services_in_scope=services,
@@ -215,16 +230,17 @@ class MemoryService:
     ) -> RankedCandidates:
         """Both legs (top LEG_LIMIT each) and their RRF fusion, unsliced."""
         topic_tags = tokenize(topic)
+        serving = self.serving_provider(tenant_id)
         vector: Embedding | None = None
         vector_error: str | None = None
         if use_vector:
-            vector, vector_error = self._embed_topic(topic)
+            vector, vector_error = self._embed_topic(topic, serving)
         legs = self.repository.search(
             tenant_id,
             topic_tags=topic_tags if use_lexical else [],
             topic_vector=vector,
-            embed_rev=self.provider.embed_rev,
-            vector_cutoff=self.provider.vector_cutoff,
+            embed_rev=serving.embed_rev,
+            vector_cutoff=serving.vector_cutoff,
             services=services,
             leg_limit=LEG_LIMIT,
         )
@@ -237,9 +253,13 @@ class MemoryService:
             fused_scores={f.key: f.score for f in fused},
             topic_tags=topic_tags,
             vector_error=vector_error,
+            embed_rev=serving.embed_rev,
+            vector_cutoff=serving.vector_cutoff,
         )
 
-    def _embed_topic(self, topic: str) -> tuple[Embedding | None, str | None]:
+    def _embed_topic(
+        self, topic: str, provider: EmbeddingProvider
+    ) -> tuple[Embedding | None, str | None]:
         # A thread of its own per call: a hung provider call can only ever delay itself,
         # never queue the next query's embedding behind it. The threads are bounded for the
         # whole process: past MAX_TOPIC_EMBED_THREADS calls still outstanding (a hung
@@ -255,7 +275,7 @@ class MemoryService:
 
         def run() -> None:
             try:
-                future.set_result(self.provider.embed_one(topic))
+                future.set_result(provider.embed_one(topic))
             except BaseException as exc:  # handed to the waiting caller
                 future.set_exception(exc)
             finally:
@@ -375,12 +395,23 @@ class MemoryService:
 
     # -- embeddings --------------------------------------------------------------------
 
+    def serving_provider(self, tenant_id: str) -> EmbeddingProvider:
+        """The model a tenant's queries and served vectors use. During a model change
+        (`previous_provider` set) that is the previous model until the tenant switches."""
+        if self.previous_provider is None:
+            return self.provider
+        if self.repository.serving_rev(tenant_id) == self.provider.embed_rev:
+            return self.provider
+        return self.previous_provider
+
     def embed_jobs(self, jobs: Sequence[EmbedJob]) -> int:
         """Embed the entries the jobs name and store each vector under the revision guard.
 
         Jobs may span tenants; each tenant's entries are read and written in that tenant's
         own scope. Returns how many vectors were stored (stale or done jobs store none).
         Raises EmbeddingError if the provider fails: nothing is stored for that batch.
+        A tenant being re-embedded (blue/green) gets the served model's vector for what it
+        lacks and the new model's staged; it switches once SWITCH_COVERAGE is staged.
         """
         by_tenant: dict[str, list[EmbedJob]] = {}
         for job in jobs:
@@ -388,24 +419,56 @@ class MemoryService:
         stored = 0
         for tenant, tenant_jobs in by_tenant.items():
             wanted = {job.entry_id: job.revision for job in tenant_jobs}
+            serving = self.serving_provider(tenant)
             entries = [
                 e
                 for e in self.repository.entries_for_embedding(
-                    tenant, list(wanted), self.provider.embed_rev
+                    tenant, list(wanted), serving.embed_rev
                 )
                 if e.revision == wanted[e.entry_id]
             ]
-            if not entries:
-                continue
+            if entries:
+                vectors = serving.embed(
+                    [render_entry_text(e.title, e.summary, e.service) for e in entries]
+                )
+                stored += self.repository.store_embeddings(
+                    tenant,
+                    serving.embed_rev,
+                    [(e.entry_id, e.revision, v) for e, v in zip(entries, vectors, strict=True)],
+                )
+            if serving is not self.provider:
+                stored += self._stage(tenant, wanted)
+        return stored
+
+    def _stage(self, tenant: str, wanted: dict[UUID, int]) -> int:
+        """Stage the new model's vectors of these entries; switch the tenant if covered."""
+        rev = self.provider.embed_rev
+        entries = [
+            e
+            for e in self.repository.entries_for_staging(tenant, list(wanted), rev)
+            if e.revision == wanted[e.entry_id]
+        ]
+        staged = 0
+        if entries:
             vectors = self.provider.embed(
                 [render_entry_text(e.title, e.summary, e.service) for e in entries]
             )
-            stored += self.repository.store_embeddings(
+            staged = self.repository.stage_vectors(
                 tenant,
-                self.provider.embed_rev,
+                rev,
                 [(e.entry_id, e.revision, v) for e, v in zip(entries, vectors, strict=True)],
             )
-        return stored
+        covered, active = self.repository.staged_coverage(tenant, rev)
+        if active and covered / active >= SWITCH_COVERAGE:
+            switched = self.repository.switch_serving(tenant, rev)
+            _log.warning(
+                "tenant %s switched to embed_rev %s: %d of %d active entries carried over",
+                tenant,
+                rev,
+                switched,
+                active,
+            )
+        return staged
 
     def pending_job_pages(
         self,
@@ -418,12 +481,30 @@ class MemoryService:
 
         Each tenant is read in its own scope; every job carries its tenant. With
         `claim_for_s` (the sweeper) jobs enqueued that recently are skipped and the ones
-        returned are marked enqueued.
+        returned are marked enqueued. A tenant being re-embedded also yields the entries
+        still lacking a staged vector of the new model.
         """
         for tenant in _tenants(self.repository, tenant_id):
+            serving = self.serving_provider(tenant)
             after: UUID | None = None
             while True:
                 page = self.repository.jobs_needing_embedding(
+                    tenant,
+                    serving.embed_rev,
+                    after=after,
+                    limit=page_size,
+                    claim_for_s=claim_for_s,
+                )
+                if page:
+                    yield page
+                if len(page) < page_size:
+                    break
+                after = page[-1].entry_id
+            if serving is self.provider:
+                continue
+            after = None
+            while True:
+                page = self.repository.jobs_needing_staging(
                     tenant,
                     self.provider.embed_rev,
                     after=after,
@@ -442,7 +523,11 @@ class MemoryService:
         ages = [
             (now - oldest).total_seconds()
             for tenant in _tenants(self.repository, tenant_id)
-            if (oldest := self.repository.oldest_unembedded_at(tenant, self.provider.embed_rev))
+            if (
+                oldest := self.repository.oldest_unembedded_at(
+                    tenant, self.serving_provider(tenant).embed_rev
+                )
+            )
         ]
         return max(ages, default=0.0)
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from grandbo.api.auth import Keyring
 from grandbo.api.nonces import NonceStore
 from grandbo.embedding.base import EmbeddingProvider
-from grandbo.embedding.factory import provider_named
+from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
 from grandbo.errors import GrandboError
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.repository import MemoryRepository
@@ -53,8 +53,13 @@ class LambdaEnvironment(BaseModel):
     database_secret_arn: str | None = Field(default=None, alias="GRANDBO_DB_SECRET_ARN")
     # RDS Proxy's endpoint: the secret names the cluster, connections go through the proxy
     database_host: str | None = Field(default=None, alias="GRANDBO_DB_HOST")
-    provider: Literal["local", "titan", "fake"] = Field(
-        default="titan", alias="GRANDBO_EMBEDDING_PROVIDER"
+    provider: str = Field(
+        default="titan", alias="GRANDBO_EMBEDDING_PROVIDER", pattern=PROVIDER_SPEC
+    )
+    # during a model change: the model tenants are served from until each has switched
+    # (blue/green, docs/OPERATIONS.md); unset once every tenant serves the new one
+    previous_provider: str | None = Field(
+        default=None, alias="GRANDBO_PREVIOUS_EMBEDDING_PROVIDER", pattern=PROVIDER_SPEC
     )
     embed_queue_url: str | None = Field(default=None, alias="GRANDBO_EMBED_QUEUE_URL")
     keyring_secret_arn: str | None = Field(default=None, alias="GRANDBO_KEYRING_SECRET_ARN")
@@ -115,9 +120,11 @@ class LambdaRuntime:
         embed_queue: EmbedQueue | None = None,
         keyring: Keyring | None = None,
         containers: int | None = None,
+        previous_provider: EmbeddingProvider | None = None,
     ) -> None:
         self._environment = environment
         self._provider = provider
+        self._previous_provider = previous_provider
         self._queue = embed_queue
         self._keyring = keyring
         self._keyring_loaded_at = 0.0
@@ -143,6 +150,14 @@ class LambdaRuntime:
             if self._provider is None:
                 self._provider = provider_named(self.environment.provider)
             return self._provider
+
+    @property
+    def previous_provider(self) -> EmbeddingProvider | None:
+        with self._lock:
+            name = self.environment.previous_provider
+            if self._previous_provider is None and name is not None:
+                self._previous_provider = provider_named(name)
+            return self._previous_provider
 
     @property
     def embed_queue(self) -> EmbedQueue | None:
@@ -233,6 +248,7 @@ class LambdaRuntime:
                 topic_embed_timeout_s=self.environment.topic_embed_timeout_s,
                 embed_queue=self.embed_queue,
                 topology=self.topology(),
+                previous_provider=self.previous_provider,
             )
         return slot.service
 

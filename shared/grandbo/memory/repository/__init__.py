@@ -2,13 +2,15 @@
 
 Every method runs in its own short transaction scoped to one tenant twice over
 (`grandbo.storage.tenant_scope`). One module per seam: entry reads, writes, the two
-search legs, embeddings, and the projection rebuild; `MemoryRepository` is all of them.
+search legs, embeddings, blue/green re-embedding, and the projection rebuild;
+`MemoryRepository` is all of them.
 """
 
 from __future__ import annotations
 
 from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
+from grandbo.memory.repository.reembed import VectorStaging
 from grandbo.memory.repository.search import (
     BM25_B,
     BM25_K1,
@@ -31,5 +33,5 @@ __all__ = [
 ]
 
 
-class MemoryRepository(EntryWrites, EntrySearch, EmbeddingStore, ProjectionRebuild):
+class MemoryRepository(EntryWrites, EntrySearch, EmbeddingStore, VectorStaging, ProjectionRebuild):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

@@ -1,0 +1,174 @@
+"""Blue/green re-embedding: the new model's vectors are staged beside the served ones,
+and a tenant switches to them in one transaction once they cover enough of it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+from pgvector import Vector
+from psycopg import sql
+
+from grandbo.memory.models import EmbedJob
+from grandbo.memory.repository.embeddings import EntryForEmbedding
+from grandbo.memory.repository.entries import EntryReads
+from grandbo.storage.tenant_scope import TenantLock
+
+# A staged vector counts while it is of the entry's current revision.
+_STAGED_CURRENT = sql.SQL(
+    "EXISTS (SELECT 1 FROM org_memory_staged_vectors s"
+    " WHERE s.tenant_id = e.tenant_id AND s.entry_id = e.entry_id"
+    "   AND s.embed_rev = %(rev)s AND s.revision = e.revision)"
+)
+
+
+class VectorStaging(EntryReads):
+    """The staged vectors of a model a tenant does not serve yet, and the switch."""
+
+    def serving_rev(self, tenant_id: str) -> str | None:
+        """The embed_rev the tenant was switched to, or None (it serves the previous one)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT embed_rev FROM org_memory_embed_serving WHERE tenant_id = %s",
+                (tenant_id,),
+            )
+            row = cur.fetchone()
+            return None if row is None else str(row["embed_rev"])
+
+    def entries_for_staging(
+        self, tenant_id: str, entry_ids: Sequence[UUID], embed_rev: str
+    ) -> list[EntryForEmbedding]:
+        """Active entries among `entry_ids` without a staged vector of `embed_rev` for their
+        current revision."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT tenant_id, entry_id, revision, title, summary, service"
+                    " FROM org_memory_entries e"
+                    " WHERE tenant_id = %(tenant)s AND entry_id = ANY(%(ids)s)"
+                    "   AND status = 'active' AND NOT {staged}"
+                ).format(staged=_STAGED_CURRENT),
+                {"tenant": tenant_id, "ids": list(entry_ids), "rev": embed_rev},
+            )
+            return [EntryForEmbedding(**row) for row in cur]
+
+    def stage_vectors(
+        self,
+        tenant_id: str,
+        embed_rev: str,
+        items: Sequence[tuple[UUID, int, Sequence[float]]],
+    ) -> int:
+        """Stage vectors of `embed_rev`, each only if its entry is still at that revision."""
+        if not items:
+            return 0
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            cur.execute(
+                "INSERT INTO org_memory_staged_vectors"
+                "   (tenant_id, entry_id, embed_rev, revision, embedding)"
+                " SELECT %(tenant)s, v.entry_id, %(rev)s, v.revision, v.embedding"
+                " FROM unnest(%(ids)s::uuid[], %(revisions)s::int[], %(vectors)b::vector[])"
+                "   AS v(entry_id, revision, embedding)"
+                " JOIN org_memory_entries e"
+                "   ON e.tenant_id = %(tenant)s AND e.entry_id = v.entry_id"
+                "  AND e.revision = v.revision"
+                " ON CONFLICT (tenant_id, embed_rev, entry_id) DO UPDATE"
+                "   SET revision = excluded.revision, embedding = excluded.embedding,"
+                "       embedded_at = clock_timestamp()"
+                "   WHERE org_memory_staged_vectors.revision < excluded.revision",
+                {
+                    "tenant": tenant_id,
+                    "rev": embed_rev,
+                    "ids": [entry_id for entry_id, _, _ in items],
+                    "revisions": [revision for _, revision, _ in items],
+                    "vectors": [Vector(v if isinstance(v, list) else list(v)) for _, _, v in items],
+                },
+            )
+            return cur.rowcount
+
+    def staged_coverage(self, tenant_id: str, embed_rev: str) -> tuple[int, int]:
+        """(active entries with a current staged vector of `embed_rev`, active entries)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT count(*) FILTER (WHERE {staged}) AS covered, count(*) AS active"
+                    " FROM org_memory_entries e WHERE tenant_id = %(tenant)s AND status = 'active'"
+                ).format(staged=_STAGED_CURRENT),
+                {"tenant": tenant_id, "rev": embed_rev},
+            )
+            row = cur.fetchone()
+            return (0, 0) if row is None else (int(row["covered"]), int(row["active"]))
+
+    def switch_serving(self, tenant_id: str, embed_rev: str) -> int:
+        """Serve `embed_rev` from now on: staged vectors replace the served ones, entries
+        without one lose theirs (they are pending for the new model, and the sweeper sends
+        them), the staging empties. One transaction: a query sees before or after, never a
+        mix. Returns how many entries got their new vector."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            params = {"tenant": tenant_id, "rev": embed_rev}
+            cur.execute(
+                "UPDATE org_memory_entries e SET embedding = s.embedding, embed_rev = s.embed_rev,"
+                " embedded_revision = s.revision, embedded_at = s.embedded_at"
+                " FROM org_memory_staged_vectors s"
+                " WHERE e.tenant_id = %(tenant)s AND s.tenant_id = e.tenant_id"
+                "   AND s.entry_id = e.entry_id AND s.embed_rev = %(rev)s"
+                "   AND s.revision = e.revision",
+                params,
+            )
+            switched = cur.rowcount
+            cur.execute(
+                "UPDATE org_memory_entries SET embedding = NULL, embed_rev = NULL,"
+                " embedded_revision = NULL, embedded_at = NULL, embed_enqueued_at = NULL"
+                " WHERE tenant_id = %(tenant)s AND embed_rev IS DISTINCT FROM %(rev)s"
+                "   AND embedding IS NOT NULL",
+                params,
+            )
+            cur.execute(
+                "DELETE FROM org_memory_staged_vectors WHERE tenant_id = %(tenant)s", params
+            )
+            cur.execute(
+                "INSERT INTO org_memory_embed_serving (tenant_id, embed_rev)"
+                " VALUES (%(tenant)s, %(rev)s) ON CONFLICT (tenant_id)"
+                " DO UPDATE SET embed_rev = excluded.embed_rev, switched_at = clock_timestamp()",
+                params,
+            )
+            return switched
+
+    def jobs_needing_staging(
+        self,
+        tenant_id: str,
+        embed_rev: str,
+        *,
+        after: UUID | None = None,
+        limit: int = 500,
+        claim_for_s: float | None = None,
+    ) -> list[EmbedJob]:
+        """Active entries without a current staged vector of `embed_rev`, by id (keyset);
+        with `claim_for_s`, as `jobs_needing_embedding` claims them (one in-flight mark)."""
+        params = {"tenant": tenant_id, "rev": embed_rev, "after": after, "limit": limit}
+        with self._tenant_scope(tenant_id) as cur:
+            if claim_for_s is None:
+                cur.execute(
+                    sql.SQL(
+                        "SELECT tenant_id, entry_id, revision FROM org_memory_entries e"
+                        " WHERE tenant_id = %(tenant)s AND status = 'active' AND NOT {staged}"
+                        "   AND (%(after)s::uuid IS NULL OR entry_id > %(after)s)"
+                        " ORDER BY entry_id LIMIT %(limit)s"
+                    ).format(staged=_STAGED_CURRENT),
+                    params,
+                )
+                return [EmbedJob(**row) for row in cur]
+            cur.execute(
+                sql.SQL(
+                    "UPDATE org_memory_entries u SET embed_enqueued_at = clock_timestamp()"
+                    " FROM (SELECT entry_id FROM org_memory_entries e"
+                    "   WHERE tenant_id = %(tenant)s AND status = 'active' AND NOT {staged}"
+                    "     AND (%(after)s::uuid IS NULL OR entry_id > %(after)s)"
+                    "     AND (embed_enqueued_at IS NULL OR embed_enqueued_at"
+                    "          < clock_timestamp() - make_interval(secs => %(window)s))"
+                    "   ORDER BY entry_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due"
+                    " WHERE u.tenant_id = %(tenant)s AND u.entry_id = due.entry_id"
+                    " RETURNING u.tenant_id, u.entry_id, u.revision"
+                ).format(staged=_STAGED_CURRENT),
+                {**params, "window": claim_for_s},
+            )
+            return sorted((EmbedJob(**row) for row in cur), key=lambda job: job.entry_id)
