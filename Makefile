@@ -65,12 +65,17 @@ openapi: $(STAMP)
 layer: $(STAMP)
 	$(BIN)/python -m infra.layer
 
-## Re-resolve infra/layer.in for the layer's platform, with hashes (then align pyproject's pins).
+## Re-resolve infra/layer.in for the layer's platform, with hashes (then align pyproject's pins);
+## the Python 3.13 lock (`-c python=3.13`) takes the same versions, for its own wheels.
 layer-lock: $(STAMP)
 	$(BIN)/pip install --quiet uv
 	$(BIN)/uv pip compile infra/layer.in --python-platform aarch64-manylinux2014 \
 	  --python-version 3.11 --generate-hashes --only-binary :all: --quiet \
 	  --custom-compile-command "make layer-lock" -o infra/layer.lock
+	$(BIN)/uv pip compile infra/layer.in --constraint infra/layer.lock \
+	  --python-platform aarch64-manylinux_2_28 --python-version 3.13 --generate-hashes \
+	  --only-binary :all: --quiet --custom-compile-command "make layer-lock" \
+	  -o infra/layer-py313.lock
 
 ## Synthesize the CDK app offline into cdk.out/ (asset bundling skipped; `cdk deploy` bundles).
 synth: $(STAMP)

@@ -19,7 +19,7 @@ from grandbo.embedding.factory import PROVIDER_SPEC
 from infra.checkov import ENV_KMS, LOG_GROUP_KMS, SECRET_CMK, skip_checks
 from infra.config import StageConfig
 from infra.database import Database
-from infra.layer import layer_code
+from infra.layer import layer_code, python_target
 from infra.network import Network
 from infra.retention import retention
 
@@ -139,11 +139,14 @@ class Functions(Construct):
         stage: StageConfig,
     ) -> None:
         super().__init__(scope, construct_id)
+        # `-c python=3.13`: the runtime and the layer built for it (infra/layer.py)
+        python = python_target(self.node.try_get_context("python"))
+        self.python = python
         self.layer = lambda_.LayerVersion(
             self,
             "GrandboLayer",
-            code=layer_code(),
-            compatible_runtimes=[lambda_.Runtime.PYTHON_3_11],
+            code=layer_code(python),
+            compatible_runtimes=[python.runtime],
             compatible_architectures=[lambda_.Architecture.ARM_64],
             description="grandbo repository layer + runtime dependencies",
         )
@@ -189,7 +192,7 @@ class Functions(Construct):
                 self,
                 f"{name.title()}Function",
                 description=f"grandbo {name}: {spec.why}",
-                runtime=lambda_.Runtime.PYTHON_3_11,
+                runtime=python.runtime,
                 architecture=lambda_.Architecture.ARM_64,
                 handler="handler.lambda_handler",
                 code=lambda_.Code.from_asset(

@@ -15,6 +15,7 @@ import py_compile
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import jsii
@@ -34,12 +35,49 @@ PLATFORM = "manylinux2014_aarch64"
 PYTHON_VERSION = "3.11"
 
 
+@dataclass(frozen=True)
+class PythonTarget:
+    """A Lambda Python runtime the stack can run on: its lock (the same versions as the
+    development install, resolved for its wheels) and the platform pip fetches for."""
+
+    version: str
+    platform: str
+    lock: Path
+
+    @property
+    def runtime(self) -> lambda_.Runtime:
+        return {"3.11": lambda_.Runtime.PYTHON_3_11, "3.13": lambda_.Runtime.PYTHON_3_13}[
+            self.version
+        ]
+
+
+# `-c python=3.13` deploys on Python 3.13 (Amazon Linux 2023, glibc 2.34: manylinux_2_28
+# wheels); the default stays the interpreter the tests run, so the code Lambda runs is
+# the code the suite ran. `make layer-lock` writes both locks, 3.13's pinned to 3.11's.
+PYTHON_TARGETS = {
+    "3.11": PythonTarget("3.11", PLATFORM, LAYER_LOCK),
+    "3.13": PythonTarget("3.13", "manylinux_2_28_aarch64", ROOT / "infra" / "layer-py313.lock"),
+}
+DEFAULT_TARGET = PYTHON_TARGETS[PYTHON_VERSION]
+
+
+def python_target(version: str | None) -> PythonTarget:
+    if version is None:
+        return DEFAULT_TARGET
+    if version not in PYTHON_TARGETS:
+        raise ValueError(f"python={version!r}: use one of {sorted(PYTHON_TARGETS)}")
+    return PYTHON_TARGETS[version]
+
+
 @jsii.implements(ILocalBundling)
 class PipLayerBundling:
     """Builds the layer on the deploying machine with pip; returns True when done."""
 
+    def __init__(self, target: PythonTarget = DEFAULT_TARGET) -> None:
+        self.target = target
+
     def try_bundle(self, output_dir: str, *, image: DockerImage, **_: object) -> bool:
-        require_runtime_interpreter()
+        require_runtime_interpreter(target=self.target)
         target = Path(output_dir) / "python"
         subprocess.run(  # noqa: S603 - fixed arguments, the deploying interpreter's pip
             [
@@ -51,16 +89,16 @@ class PipLayerBundling:
                 "--target",
                 str(target),
                 "--platform",
-                PLATFORM,
+                self.target.platform,
                 "--implementation",
                 "cp",
                 "--python-version",
-                PYTHON_VERSION,
+                self.target.version,
                 "--only-binary=:all:",
                 "--no-deps",  # the lock names every package
                 "--require-hashes",
                 "--requirement",
-                str(LAYER_LOCK),
+                str(self.target.lock),
             ],
             check=True,
         )
@@ -73,15 +111,17 @@ class PipLayerBundling:
         return True
 
 
-def require_runtime_interpreter(version: tuple[int, int] | None = None) -> None:
+def require_runtime_interpreter(
+    version: tuple[int, int] | None = None, *, target: PythonTarget = DEFAULT_TARGET
+) -> None:
     """Bytecode is only used by the Python version that wrote it: a layer compiled by
     another interpreter than the functions' runtime would be compiled again at every cold
     start. Refuse to bundle rather than ship that."""
     running = version or (sys.version_info.major, sys.version_info.minor)
-    if f"{running[0]}.{running[1]}" != PYTHON_VERSION:
+    if f"{running[0]}.{running[1]}" != target.version:
         raise RuntimeError(
-            f"the layer targets Python {PYTHON_VERSION} but this is "
-            f"{running[0]}.{running[1]}: deploy with a Python {PYTHON_VERSION} interpreter"
+            f"the layer targets Python {target.version} but this is "
+            f"{running[0]}.{running[1]}: deploy with a Python {target.version} interpreter"
         )
 
 
@@ -119,14 +159,14 @@ def layer_asset_hash(
     return digest.hexdigest()
 
 
-def layer_code() -> lambda_.Code:
+def layer_code(target: PythonTarget = DEFAULT_TARGET) -> lambda_.Code:
     return lambda_.Code.from_asset(
         str(ROOT / "shared"),
         asset_hash_type=AssetHashType.CUSTOM,
-        asset_hash=layer_asset_hash(),
+        asset_hash=layer_asset_hash(target.lock.read_text(), target.platform, target.version),
         bundling=BundlingOptions(
             image=DockerImage.from_registry("unused-local-bundling-only"),
-            local=PipLayerBundling(),
+            local=PipLayerBundling(target),
         ),
     )
 
@@ -136,10 +176,14 @@ def main() -> None:
     import tempfile
     from importlib.metadata import distributions
 
+    target = python_target(f"{sys.version_info.major}.{sys.version_info.minor}")
     out = Path(tempfile.mkdtemp(prefix="grandbo-layer-"))
-    PipLayerBundling().try_bundle(str(out), image=DockerImage.from_registry("unused"))
+    PipLayerBundling(target).try_bundle(str(out), image=DockerImage.from_registry("unused"))
     size = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
-    print(f"layer in {out}: {size / 2**20:.1f} MB unzipped (Lambda's limit: 250 MB)")
+    print(
+        f"layer for Python {target.version} in {out}: {size / 2**20:.1f} MB unzipped "
+        "(Lambda's limit: 250 MB)"
+    )
     for dist in sorted(distributions(path=[str(out / "python")]), key=lambda d: d.name.lower()):
         print(f"  {dist.name}=={dist.version}")
 

@@ -108,3 +108,31 @@ def test_development_installs_what_the_layer_ships() -> None:
         "botocore",
     ):
         assert version(name) == locked[name], name
+
+
+def test_the_python_313_target_ships_the_same_versions_for_its_own_wheels() -> None:
+    # issue 12, item 7: every layer dependency has cp313 aarch64 wheels at the versions the
+    # tests run; `-c python=3.13` deploys them (with a 3.13 interpreter to compile them)
+    import re
+
+    import pytest
+    from infra.layer import (
+        DEFAULT_TARGET,
+        PYTHON_TARGETS,
+        python_target,
+        require_runtime_interpreter,
+    )
+
+    def pins(target_lock: Path) -> dict[str, str]:
+        return dict(re.findall(r"^([a-z0-9-]+)==(\S+)", target_lock.read_text(), re.MULTILINE))
+
+    py313 = python_target("3.13")
+    assert py313.runtime.name == "python3.13"
+    assert py313.platform == "manylinux_2_28_aarch64"
+    assert pins(py313.lock) == pins(DEFAULT_TARGET.lock)
+    assert python_target(None) is DEFAULT_TARGET is PYTHON_TARGETS["3.11"]
+    require_runtime_interpreter((3, 13), target=py313)
+    with pytest.raises(RuntimeError, match=r"deploy with a Python 3\.13 interpreter"):
+        require_runtime_interpreter((3, 11), target=py313)
+    with pytest.raises(ValueError, match="use one of"):
+        python_target("3.12")

@@ -464,3 +464,20 @@ def test_a_model_change_may_invoke_the_previous_model_too() -> None:
         TITAN_EMBED_V2,
     ]
     assert bedrock_models("titan", "local") == [TITAN_EMBED_V2]  # nothing more to grant
+
+
+def test_python_313_is_one_context_value_away() -> None:
+    from infra.config import stage_config
+    from infra.stack import GrandboStack
+
+    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "python": "3.13"})
+    stack = GrandboStack(app, "Grandbo-py313", stage=stage_config("dev"))
+    template = Template.from_stack(stack)
+    runtimes = {
+        f["Properties"]["Runtime"]
+        for f in template.find_resources("AWS::Lambda::Function").values()
+        if f["Properties"].get("Runtime", "").startswith("python")
+    }
+    assert runtimes == {"python3.13"}
+    (layer,) = template.find_resources("AWS::Lambda::LayerVersion").values()
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
