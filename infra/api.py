@@ -12,7 +12,7 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from grandbo.api.gateway_schema import gateway_schema
-from grandbo.api.models import MAX_BODY_BYTES, QueryRequest
+from grandbo.api.models import MAX_BODY_BYTES, FeedbackRequest, QueryRequest
 from infra.checkov import LOG_GROUP_KMS, skip_checks
 from infra.config import StageConfig
 
@@ -51,6 +51,7 @@ def cdk_json_schema(schema: dict[str, Any]) -> apigw.JsonSchema:
 
 # The query body's gateway model is generated from the handler's own pydantic model
 QUERY_SCHEMA = cdk_json_schema(gateway_schema(QueryRequest))
+FEEDBACK_SCHEMA = cdk_json_schema(gateway_schema(FeedbackRequest))
 
 
 class MemoryApi(Construct):
@@ -120,12 +121,24 @@ class MemoryApi(Construct):
             request_validator=validator,
             request_models={"application/json": query_model},
         )
-        memory.add_resource("entries").add_resource("{entry_id}").add_method(
+        entry = memory.add_resource("entries").add_resource("{entry_id}")
+        entry.add_method(
             "GET",
             query_integration,
             authorizer=authorizer,
             request_validator=validator,
             request_parameters={"method.request.path.entry_id": True},
+        )
+        feedback_model = self.api.add_model(
+            "FeedbackRequest", content_type="application/json", schema=FEEDBACK_SCHEMA
+        )
+        entry.add_resource("feedback").add_method(
+            "POST",
+            query_integration,
+            authorizer=authorizer,
+            request_validator=validator,
+            request_parameters={"method.request.path.entry_id": True},
+            request_models={"application/json": feedback_model},
         )
         topology = self.api.root.get_resource("v1")
         assert topology is not None

@@ -31,6 +31,7 @@ from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError, StoreUnavailableError
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import Origin, WriteContext, WriteOutcome
+from grandbo.memory.service import MISLEADING_REVIEW_THRESHOLD
 from grandbo.observability import bind_request_keys, count_entries_created, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 from grandbo.topology.model import TopologyBatch
@@ -92,6 +93,18 @@ def create_entry(request: CreateEntryRequest) -> Response[Any]:
     entry = {**request.model_dump(), "origin": Origin.ADMIN}
     outcome = runtime().service().record_entry(caller.tenant_id, entry, _context("create"))
     return _written(outcome, 201)
+
+
+@app.get("/v1/admin/review")
+def entries_for_review() -> dict[str, Any]:
+    """Entries investigations called misleading more than the threshold: re-read, correct
+    or retire each."""
+    caller: Caller = app.context["caller"]
+    entries = runtime().service().entries_for_review(caller.tenant_id)
+    return {
+        "misleading_more_than": MISLEADING_REVIEW_THRESHOLD,
+        "entries": [entry.model_dump(mode="json") for entry in entries],
+    }
 
 
 @app.get("/v1/admin/entries/<entry_id>")

@@ -1,22 +1,27 @@
-"""The query API: `POST /v1/memory/query` and `GET /v1/memory/entries/{entry_id}`.
+"""The query API: `POST /v1/memory/query`, `GET /v1/memory/entries/{entry_id}` and
+`POST /v1/memory/entries/{entry_id}/feedback`; the topology reads.
 
 The tenant is the one the authorizer proved; nothing in the request can choose it.
 """
 
+import json
 import time
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.api.http_errors import precheck_body, precheck_json, register_error_handlers
-from grandbo.api.models import QueryRequest
+from grandbo.api.models import FeedbackRequest, QueryRequest
 from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError
+from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
+from grandbo.memory.models import WriteContext
 from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 
@@ -29,6 +34,13 @@ def caller_tenant() -> str:
     if not isinstance(tenant, str) or not tenant:
         raise AuthenticationError("no tenant in the authorizer context")
     return tenant
+
+
+def caller_key_id() -> str:
+    key_id = app.current_event.request_context.authorizer.get_context().get("key_id")
+    if not isinstance(key_id, str) or not key_id:
+        raise AuthenticationError("no key id in the authorizer context")
+    return key_id
 
 
 @app.post("/v1/memory/query")
@@ -60,6 +72,39 @@ def query_memory(request: QueryRequest) -> dict[str, Any]:
 @tracer.capture_method
 def get_entry(entry_id: UUID) -> dict[str, Any]:
     return runtime().service().get_entry(caller_tenant(), entry_id).model_dump(mode="json")
+
+
+@app.post("/v1/memory/entries/<entry_id>/feedback")
+@tracer.capture_method
+def record_feedback(entry_id: UUID, request: FeedbackRequest) -> Response[Any]:
+    """Did this entry help the investigation? One verdict per caller, entry, incident and
+    verdict (a retry is a no-op) unless an Idempotency-Key says otherwise."""
+    key_id = caller_key_id()
+    own = app.current_event.headers.get("idempotency-key") or app.current_event.headers.get(
+        "Idempotency-Key"
+    )
+    parts = [caller_key(own)] if own is not None else [request.incident_id, request.verdict]
+    context = WriteContext(
+        actor=f"query:{key_id}",
+        idempotency_key=idempotency_key(KeySpace.QUERY, key_id, "feedback", str(entry_id), *parts),
+    )
+    outcome = (
+        runtime()
+        .service()
+        .record_feedback(caller_tenant(), entry_id, request.model_dump(), context)
+    )
+    if outcome.applied:
+        metrics.add_metric(f"Feedback_{request.verdict}", MetricUnit.Count, 1)
+    body = {
+        "entry_id": str(entry_id),
+        "applied": outcome.applied,
+        "feedback": outcome.entry.feedback.model_dump(),
+    }
+    return Response(
+        status_code=201 if outcome.applied else 200,
+        content_type="application/json",
+        body=json.dumps(body),
+    )
 
 
 @app.get("/v1/topology/blast-radius")

@@ -97,7 +97,12 @@ def test_tools_are_listed_with_their_schemas_and_guidance(gateway: Gateway, tena
     assert "not ground truth" in description
     assert tools["get_memory_entry"].input_schema["properties"]["entry_id"]["format"] == "uuid"
     assert tools["blast_radius"].input_schema["properties"]["hops"]["maximum"] == 3
-    assert all(tool.annotations and tool.annotations.read_only_hint for tool in tools.values())
+    readers = [tools[name] for name in TOOLS if name != "record_feedback"]
+    assert all(tool.annotations and tool.annotations.read_only_hint for tool in readers)
+    feedback = tools["record_feedback"]
+    assert feedback.annotations is not None
+    assert feedback.annotations.read_only_hint is False
+    assert feedback.input_schema["required"] == ["entry_id", "verdict", "incident_id"]
 
 
 def test_a_query_returns_the_http_apis_hits_locally_and_remotely(
@@ -129,6 +134,37 @@ def test_a_query_returns_the_http_apis_hits_locally_and_remotely(
         got = run(lambda s=server: call(s, "get_memory_entry", {"entry_id": entry_id}))
         assert not got.is_error
         assert got.structured_content["entry_id"] == entry_id
+
+
+def test_feedback_through_the_tool_is_counted_on_later_hits(gateway: Gateway, tenant: str) -> None:
+    (entry_id,) = seeded(gateway, tenant, ENTRY)
+    server = local_server(gateway, tenant)
+    arguments = {"entry_id": entry_id, "verdict": "helpful", "incident_id": "INC-7"}
+    first = run(lambda: call(server, "record_feedback", arguments))
+    assert not first.is_error, first.content
+    assert first.structured_content == {"helpful": 1, "not_helpful": 0, "misleading": 0}
+    again = run(lambda: call(server, "record_feedback", arguments))
+    assert again.structured_content["helpful"] == 1  # the same verdict, counted once
+    remote = build_server(
+        RemoteBackend(
+            MemoryClient(
+                f"http://{gateway.host}:{gateway.port}",
+                mint_query_token(gateway.keys[f"{tenant}-query"]),
+            )
+        ),
+        fixed_tenant(None),
+    )
+    misleading = {**arguments, "verdict": "misleading", "note": "it was DNS"}
+    assert run(lambda: call(remote, "record_feedback", misleading)).structured_content == {
+        "helpful": 1,
+        "not_helpful": 0,
+        "misleading": 1,
+    }
+    hits = run(lambda: call(server, "query_org_memory", {"topic": TOPIC})).structured_content
+    assert hits["hits"][0]["feedback"] == {"helpful": 1, "not_helpful": 0, "misleading": 1}
+    bad_note = run(lambda: call(server, "record_feedback", {**arguments, "note": "a\x00b"}))
+    assert bad_note.is_error
+    assert "invalid note" in bad_note.content[0].text
 
 
 def test_a_bad_topic_is_a_tool_error_the_model_can_correct(gateway: Gateway, tenant: str) -> None:

@@ -12,17 +12,56 @@ from hypothesis import strategies as st
 from jsonschema import Draft4Validator
 from pydantic import ValidationError
 
-from grandbo.api.models import QueryRequest
+from grandbo.api.models import FeedbackRequest, QueryRequest
+
+
+def _model(template: Any, field: str) -> Draft4Validator:
+    """The synthesized gateway model whose schema has `field` (one per request body)."""
+    (schema,) = [
+        model["Properties"]["Schema"]
+        for model in template.find_resources("AWS::ApiGateway::Model").values()
+        if field in model["Properties"]["Schema"].get("properties", {})
+    ]
+    Draft4Validator.check_schema(schema)
+    return Draft4Validator(schema)
 
 
 @pytest.fixture(scope="module")
 def gateway_model(dev: tuple[Any, Any]) -> Draft4Validator:
-    _, template = dev
-    models = template.find_resources("AWS::ApiGateway::Model")
-    (model,) = models.values()
-    schema = model["Properties"]["Schema"]
-    Draft4Validator.check_schema(schema)
-    return Draft4Validator(schema)
+    return _model(dev[1], "topic")
+
+
+@pytest.fixture(scope="module")
+def feedback_model(dev: tuple[Any, Any]) -> Draft4Validator:
+    return _model(dev[1], "verdict")
+
+
+FEEDBACK_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-3, max_value=3),
+    st.text(max_size=4),
+    st.sampled_from(["helpful", "not_helpful", "misleading", "HELPFUL", "", "i" * 201]),
+)
+FEEDBACK_BODIES = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["verdict", "incident_id", "note", "other"]), FEEDBACK_VALUES, max_size=4
+    ),
+    FEEDBACK_VALUES,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=FEEDBACK_BODIES)
+def test_the_gateway_and_the_handler_accept_the_same_feedback_bodies(
+    feedback_model: Draft4Validator, body: Any
+) -> None:
+    try:
+        FeedbackRequest.model_validate_json(json.dumps(body))
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert feedback_model.is_valid(body) == accepted, body
 
 
 def _pydantic_accepts(body: Any) -> bool:

@@ -18,11 +18,11 @@ from grandbo.memory.incidents import (
     parse_incident_closed,
     record_incident,
 )
-from grandbo.memory.models import WriteContext
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.migrations import available_migrations, migrate
 from grandbo.storage.connections import DatabaseUrls, app_url_for, connect
+from grandbo.text.tags import tags_for
 
 
 def _incident(tenant: str, incident_id: str, finding_id: str, title: str) -> Any:
@@ -148,36 +148,46 @@ def test_migration_0006_rekeys_stored_keys_one_to_one(v5_database: DatabaseUrls)
 def test_after_the_migration_the_dropped_finding_is_written_and_the_kept_one_is_not_again(
     v5_database: DatabaseUrls,
 ) -> None:
-    # Given a store where only the first of two colliding findings was written (old key)
+    # Given a store where only the first of two colliding findings was written (old key):
+    # the event the code before 0006 appended, with the key it made by joining the ids
     with connect(v5_database.admin) as conn:
         conn.execute("INSERT INTO org_memory_tenants (tenant_id) VALUES ('acme')")
-    migrate(v5_database.admin, up_to=5)
-    old_conn = connect(v5_database.app)
-    old = MemoryService(MemoryRepository(old_conn), FakeEmbeddingProvider())
-    # what the code before 0006 wrote: the ids joined by ':' as they were
     (finding,) = corroborated_entries(_incident("acme", "INC-9:finding:x", "y", "First lesson"))
-    written = old.record_entries(
-        "acme",
-        [
+    new_entry = finding[1]
+    entry_id = uuid.uuid4()
+    with connect(v5_database.admin) as conn:
+        conn.execute(
+            "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,"
+            " actor, idempotency_key) VALUES ('acme', %s, 'entry_created', 1, %s, %s, %s)",
             (
-                finding[1],
-                WriteContext(
-                    actor="incident-closed:INC-9:finding:x",
-                    idempotency_key="incident:INC-9:finding:x:finding:y",
+                entry_id,
+                Jsonb(
+                    {
+                        "title": new_entry.title,
+                        "summary": new_entry.summary,
+                        "service": new_entry.service,
+                        "tags": tags_for(
+                            [new_entry.title, new_entry.summary, new_entry.service or ""],
+                            new_entry.tags,
+                        ),
+                        "origin": new_entry.origin.value,
+                        "incident_id": new_entry.incident_id,
+                    }
                 ),
-            )
-        ],
-    )
-    old_conn.close()
-    assert written[0].applied
-    # When the migration runs and both incidents are delivered again
+                "incident-closed:INC-9:finding:x",
+                "incident:INC-9:finding:x:finding:y",
+            ),
+        )
+    # When the migration runs (the projection rebuilt from the log) and both incidents are
+    # delivered again
     migrate(v5_database.admin)
     conn = connect(v5_database.app)
     service = MemoryService(MemoryRepository(conn), FakeEmbeddingProvider())
+    service.repository.rebuild_projection("acme")
     first = record_incident(service, _incident("acme", "INC-9:finding:x", "y", "First lesson"))
     second = record_incident(service, _incident("acme", "INC-9", "x:finding:y", "Second lesson"))
     # Then the first is recognised, the second (dropped before) is written now
-    assert (first[0].applied, first[0].entry.entry_id) == (False, written[0].entry.entry_id)
+    assert (first[0].applied, first[0].entry.entry_id) == (False, entry_id)
     assert second[0].applied is True
     assert service.repository.verify_projection("acme").mismatches == []
     conn.close()

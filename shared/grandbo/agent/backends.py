@@ -10,7 +10,14 @@ from typing import Protocol
 from uuid import UUID
 
 from grandbo.api.client import MemoryClient
-from grandbo.memory.models import MemoryEntry, MemoryQueryResult
+from grandbo.memory.idempotency import KeySpace, idempotency_key
+from grandbo.memory.models import (
+    Feedback,
+    FeedbackCounts,
+    MemoryEntry,
+    MemoryQueryResult,
+    WriteContext,
+)
 from grandbo.runtime.lambda_container import LambdaRuntime
 from grandbo.topology.model import BlastRadius, Criticality
 
@@ -30,6 +37,10 @@ class MemoryBackend(Protocol):
     def blast_radius(self, tenant: str | None, service: str, hops: int) -> BlastRadius: ...
 
     def criticality(self, tenant: str | None, service: str) -> Criticality: ...
+
+    def feedback(
+        self, tenant: str | None, caller: str, entry_id: UUID, feedback: Feedback
+    ) -> FeedbackCounts: ...
 
     def close(self) -> None: ...
 
@@ -63,6 +74,25 @@ class StoreBackend:
         with self.runtime.container():
             return self.runtime.topology().criticality(_required(tenant), SERVICE, service)
 
+    def feedback(
+        self, tenant: str | None, caller: str, entry_id: UUID, feedback: Feedback
+    ) -> FeedbackCounts:
+        # one verdict per caller, entry, incident and verdict: a retried call is a no-op
+        key = idempotency_key(
+            KeySpace.QUERY,
+            caller,
+            "feedback",
+            str(entry_id),
+            feedback.incident_id,
+            feedback.verdict.value,
+        )
+        context = WriteContext(actor=f"mcp:{caller}", idempotency_key=key)
+        with self.runtime.container():
+            outcome = self.runtime.service().record_feedback(
+                _required(tenant), entry_id, feedback, context
+            )
+        return outcome.entry.feedback
+
     def close(self) -> None:
         self.runtime.close()
 
@@ -88,6 +118,14 @@ class RemoteBackend:
 
     def criticality(self, tenant: str | None, service: str) -> Criticality:
         return Criticality.model_validate(self.client.criticality(service))
+
+    def feedback(
+        self, tenant: str | None, caller: str, entry_id: UUID, feedback: Feedback
+    ) -> FeedbackCounts:
+        answer = self.client.record_feedback(
+            entry_id, feedback.verdict.value, feedback.incident_id, note=feedback.note
+        )
+        return FeedbackCounts.model_validate(answer.get("feedback"))
 
     def close(self) -> None:
         return None

@@ -42,7 +42,7 @@ from grandbo.errors import (
     StoreUnavailableError,
     invalid_input_from,
 )
-from grandbo.memory.models import MemoryEntry, MemoryQueryResult
+from grandbo.memory.models import Feedback, FeedbackCounts, MemoryEntry, MemoryQueryResult
 from grandbo.memory.service import DEFAULT_LIMIT, MAX_LIMIT
 from grandbo.memory.topic import GUIDANCE
 from grandbo.runtime.lambda_container import ContainersBusyError
@@ -52,7 +52,7 @@ logger = logging.getLogger("grandbo.mcp")
 
 TENANT_CLAIM = "tenant_id"
 QUERY_SCOPE = "query"
-TOOLS = ("query_org_memory", "get_memory_entry", "blast_radius", "criticality")
+TOOLS = ("query_org_memory", "get_memory_entry", "blast_radius", "criticality", "record_feedback")
 
 INSTRUCTIONS = (
     "Grandbo is the organization's memory of past incidents: corroborated root causes and "
@@ -92,6 +92,12 @@ CRITICALITY_DESCRIPTION = """How critical `service` is in the service graph: the
 1/distance over every service that depends on it (`basis`: reverse_reachability), or its
 degree when nothing depends on it (`basis`: degree). Higher means more of the system
 breaks when it does."""
+
+FEEDBACK_DESCRIPTION = """After the investigation an entry served: was it helpful,
+not_helpful, or misleading (it pointed the wrong way)? Name the incident investigated
+(`incident_id`) and, optionally, say why in `note`. Verdicts are counted on the entry and
+shown on later hits; entries called misleading repeatedly go to an admin for review. A
+repeated call with the same entry, incident and verdict counts once."""
 
 TenantResolver = Callable[[], str | None]
 Result = TypeVar("Result")
@@ -257,6 +263,35 @@ def build_server(
         service: Annotated[str, Field(min_length=1, max_length=300, description="a service")],
     ) -> Criticality:
         return call("criticality", lambda tenant: backend.criticality(tenant, service), _one)
+
+    @server.tool(
+        description=FEEDBACK_DESCRIPTION,
+        annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    )
+    def record_feedback(
+        entry_id: Annotated[UUID, Field(description="the hit's entry_id")],
+        verdict: Annotated[
+            Literal["helpful", "not_helpful", "misleading"],
+            Field(description="what the entry turned out to be worth"),
+        ],
+        incident_id: Annotated[
+            str, Field(min_length=1, max_length=200, description="the incident investigated")
+        ],
+        note: Annotated[str | None, Field(max_length=2000, description="why, briefly")] = None,
+    ) -> FeedbackCounts:
+        token = get_access_token()
+        caller = token.client_id if token is not None else "stdio"
+
+        def work(tenant: str | None) -> FeedbackCounts:
+            try:
+                feedback = Feedback.model_validate(
+                    {"verdict": verdict, "incident_id": incident_id, "note": note}
+                )
+            except ValidationError as exc:  # a control character in the note, say
+                raise invalid_input_from(exc) from None
+            return backend.feedback(tenant, caller, entry_id, feedback)
+
+        return call("record_feedback", work, _one)
 
     @server.custom_route("/metrics", methods=["GET"])
     async def tool_metrics(request: Request) -> JSONResponse:

@@ -144,6 +144,23 @@ class MemoryClient:
         path = f"/v1/memory/entries/{urllib.parse.quote(str(entry_id), safe='')}"
         return self._get_or_post("GET", path)
 
+    def record_feedback(
+        self,
+        entry_id: UUID | str,
+        verdict: str,
+        incident_id: str,
+        *,
+        note: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """After an investigation: helpful, not_helpful or misleading (counted, an event)."""
+        body: dict[str, Any] = {"verdict": verdict, "incident_id": incident_id}
+        if note is not None:
+            body["note"] = note
+        path = f"/v1/memory/entries/{urllib.parse.quote(str(entry_id), safe='')}/feedback"
+        extra = {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+        return self._get_or_post("POST", path, json.dumps(body).encode(), extra)
+
     def blast_radius(self, service: str, *, hops: int = 3) -> dict[str, Any]:
         """What is affected if `service` fails: its transitive dependents, nearest first."""
         query = urllib.parse.urlencode({"type": "Service", "id": service, "hops": hops})
@@ -153,8 +170,14 @@ class MemoryClient:
         query = urllib.parse.urlencode({"type": "Service", "id": service})
         return self._get_or_post("GET", f"/v1/topology/criticality?{query}")
 
-    def _get_or_post(self, method: str, path: str, body: bytes | None = None) -> dict[str, Any]:
-        headers = {"Authorization": f"Bearer {self.token}"}
+    def _get_or_post(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {self.token}", **(extra_headers or {})}
         return _call(self.base_url, method, path, body, headers, self.timeout)
 
 

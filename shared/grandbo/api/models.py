@@ -31,6 +31,14 @@ class QueryRequest(_Body):
     )
 
 
+class FeedbackRequest(_Body):
+    """After an investigation: did this entry help? (query token; an event, counted)"""
+
+    verdict: Literal["helpful", "not_helpful", "misleading"]
+    incident_id: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    note: Annotated[StrictStr, Field(max_length=2000)] | None = None
+
+
 class CreateEntryRequest(_Body):
     title: StrictStr
     summary: StrictStr

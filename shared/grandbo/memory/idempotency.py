@@ -30,6 +30,7 @@ class KeySpace(enum.StrEnum):
     CLI = "cli"
     EVAL = "eval"
     DEMO = "demo"
+    QUERY = "query"  # a query-token caller's feedback
 
 
 def _escaped(part: str) -> str:

@@ -39,6 +39,15 @@ class EventType(enum.StrEnum):
     CORRECTED = "entry_corrected"
     RETIRED = "entry_retired"
     SUPERSEDED = "entry_superseded"
+    FEEDBACK = "feedback_recorded"
+
+
+class Verdict(enum.StrEnum):
+    """What an investigation found an entry to be worth, once it was over."""
+
+    HELPFUL = "helpful"
+    NOT_HELPFUL = "not_helpful"
+    MISLEADING = "misleading"
 
 
 ServiceName = Annotated[
@@ -110,6 +119,29 @@ class WriteContext(_Command):
         return reject_unsafe_text(value)
 
 
+class Feedback(_Command):
+    """Beacon's (or a person's) verdict on an entry, after the investigation it served."""
+
+    verdict: Verdict
+    incident_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    note: Annotated[str, StringConstraints(max_length=MAX_REASON_CHARS)] | None = None
+
+    @field_validator("incident_id", "note")
+    @classmethod
+    def _safe_text(cls, value: str | None) -> str | None:
+        return None if value is None else reject_unsafe_text(value)
+
+
+class FeedbackCounts(BaseModel):
+    """How often investigations found the entry helpful, not helpful, misleading."""
+
+    model_config = ConfigDict(frozen=True)
+
+    helpful: int = 0
+    not_helpful: int = 0
+    misleading: int = 0
+
+
 class MemoryEntry(BaseModel):
     """One entry of an organization's memory lake, as the projection holds it."""
 
@@ -130,6 +162,17 @@ class MemoryEntry(BaseModel):
     updated_at: datetime
     embed_rev: str | None
     embedded_revision: int | None
+    helpful_count: int = 0
+    not_helpful_count: int = 0
+    misleading_count: int = 0
+
+    @property
+    def feedback(self) -> FeedbackCounts:
+        return FeedbackCounts(
+            helpful=self.helpful_count,
+            not_helpful=self.not_helpful_count,
+            misleading=self.misleading_count,
+        )
 
 
 class WriteOutcome(BaseModel):
@@ -184,6 +227,10 @@ class MemoryHit(BaseModel):
     updated_at: datetime
     age_days: float
     why: MatchExplanation
+    feedback: FeedbackCounts = Field(
+        default_factory=FeedbackCounts,
+        description="verdicts of past investigations (shown, not used for ranking)",
+    )
 
 
 class QueryMetadata(BaseModel):

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from grandbo.memory.models import EntryStatus, EventType, Origin
+from grandbo.memory.models import EntryStatus, EventType, Origin, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,9 @@ class ProjectedEntry:
     superseded_by: UUID | None
     created_at: datetime
     updated_at: datetime
+    helpful_count: int = 0
+    not_helpful_count: int = 0
+    misleading_count: int = 0
 
 
 def _uuid(value: Any) -> UUID | None:
@@ -64,6 +67,10 @@ def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
         )
         return
     current = state[event.entry_id]
+    if event.event_type is EventType.FEEDBACK:  # counted; the text and its dates stay
+        counter = f"{Verdict(p['verdict']).value}_count"
+        state[event.entry_id] = replace(current, **{counter: getattr(current, counter) + 1})
+        return
     if event.event_type is EventType.CORRECTED:
         state[event.entry_id] = replace(
             current,

@@ -25,6 +25,7 @@ from grandbo.memory.fusion import RRF_K, reciprocal_rank_fusion
 from grandbo.memory.models import (
     EmbedJob,
     EntryText,
+    Feedback,
     MatchExplanation,
     MemoryEntry,
     MemoryHit,
@@ -51,6 +52,9 @@ LEG_LIMIT = 25
 # are embedded by the sweeper): 98 % keeps a few poison entries from holding a tenant on
 # the old model forever, and costs the vector leg at most 2 % of entries for a sweep.
 SWITCH_COVERAGE = 0.98
+# An entry called misleading by more investigations than this is listed for admin review
+# (feedback is shown on hits, never used to rank them until an evaluation shows it helps).
+MISLEADING_REVIEW_THRESHOLD = 1
 SERVICE_PATTERN_HINT = "letters, digits and . _ : / - (at most 120 characters)"
 
 # Topic embeddings in flight at once, process-wide (each on its own thread; see _embed_topic)
@@ -58,7 +62,7 @@ MAX_TOPIC_EMBED_THREADS = 8
 _TOPIC_EMBED_SLOTS = threading.BoundedSemaphore(MAX_TOPIC_EMBED_THREADS)
 
 _SERVICE: TypeAdapter[str] = TypeAdapter(ServiceName)
-_Command = TypeVar("_Command", NewEntry, EntryText)
+_Command = TypeVar("_Command", NewEntry, EntryText, Feedback)
 
 
 class ServiceScopes(Protocol):
@@ -184,6 +188,7 @@ class MemoryService:
                     created_at=entry.created_at,
                     updated_at=entry.updated_at,
                     age_days=round((now - entry.created_at).total_seconds() / 86400, 2),
+                    feedback=entry.feedback,
                     why=MatchExplanation(
                         lexical_rank=None if lex is None else lex[0],
                         lexical_score=None if lex is None else round(lex[1].score, 4),
@@ -380,6 +385,24 @@ class MemoryService:
         return [
             o.model_copy(update={"embed_enqueued": enqueued}) if o.applied else o for o in outcomes
         ]
+
+    def record_feedback(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        feedback: Feedback | dict[str, object],
+        context: WriteContext,
+    ) -> WriteOutcome:
+        """Count an investigation's verdict on an entry (an event; a retry is a no-op)."""
+        tenant = require_tenant(tenant_id)
+        command = self._parse(Feedback, feedback)
+        return self.repository.record_feedback(tenant, entry_id, command, context)
+
+    def entries_for_review(self, tenant_id: str) -> list[MemoryEntry]:
+        """Entries called misleading more than MISLEADING_REVIEW_THRESHOLD times."""
+        return self.repository.entries_flagged_misleading(
+            require_tenant(tenant_id), MISLEADING_REVIEW_THRESHOLD
+        )
 
     def get_entry(self, tenant_id: str, entry_id: UUID) -> MemoryEntry:
         return self.repository.get_entry(require_tenant(tenant_id), entry_id)

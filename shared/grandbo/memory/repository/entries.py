@@ -34,6 +34,9 @@ ENTRY_COLUMNS = (
     "updated_at",
     "embed_rev",
     "embedded_revision",
+    "helpful_count",
+    "not_helpful_count",
+    "misleading_count",
 )
 
 

@@ -49,7 +49,8 @@ class ProjectionRebuild(EntryReads):
     def _live(self, cur: Cursor, tenant_id: str) -> dict[UUID, Any]:
         cur.execute(
             "SELECT entry_id, title, summary, tags, service, origin, status, revision,"
-            " incident_id, superseded_by, created_at, updated_at"
+            " incident_id, superseded_by, created_at, updated_at, helpful_count,"
+            " not_helpful_count, misleading_count"
             " FROM org_memory_entries WHERE tenant_id = %s",
             (tenant_id,),
         )
@@ -148,7 +149,8 @@ class ProjectionRebuild(EntryReads):
             cur.executemany(
                 "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
                 " service, origin, status, revision, incident_id, superseded_by, created_at,"
-                " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " updated_at, helpful_count, not_helpful_count, misleading_count)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [
                     (
                         tenant_id,
@@ -164,6 +166,9 @@ class ProjectionRebuild(EntryReads):
                         e.superseded_by,
                         e.created_at,
                         e.updated_at,
+                        e.helpful_count,
+                        e.not_helpful_count,
+                        e.misleading_count,
                     )
                     for e in state.values()
                 ],

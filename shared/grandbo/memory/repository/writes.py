@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID, uuid4
 
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from grandbo.errors import (
@@ -20,6 +21,7 @@ from grandbo.memory.models import (
     EntryStatus,
     EntryText,
     EventType,
+    Feedback,
     MemoryEntry,
     NewEntry,
     Origin,
@@ -29,6 +31,7 @@ from grandbo.memory.models import (
 from grandbo.memory.repository.entries import (
     ENTRY_BY_ID_FOR_UPDATE,
     INSERT_NEW_ENTRY,
+    SELECT_ENTRIES,
     EntryReads,
 )
 from grandbo.storage.tenant_scope import Cursor, TenantLock, returned_rows
@@ -240,6 +243,43 @@ class EntryWrites(EntryReads):
             self._count_tags(cur, tenant_id, leaving=[current.tags])
             self._unpost_tags(cur, tenant_id, entry_id)
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def record_feedback(
+        self, tenant_id: str, entry_id: UUID, feedback: Feedback, context: WriteContext
+    ) -> WriteOutcome:
+        """Count a verdict on an entry (of any status: it may have been retired since it
+        was served), as an event of the entry's current revision."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            if (done := self._already_applied(cur, tenant_id, context)) is not None:
+                return done
+            cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
+            row = cur.fetchone()
+            if row is None:
+                raise EntryNotFoundError(entry_id)
+            payload = feedback.model_dump(mode="json")
+            recorded_at = self._append_event(
+                cur, tenant_id, entry_id, EventType.FEEDBACK, row["revision"], payload, context
+            )
+            if recorded_at is None:
+                return self._raced(cur, tenant_id, context)
+            counter = sql.Identifier(f"{feedback.verdict.value}_count")
+            cur.execute(
+                sql.SQL(
+                    "UPDATE org_memory_entries SET {counter} = {counter} + 1"
+                    " WHERE tenant_id = %s AND entry_id = %s"
+                ).format(counter=counter),
+                (tenant_id, entry_id),
+            )
+            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def entries_flagged_misleading(self, tenant_id: str, more_than: int) -> list[MemoryEntry]:
+        """Entries investigations called misleading more than `more_than` times, worst first."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                SELECT_ENTRIES + sql.SQL("misleading_count > %s ORDER BY misleading_count DESC"),
+                (tenant_id, more_than),
+            )
+            return [MemoryEntry.model_validate(row) for row in cur]
 
     def _post_tags(self, cur: Cursor, tenant_id: str, entries: Sequence[MemoryEntry]) -> None:
         """The entries' tags into the inverted index the lexical leg reads (one statement)."""

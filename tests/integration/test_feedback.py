@@ -1,0 +1,95 @@
+"""Feedback (issue 14, item 5): a verdict is an event, counted on the entry, shown on hits,
+replayed by a rebuild; entries called misleading repeatedly are listed for review."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from grandbo.errors import EntryNotFoundError, InvalidInputError
+from grandbo.memory.service import MISLEADING_REVIEW_THRESHOLD, MemoryService
+
+from .helpers import context, entry
+
+TOPIC = "checkout requests time out waiting for a database connection from the pool"
+
+
+def test_verdicts_are_counted_shown_on_hits_and_replayed(
+    service: MemoryService, tenant: str, other_tenant: str
+) -> None:
+    created = service.record_entry(
+        tenant,
+        entry("Pool exhausted", "Checkout requests waited for a database connection."),
+        context(),
+    ).entry
+    service.embed_pending(tenant)
+    verdicts = ["helpful", "helpful", "not_helpful", "misleading"]
+    for n, verdict in enumerate(verdicts):
+        outcome = service.record_feedback(
+            tenant,
+            created.entry_id,
+            {"verdict": verdict, "incident_id": f"INC-{n}", "note": "checked the pool"},
+            context(f"feedback:{n}"),
+        )
+        assert outcome.applied
+    again = service.record_feedback(
+        tenant,
+        created.entry_id,
+        {"verdict": "helpful", "incident_id": "INC-0"},
+        context("feedback:0"),
+    )
+    assert again.applied is False  # the same key: a retry counts once
+    stored = service.get_entry(tenant, created.entry_id)
+    assert (stored.helpful_count, stored.not_helpful_count, stored.misleading_count) == (2, 1, 1)
+    assert stored.revision == 1
+    assert stored.updated_at == created.updated_at
+    (hit,) = service.query_org_memory(tenant, TOPIC).hits
+    assert hit.feedback.model_dump() == {"helpful": 2, "not_helpful": 1, "misleading": 1}
+    # an event like any other: the replayed projection has the same counts
+    assert service.repository.verify_projection(tenant).mismatches == []
+    service.repository.rebuild_projection(tenant)
+    assert service.get_entry(tenant, created.entry_id).helpful_count == 2
+
+    with pytest.raises(EntryNotFoundError):  # another organization's entry does not exist
+        service.record_feedback(
+            other_tenant, created.entry_id, {"verdict": "helpful", "incident_id": "I"}, context()
+        )
+    with pytest.raises(EntryNotFoundError):
+        service.record_feedback(
+            tenant, uuid.uuid4(), {"verdict": "helpful", "incident_id": "I"}, context()
+        )
+    for bad in (
+        {"verdict": "great", "incident_id": "I"},
+        {"verdict": "helpful"},
+        {"verdict": "helpful", "incident_id": "I", "note": "a\x00b"},
+    ):
+        with pytest.raises(InvalidInputError):
+            service.record_feedback(tenant, created.entry_id, bad, context())
+    assert service.get_entry(tenant, created.entry_id).helpful_count == 2  # nothing partial
+
+
+def test_entries_called_misleading_repeatedly_are_listed_for_review(
+    service: MemoryService, tenant: str
+) -> None:
+    ids = [
+        service.record_entry(
+            tenant, entry(f"Lesson {n}", f"What was learned, case {n}."), context()
+        ).entry.entry_id
+        for n in range(3)
+    ]
+    for n in range(MISLEADING_REVIEW_THRESHOLD + 1):
+        service.record_feedback(
+            tenant, ids[0], {"verdict": "misleading", "incident_id": f"INC-{n}"}, context()
+        )
+    service.record_feedback(
+        tenant, ids[1], {"verdict": "misleading", "incident_id": "X"}, context()
+    )
+    # retired since it was served: the verdict still counts
+    service.retire_entry(tenant, ids[2], "wrong", context())
+    for n in range(MISLEADING_REVIEW_THRESHOLD + 2):
+        service.record_feedback(
+            tenant, ids[2], {"verdict": "misleading", "incident_id": f"R-{n}"}, context()
+        )
+    assert [e.entry_id for e in service.entries_for_review(tenant)] == [ids[2], ids[0]]
+    assert service.repository.verify_projection(tenant).mismatches == []
