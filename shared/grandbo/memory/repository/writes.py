@@ -250,15 +250,12 @@ class EntryWrites(EntryReads):
         """Count a verdict on an entry (of any status: it may have been retired since it
         was served), as an event of the entry's current revision."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
-            if (done := self._already_applied(cur, tenant_id, context)) is not None:
-                return done
-            cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
-            row = cur.fetchone()
-            if row is None:
-                raise EntryNotFoundError(entry_id)
+            current = self._lock_unless_applied(cur, tenant_id, entry_id, context, active=False)
+            if isinstance(current, WriteOutcome):
+                return current
             payload = feedback.model_dump(mode="json")
             recorded_at = self._append_event(
-                cur, tenant_id, entry_id, EventType.FEEDBACK, row["revision"], payload, context
+                cur, tenant_id, entry_id, EventType.FEEDBACK, current.revision, payload, context
             )
             if recorded_at is None:
                 return self._raced(cur, tenant_id, context)
@@ -348,9 +345,21 @@ class EntryWrites(EntryReads):
     def _lock_active_unless_applied(
         self, cur: Cursor, tenant_id: str, entry_id: UUID, context: WriteContext
     ) -> MemoryEntry | WriteOutcome:
-        """The active entry, its row locked until commit; or the outcome of an earlier
-        write with this key (a replay), looked for again once the lock is held: a
-        concurrent delivery of the same key may have committed while this one waited."""
+        return self._lock_unless_applied(cur, tenant_id, entry_id, context, active=True)
+
+    def _lock_unless_applied(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        entry_id: UUID,
+        context: WriteContext,
+        *,
+        active: bool,
+    ) -> MemoryEntry | WriteOutcome:
+        """The entry (with `active`, only an active one), its row locked until commit; or
+        the outcome of an earlier write with this key (a replay), looked for again once the
+        lock is held: a concurrent delivery of the same key may have committed while this
+        one waited."""
         if (done := self._already_applied(cur, tenant_id, context)) is not None:
             return done
         cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
@@ -360,7 +369,7 @@ class EntryWrites(EntryReads):
         if (done := self._already_applied(cur, tenant_id, context)) is not None:
             return done
         entry = MemoryEntry.model_validate(row)
-        if entry.status is not EntryStatus.ACTIVE:
+        if active and entry.status is not EntryStatus.ACTIVE:
             raise EntryNotActiveError(entry_id, entry.status.value)
         return entry
 
