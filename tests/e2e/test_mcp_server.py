@@ -434,3 +434,11 @@ def test_the_http_door_on_the_embedded_store_outlives_a_postgres_crash(tmp_path:
     finally:
         process.terminate()
         process.wait(30)
+    # SIGTERM stopped its PostgreSQL on the way out
+    time.sleep(0.5)
+    try:
+        os.kill(int((tmp_path / "pgdata" / "postmaster.pid").read_text().split()[0]), 0)
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    else:
+        pytest.fail("the embedded PostgreSQL outlived grandbo mcp's SIGTERM")

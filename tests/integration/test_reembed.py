@@ -4,8 +4,9 @@ vectors until the new one covers the tenant, then switches in one transaction.""
 from __future__ import annotations
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.memory.reembed import SWITCH_COVERAGE
 from grandbo.memory.repository import MemoryRepository
-from grandbo.memory.service import SWITCH_COVERAGE, MemoryService
+from grandbo.memory.service import MemoryService
 from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime
 from grandbo.storage.connections import DatabaseUrls
 
@@ -129,3 +130,72 @@ def test_the_lambda_runtime_reads_the_previous_model_from_its_environment(
         assert service.provider.embed_rev != service.previous_provider.embed_rev
     finally:
         runtime.close()
+
+
+def test_retiring_the_last_uncovered_entries_switches_at_the_next_sweep(
+    repository: MemoryRepository, tenant: str, other_tenant: str
+) -> None:
+    blue = FakeEmbeddingProvider(model_id="fake-blue")
+    green = FakeEmbeddingProvider(model_id="fake-green")
+    seeded(repository, tenant, blue, 10)
+    new = MemoryService(repository, green, previous_provider=blue)
+    jobs = new.pending_jobs(tenant)
+    new.embed_jobs(jobs[:7])
+    for job in jobs[7:]:
+        new.retire_entry(tenant, job.entry_id, "obsolete", context())
+    assert repository.serving_rev(tenant) is None
+    assert list(new.pending_job_pages(tenant, claim_for_s=0)) == []  # the sweep switches it
+    assert repository.serving_rev(tenant) == green.embed_rev
+    # an organization with no active entry is covered too
+    MemoryService(repository, blue).record_entry(
+        other_tenant, entry("Lone lesson", "What was learned once, then retired."), context()
+    )
+    (lone,) = {job.entry_id for job in new.pending_jobs(other_tenant)}  # blue now, green staged
+    new.retire_entry(other_tenant, lone, "obsolete", context())
+    new.pending_jobs(other_tenant)
+    assert repository.serving_rev(other_tenant) == green.embed_rev
+
+
+def test_a_worker_that_read_the_tenant_before_its_switch_never_undoes_it(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    blue = FakeEmbeddingProvider(model_id="fake-blue")
+    green = FakeEmbeddingProvider(model_id="fake-green")
+    seeded(repository, tenant, blue, 5)
+    new = MemoryService(repository, green, previous_provider=blue)
+    new.embed_pending(tenant)
+    assert repository.serving_rev(tenant) == green.embed_rev
+    assert new.pending_jobs(tenant) == []
+    target = new.query_org_memory(tenant, TOPIC).hits[0].entry_id
+    # the late worker's writes: a blue vector and a green staging, as of before the switch
+    late = [(target, 1, blue.embed_one("late"))]
+    assert repository.store_embeddings(tenant, blue.embed_rev, late, while_serving=True) == 0
+    assert repository.stage_vectors(tenant, green.embed_rev, late) == 0
+    assert repository.staged_coverage(tenant, green.embed_rev) == (0, 5)
+    assert new.get_entry(tenant, target).embed_rev == green.embed_rev
+    # and a second switch of the same tenant does nothing
+    assert repository.switch_serving(tenant, green.embed_rev, 0) is None
+
+
+def test_a_query_that_races_the_switch_searches_the_new_vectors(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    blue = FakeEmbeddingProvider(model_id="fake-blue")
+    green = FakeEmbeddingProvider(model_id="fake-green")
+    seeded(repository, tenant, blue, 5)
+    new = MemoryService(repository, green, previous_provider=blue)
+    new.embed_jobs(new.pending_jobs(tenant)[:4])  # 80 %: not switched yet
+
+    class SwitchingWhileEmbedding(FakeEmbeddingProvider):
+        def embed_one(self, text: str) -> list[float]:
+            vector = super().embed_one(text)
+            new.embed_pending(tenant)  # another worker finishes the tenant meanwhile
+            return vector
+
+    racing = MemoryService(
+        repository, green, previous_provider=SwitchingWhileEmbedding(model_id="fake-blue")
+    )
+    answer = racing.query_org_memory(tenant, TOPIC)
+    assert repository.serving_rev(tenant) == green.embed_rev
+    assert answer.metadata.embed_rev == green.embed_rev
+    assert answer.metadata.vector_candidates == 5

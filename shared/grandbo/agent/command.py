@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import ipaddress
 import os
+import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -45,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings, keyring_path: Path) -> int:
+    # SIGTERM (a service manager, an agent closing its servers) ends like Ctrl-C: through
+    # the exit path that stops the embedded PostgreSQL, never around it
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if args.transport == "http" and args.url:
         raise GrandboError(
             "--transport http serves the local store; to reach a deployed API, run the stdio "
@@ -165,6 +169,10 @@ def _supervised(settings: Settings, *, local: bool) -> Iterator[None]:
         yield
     finally:
         supervisor.stop()
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _is_loopback(host: str) -> bool:

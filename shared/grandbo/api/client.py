@@ -38,14 +38,12 @@ class _Exchange:
     blocked read then fails at once instead of waiting for the server)."""
 
     def __init__(self, base_url: str, timeout: float) -> None:
-        parts = urllib.parse.urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) base URL: {base_url!r}")
+        parts = base_url_parts(base_url)
         connection = (
             http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         )
         self.prefix = parts.path.rstrip("/")
-        self.conn = connection(parts.hostname, parts.port, timeout=timeout)
+        self.conn = connection(str(parts.hostname), parts.port, timeout=timeout)
         self.timed_out = False
 
     def abort(self) -> None:
@@ -54,6 +52,19 @@ class _Exchange:
         if sock is not None:
             with contextlib.suppress(OSError):  # already closed: nothing left to stop
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def base_url_parts(base_url: str) -> urllib.parse.SplitResult:
+    """The API's base URL, checked: http(s), a host, a valid port, no query or fragment
+    (nothing of it would be sent). ValueError otherwise: a configuration error, raised
+    when a client is made rather than on its first call."""
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) base URL: {base_url!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"a base URL takes no query or fragment: {base_url!r}")
+    _ = parts.port  # ValueError for a port out of range or not a number
+    return parts
 
 
 def _call(
@@ -70,6 +81,10 @@ def _call(
     timer.daemon = True
     timer.start()
     try:
+        exchange.conn.connect()
+        if exchange.timed_out:  # the deadline passed while connecting (a slow name lookup,
+            # an address that never answered): the timer found no socket to close
+            raise TimeoutError(f"no connection within {timeout:g} s")
         exchange.conn.request(
             method,
             exchange.prefix + path,
@@ -116,6 +131,7 @@ class MemoryClient:
     """Beacon's seam: `query_org_memory(topic)` over the query API with a bearer token."""
 
     def __init__(self, base_url: str, token: str, *, timeout: float = 5.0) -> None:
+        base_url_parts(base_url)
         self.base_url = base_url
         self.token = token
         self.timeout = timeout
@@ -188,6 +204,7 @@ class AdminClient:
     """
 
     def __init__(self, base_url: str, key: SigningKey, *, timeout: float = 5.0) -> None:
+        base_url_parts(base_url)
         self.base_url = base_url
         self.key = key
         self.timeout = timeout

@@ -36,6 +36,7 @@ from grandbo.memory.models import (
     WriteContext,
     WriteOutcome,
 )
+from grandbo.memory.reembed import BlueGreen
 from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.topic import validate_topic
 from grandbo.tenancy import require_tenant
@@ -47,11 +48,6 @@ _log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
 LEG_LIMIT = 25
-# A tenant being re-embedded with a new model switches to it once the new model's vectors
-# cover this share of its active entries (the rest lose their old vector at the switch and
-# are embedded by the sweeper): 98 % keeps a few poison entries from holding a tenant on
-# the old model forever, and costs the vector leg at most 2 % of entries for a sweep.
-SWITCH_COVERAGE = 0.98
 # An entry called misleading by more investigations than this is listed for admin review
 # (feedback is shown on hits, never used to rank them until an evaluation shows it helps).
 MISLEADING_REVIEW_THRESHOLD = 1
@@ -131,13 +127,9 @@ class MemoryService:
     ) -> None:
         self.repository = repository
         self.provider = provider
-        # during a model change (blue/green): the model tenants not yet switched are served
-        # from; None once every tenant has switched (see `serving_provider`)
-        self.previous_provider = (
-            previous_provider
-            if previous_provider is not None and previous_provider.embed_rev != provider.embed_rev
-            else None
-        )
+        # during a model change: the model tenants not yet switched are served from
+        self.blue_green = BlueGreen(repository, provider, previous_provider)
+        self.previous_provider = self.blue_green.previous
         self.topic_embed_timeout_s = topic_embed_timeout_s
         self.embed_queue = embed_queue
         self.topology = topology
@@ -249,6 +241,12 @@ class MemoryService:
             services=services,
             leg_limit=LEG_LIMIT,
         )
+        if legs.active_without_current_vector and self.blue_green.switched_since(
+            tenant_id, serving
+        ):  # the tenant switched models while this query embedded its topic: once more
+            return self.rank(
+                tenant_id, topic, services=services, use_lexical=use_lexical, use_vector=use_vector
+            )
         fused = reciprocal_rank_fusion(
             [[c.entry_id for c in legs.lexical], [c.entry_id for c in legs.vector]], k=RRF_K
         )
@@ -419,13 +417,10 @@ class MemoryService:
     # -- embeddings --------------------------------------------------------------------
 
     def serving_provider(self, tenant_id: str) -> EmbeddingProvider:
-        """The model a tenant's queries and served vectors use. During a model change
-        (`previous_provider` set) that is the previous model until the tenant switches."""
-        if self.previous_provider is None:
+        """The model a tenant's queries and served vectors use (`grandbo.memory.reembed`)."""
+        if self.blue_green.previous is None:  # no model change in progress
             return self.provider
-        if self.repository.serving_rev(tenant_id) == self.provider.embed_rev:
-            return self.provider
-        return self.previous_provider
+        return self.blue_green.serving(tenant_id)
 
     def embed_jobs(self, jobs: Sequence[EmbedJob]) -> int:
         """Embed the entries the jobs name and store each vector under the revision guard.
@@ -434,7 +429,7 @@ class MemoryService:
         own scope. Returns how many vectors were stored (stale or done jobs store none).
         Raises EmbeddingError if the provider fails: nothing is stored for that batch.
         A tenant being re-embedded (blue/green) gets the served model's vector for what it
-        lacks and the new model's staged; it switches once SWITCH_COVERAGE is staged.
+        lacks and the new model's staged (`grandbo.memory.reembed`).
         """
         by_tenant: dict[str, list[EmbedJob]] = {}
         for job in jobs:
@@ -458,40 +453,11 @@ class MemoryService:
                     tenant,
                     serving.embed_rev,
                     [(e.entry_id, e.revision, v) for e, v in zip(entries, vectors, strict=True)],
+                    while_serving=serving is not self.provider,
                 )
             if serving is not self.provider:
-                stored += self._stage(tenant, wanted)
+                stored += self.blue_green.stage(tenant, wanted)
         return stored
-
-    def _stage(self, tenant: str, wanted: dict[UUID, int]) -> int:
-        """Stage the new model's vectors of these entries; switch the tenant if covered."""
-        rev = self.provider.embed_rev
-        entries = [
-            e
-            for e in self.repository.entries_for_staging(tenant, list(wanted), rev)
-            if e.revision == wanted[e.entry_id]
-        ]
-        staged = 0
-        if entries:
-            vectors = self.provider.embed(
-                [render_entry_text(e.title, e.summary, e.service) for e in entries]
-            )
-            staged = self.repository.stage_vectors(
-                tenant,
-                rev,
-                [(e.entry_id, e.revision, v) for e, v in zip(entries, vectors, strict=True)],
-            )
-        covered, active = self.repository.staged_coverage(tenant, rev)
-        if active and covered / active >= SWITCH_COVERAGE:
-            switched = self.repository.switch_serving(tenant, rev)
-            _log.warning(
-                "tenant %s switched to embed_rev %s: %d of %d active entries carried over",
-                tenant,
-                rev,
-                switched,
-                active,
-            )
-        return staged
 
     def pending_job_pages(
         self,
@@ -523,22 +489,10 @@ class MemoryService:
                 if len(page) < page_size:
                     break
                 after = page[-1].entry_id
-            if serving is self.provider:
-                continue
-            after = None
-            while True:
-                page = self.repository.jobs_needing_staging(
-                    tenant,
-                    self.provider.embed_rev,
-                    after=after,
-                    limit=page_size,
-                    claim_for_s=claim_for_s,
+            if serving is not self.provider:
+                yield from self.blue_green.staging_job_pages(
+                    tenant, page_size=page_size, claim_for_s=claim_for_s
                 )
-                if page:
-                    yield page
-                if len(page) < page_size:
-                    break
-                after = page[-1].entry_id
 
     def oldest_pending_age_s(self, tenant_id: str | None = None) -> float:
         """Seconds the longest-waiting entry (of one tenant, or all) has lacked a vector."""

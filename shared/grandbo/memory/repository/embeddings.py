@@ -75,6 +75,8 @@ class EmbeddingStore(EntryReads):
         tenant_id: str,
         embed_rev: str,
         items: Sequence[tuple[UUID, int, Sequence[float]]],
+        *,
+        while_serving: bool = False,
     ) -> int:
         """Store vectors, each only if its entry is still at the revision that was embedded.
 
@@ -93,9 +95,15 @@ class EmbeddingStore(EntryReads):
                 " WHERE e.tenant_id = %(tenant)s AND e.entry_id = v.entry_id"
                 "   AND e.revision = v.revision"
                 "   AND (e.embed_rev IS DISTINCT FROM %(rev)s"
-                "        OR e.embedded_revision IS DISTINCT FROM v.revision)",
+                "        OR e.embedded_revision IS DISTINCT FROM v.revision)"
+                # a previous model's vector (blue/green) only while the tenant serves it: a
+                # worker that read the tenant before its switch never undoes the switch
+                "   AND (NOT %(while_serving)s OR NOT EXISTS (SELECT 1"
+                "        FROM org_memory_embed_serving sv"
+                "        WHERE sv.tenant_id = %(tenant)s AND sv.embed_rev <> %(rev)s))",
                 {
                     "rev": embed_rev,
+                    "while_serving": while_serving,
                     "ids": [entry_id for entry_id, _, _ in items],
                     "revisions": [revision for _, revision, _ in items],
                     "vectors": [Vector(v if isinstance(v, list) else list(v)) for _, _, v in items],

@@ -12,7 +12,7 @@ from psycopg import sql
 from grandbo.memory.models import EmbedJob
 from grandbo.memory.repository.embeddings import EntryForEmbedding
 from grandbo.memory.repository.entries import EntryReads
-from grandbo.storage.tenant_scope import TenantLock
+from grandbo.storage.tenant_scope import Cursor, TenantLock
 
 # A staged vector counts while it is of the entry's current revision.
 _STAGED_CURRENT = sql.SQL(
@@ -71,6 +71,9 @@ class VectorStaging(EntryReads):
                 " JOIN org_memory_entries e"
                 "   ON e.tenant_id = %(tenant)s AND e.entry_id = v.entry_id"
                 "  AND e.revision = v.revision"
+                # a worker that read the tenant before it switched stages nothing after
+                " WHERE NOT EXISTS (SELECT 1 FROM org_memory_embed_serving sv"
+                "   WHERE sv.tenant_id = %(tenant)s AND sv.embed_rev = %(rev)s)"
                 " ON CONFLICT (tenant_id, embed_rev, entry_id) DO UPDATE"
                 "   SET revision = excluded.revision, embedding = excluded.embedding,"
                 "       embedded_at = clock_timestamp()"
@@ -98,20 +101,37 @@ class VectorStaging(EntryReads):
             row = cur.fetchone()
             return (0, 0) if row is None else (int(row["covered"]), int(row["active"]))
 
-    def switch_serving(self, tenant_id: str, embed_rev: str) -> int:
-        """Serve `embed_rev` from now on: staged vectors replace the served ones, entries
+    def missing_staged(self, tenant_id: str, embed_rev: str, probe: int) -> int:
+        """How many active entries lack a current staged vector of `embed_rev`, counted
+        up to `probe` (the scan stops there: cheap while many are missing)."""
+        with self._tenant_scope(tenant_id) as cur:
+            return self._missing(cur, tenant_id, embed_rev, probe)
+
+    def switch_serving(self, tenant_id: str, embed_rev: str, allowed_missing: int) -> int | None:
+        """Serve `embed_rev` from now on, if at most `allowed_missing` active entries lack
+        a staged vector of it: the staged vectors replace the served ones, the entries
         without one lose theirs (they are pending for the new model, and the sweeper sends
-        them), the staging empties. One transaction: a query sees before or after, never a
-        mix. Returns how many entries got their new vector."""
-        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+        them), the staging empties. One transaction under the tenant's exclusive lock, so
+        a query sees before or after, never a mix, and one switch happens, not several.
+        Returns how many active entries got their new vector, or None (not switched)."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.EXCLUSIVE) as cur:
             params = {"tenant": tenant_id, "rev": embed_rev}
+            cur.execute(
+                "SELECT 1 FROM org_memory_embed_serving"
+                " WHERE tenant_id = %(tenant)s AND embed_rev = %(rev)s",
+                params,
+            )
+            if cur.fetchone() is not None:
+                return None  # switched already (a concurrent worker won)
+            if self._missing(cur, tenant_id, embed_rev, allowed_missing + 1) > allowed_missing:
+                return None
             cur.execute(
                 "UPDATE org_memory_entries e SET embedding = s.embedding, embed_rev = s.embed_rev,"
                 " embedded_revision = s.revision, embedded_at = s.embedded_at"
                 " FROM org_memory_staged_vectors s"
-                " WHERE e.tenant_id = %(tenant)s AND s.tenant_id = e.tenant_id"
-                "   AND s.entry_id = e.entry_id AND s.embed_rev = %(rev)s"
-                "   AND s.revision = e.revision",
+                " WHERE e.tenant_id = %(tenant)s AND e.status = 'active'"
+                "   AND s.tenant_id = e.tenant_id AND s.entry_id = e.entry_id"
+                "   AND s.embed_rev = %(rev)s AND s.revision = e.revision",
                 params,
             )
             switched = cur.rowcount
@@ -132,6 +152,29 @@ class VectorStaging(EntryReads):
                 params,
             )
             return switched
+
+    @staticmethod
+    def _missing(cur: Cursor, tenant_id: str, embed_rev: str, probe: int) -> int:
+        cur.execute(
+            sql.SQL(
+                "SELECT count(*) AS missing FROM (SELECT 1 FROM org_memory_entries e"
+                " WHERE tenant_id = %(tenant)s AND status = 'active' AND NOT {staged}"
+                " LIMIT %(probe)s) m"
+            ).format(staged=_STAGED_CURRENT),
+            {"tenant": tenant_id, "rev": embed_rev, "probe": probe},
+        )
+        row = cur.fetchone()
+        return 0 if row is None else int(row["missing"])
+
+    def active_entries(self, tenant_id: str) -> int:
+        """The tenant's active entries, from the statistics the write path keeps."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT active_entries FROM org_memory_tenant_stats WHERE tenant_id = %s",
+                (tenant_id,),
+            )
+            row = cur.fetchone()
+            return 0 if row is None else int(row["active_entries"])
 
     def jobs_needing_staging(
         self,
