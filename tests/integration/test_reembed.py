@@ -29,14 +29,21 @@ def seeded(repository: MemoryRepository, tenant: str, blue: FakeEmbeddingProvide
     assert old.embed_pending(tenant) == n
 
 
+def model_change(
+    repository: MemoryRepository, tenant: str, entries: int
+) -> tuple[FakeEmbeddingProvider, FakeEmbeddingProvider, MemoryService]:
+    """`entries` embedded by the old model (blue), then a service changing to green."""
+    blue = FakeEmbeddingProvider(model_id="fake-blue")
+    green = FakeEmbeddingProvider(model_id="fake-green")
+    seeded(repository, tenant, blue, entries)
+    return blue, green, MemoryService(repository, green, previous_provider=blue)
+
+
 def test_a_model_change_serves_the_previous_model_until_the_new_one_covers_the_tenant(
     repository: MemoryRepository, tenant: str, other_tenant: str
 ) -> None:
-    blue = FakeEmbeddingProvider(model_id="fake-blue")
-    green = FakeEmbeddingProvider(model_id="fake-green")
-    seeded(repository, tenant, blue, 50)
+    blue, green, new = model_change(repository, tenant, 50)
     seeded(repository, other_tenant, blue, 3)
-    new = MemoryService(repository, green, previous_provider=blue)
 
     # before a single new vector: every entry still in the vector leg, from the old model
     before = new.query_org_memory(tenant, TOPIC, limit=5)
@@ -79,10 +86,7 @@ def test_a_model_change_serves_the_previous_model_until_the_new_one_covers_the_t
 def test_the_switch_threshold_leaves_the_uncovered_few_to_the_sweeper(
     repository: MemoryRepository, tenant: str
 ) -> None:
-    blue = FakeEmbeddingProvider(model_id="fake-blue")
-    green = FakeEmbeddingProvider(model_id="fake-green")
-    seeded(repository, tenant, blue, 50)
-    new = MemoryService(repository, green, previous_provider=blue)
+    _blue, green, new = model_change(repository, tenant, 50)
     jobs = new.pending_jobs(tenant)
     covered = int(50 * SWITCH_COVERAGE)  # 49 of 50
     new.embed_jobs(jobs[: covered - 1])
@@ -135,10 +139,7 @@ def test_the_lambda_runtime_reads_the_previous_model_from_its_environment(
 def test_retiring_the_last_uncovered_entries_switches_at_the_next_sweep(
     repository: MemoryRepository, tenant: str, other_tenant: str
 ) -> None:
-    blue = FakeEmbeddingProvider(model_id="fake-blue")
-    green = FakeEmbeddingProvider(model_id="fake-green")
-    seeded(repository, tenant, blue, 10)
-    new = MemoryService(repository, green, previous_provider=blue)
+    blue, green, new = model_change(repository, tenant, 10)
     jobs = new.pending_jobs(tenant)
     new.embed_jobs(jobs[:7])
     for job in jobs[7:]:
@@ -159,10 +160,7 @@ def test_retiring_the_last_uncovered_entries_switches_at_the_next_sweep(
 def test_a_worker_that_read_the_tenant_before_its_switch_never_undoes_it(
     repository: MemoryRepository, tenant: str
 ) -> None:
-    blue = FakeEmbeddingProvider(model_id="fake-blue")
-    green = FakeEmbeddingProvider(model_id="fake-green")
-    seeded(repository, tenant, blue, 5)
-    new = MemoryService(repository, green, previous_provider=blue)
+    blue, green, new = model_change(repository, tenant, 5)
     new.embed_pending(tenant)
     assert repository.serving_rev(tenant) == green.embed_rev
     assert new.pending_jobs(tenant) == []
@@ -180,10 +178,7 @@ def test_a_worker_that_read_the_tenant_before_its_switch_never_undoes_it(
 def test_a_query_that_races_the_switch_searches_the_new_vectors(
     repository: MemoryRepository, tenant: str
 ) -> None:
-    blue = FakeEmbeddingProvider(model_id="fake-blue")
-    green = FakeEmbeddingProvider(model_id="fake-green")
-    seeded(repository, tenant, blue, 5)
-    new = MemoryService(repository, green, previous_provider=blue)
+    _blue, green, new = model_change(repository, tenant, 5)
     new.embed_jobs(new.pending_jobs(tenant)[:4])  # 80 %: not switched yet
 
     class SwitchingWhileEmbedding(FakeEmbeddingProvider):
