@@ -25,6 +25,7 @@ from grandbo.api.models import (
     CorrectEntryRequest,
     CreateEntryRequest,
     RetireEntryRequest,
+    SettingsRequest,
     TopologyRequest,
 )
 from grandbo.api.resolver import RestResolver
@@ -148,6 +149,28 @@ def retire_entry(entry_id: UUID, request: RetireEntryRequest) -> Response[Any]:
         )
     )
     return _written(outcome, 200)
+
+
+@app.post("/v1/admin/entries/<entry_id>/promotion")
+@tracer.capture_method
+def promote_entry(entry_id: UUID) -> Response[Any]:
+    """An episodic entry becomes durable: it no longer expires."""
+    caller: Caller = app.context["caller"]
+    outcome = (
+        runtime()
+        .service()
+        .promote_entry(caller.tenant_id, entry_id, _context("promote", str(entry_id)))
+    )
+    return _written(outcome, 200)
+
+
+@app.post("/v1/admin/settings")
+@tracer.capture_method
+def update_settings(request: SettingsRequest) -> dict[str, Any]:
+    """How long new episodic entries are served (days from their creation)."""
+    caller: Caller = app.context["caller"]
+    days = runtime().service().set_episodic_ttl_days(caller.tenant_id, request.episodic_ttl_days)
+    return {"episodic_ttl_days": days}
 
 
 @app.post("/v1/admin/topology")

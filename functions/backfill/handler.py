@@ -1,4 +1,5 @@
-"""Backfill and sweeper: enqueue every active entry lacking a current vector.
+"""Backfill and sweeper: enqueue every active entry lacking a current vector, and retire
+the episodic entries past their lifetime (an event each, never a delete).
 
 Invoked on demand with `{"tenant_id": "acme"}` (one tenant) or `{}` (all), and by the
 schedule as the sweeper (all tenants). Each job names its own tenant.
@@ -33,6 +34,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # a job sent within the window is still in flight (SQS retries it, then its DLQ keeps
     # it): not sent again unless an operator forces a replay
     window = None if event.get("force") is True else IN_FLIGHT_S
+    expired = runtime().service().retire_expired(tenant)
+    metrics.add_metric("EpisodicEntriesExpired", MetricUnit.Count, expired)
     enqueued = 0
     for page in runtime().service().pending_job_pages(tenant, claim_for_s=window):
         queue.send(page)
@@ -40,5 +43,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     metrics.add_metric("BackfillEnqueued", MetricUnit.Count, enqueued)
     oldest = runtime().service().oldest_pending_age_s(tenant)
     metrics.add_metric("OldestUnembeddedAgeSeconds", MetricUnit.Seconds, oldest)
-    logger.info("backfill enqueued", extra={"tenant_id": tenant or "*", "jobs": enqueued})
-    return {"enqueued": enqueued, "tenant_id": tenant, "oldest_unembedded_age_s": oldest}
+    logger.info(
+        "backfill enqueued",
+        extra={"tenant_id": tenant or "*", "jobs": enqueued, "expired": expired},
+    )
+    return {
+        "enqueued": enqueued,
+        "expired": expired,
+        "tenant_id": tenant,
+        "oldest_unembedded_age_s": oldest,
+    }

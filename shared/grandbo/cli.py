@@ -111,6 +111,7 @@ def cmd_add(args: argparse.Namespace, service: MemoryService) -> int:
         "tags": args.tag or [],
         "origin": args.origin,
         "incident_id": args.incident_id,
+        "kind": args.kind,
     }
     _print_outcome(service.record_entry(args.tenant, entry, _context(args, "add")))
     return 0
@@ -422,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--tag", action="append")
     add.add_argument("--origin", choices=["admin", "incident"], default="admin")
     add.add_argument("--incident-id")
+    add.add_argument("--kind", choices=["durable", "episodic"], default="durable")
 
     correct = writer("correct", "correct an entry's text (new revision, re-embedded)")
     correct.add_argument("entry_id", type=UUID)

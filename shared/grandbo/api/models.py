@@ -45,6 +45,17 @@ class CreateEntryRequest(_Body):
     service: StrictStr | None = None
     tags: list[StrictStr] = Field(default_factory=list, max_length=50)
     incident_id: StrictStr | None = None
+    kind: Literal["durable", "episodic"] = Field(
+        default="durable",
+        description="episodic: a transient observation, served until the organization's "
+        "episodic lifetime (30 days by default) runs out, then retired",
+    )
+
+
+class SettingsRequest(_Body):
+    """The organization's settings an admin may change."""
+
+    episodic_ttl_days: Annotated[StrictInt, Field(ge=1, le=3650)]
 
 
 class CorrectEntryRequest(_Body):

@@ -31,6 +31,7 @@ class KeySpace(enum.StrEnum):
     EVAL = "eval"
     DEMO = "demo"
     QUERY = "query"  # a query-token caller's feedback
+    EXPIRY = "expiry"  # the sweeper retiring an expired episodic entry
 
 
 def _escaped(part: str) -> str:

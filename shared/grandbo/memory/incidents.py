@@ -10,14 +10,18 @@ EventBridge event (`source` = `landfall.incidents`, `detail-type` = `IncidentClo
       "closed_at":   "2026-11-29T10:00:00Z",
       "findings": [                                 # up to 50
         {"finding_id": "f1", "status": "corroborated" | "hypothesis" | "rejected",
-         "title": "...", "summary": "...", "service": "...", "tags": ["..."]}
+         "title": "...", "summary": "...", "service": "...", "tags": ["..."],
+         "kind": "durable" | "episodic"}            # optional, durable by default
       ],
       "chatter": [{"author": "...", "text": "..."}] # optional, never stored
     }
 
 Only `corroborated` findings become entries; each is keyed by its incident and finding
 ids (`grandbo.memory.idempotency`: no two findings share a key, whatever the ids hold)
-so a redelivered event records nothing new.
+so a redelivered event records nothing new. A corroborated finding is durable memory
+(a root cause, a mitigation that worked) unless it says `"kind": "episodic"` (a transient
+observation), which expires after the organization's episodic lifetime (30 days unless
+an admin set another).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from grandbo.errors import InvalidEventError, InvalidInputError, invalid_input_f
 from grandbo.memory.idempotency import incident_finding_key
 from grandbo.memory.models import (
     EntryText,
+    Kind,
     NewEntry,
     Origin,
     ServiceName,
@@ -63,6 +68,8 @@ class Finding(BaseModel):
     summary: str
     service: ServiceName | None = None
     tags: list[str] = Field(default_factory=list)
+    # a corroborated finding is durable unless the incident platform says it is transient
+    kind: Kind = Kind.DURABLE
 
 
 class ChatMessage(BaseModel):
@@ -121,7 +128,10 @@ def corroborated_entries(incident: IncidentClosed) -> list[tuple[str, NewEntry]]
                 f"IncidentClosed.findings[{finding.finding_id}].{problem.field}: {problem.message}"
             ) from exc
         entry = NewEntry(
-            **text.model_dump(), origin=Origin.INCIDENT, incident_id=incident.incident_id
+            **text.model_dump(),
+            origin=Origin.INCIDENT,
+            incident_id=incident.incident_id,
+            kind=finding.kind,
         )
         entries.append((incident_finding_key(incident.incident_id, finding.finding_id), entry))
     return entries

@@ -20,12 +20,23 @@ MAX_ACTOR_CHARS = 200
 # 255-character caller key, fit
 MAX_IDEMPOTENCY_KEY_CHARS = 1_300
 MAX_REASON_CHARS = 2_000
+# How long an episodic entry is served unless its organization says otherwise (issue 14)
+DEFAULT_EPISODIC_TTL_DAYS = 30
+MAX_EPISODIC_TTL_DAYS = 3650
 
 
 class Origin(enum.StrEnum):
     INCIDENT = "incident"
     ADMIN = "admin"
     CORRECTION = "correction"
+
+
+class Kind(enum.StrEnum):
+    """Durable: a corroborated root cause, a mitigation that worked (kept until retired).
+    Episodic: a transient observation ("deploy 4812 rolled back"), served until it expires."""
+
+    DURABLE = "durable"
+    EPISODIC = "episodic"
 
 
 class EntryStatus(enum.StrEnum):
@@ -40,6 +51,7 @@ class EventType(enum.StrEnum):
     RETIRED = "entry_retired"
     SUPERSEDED = "entry_superseded"
     FEEDBACK = "feedback_recorded"
+    PROMOTED = "entry_promoted"
 
 
 class Verdict(enum.StrEnum):
@@ -91,6 +103,8 @@ class NewEntry(EntryText):
 
     origin: Origin = Origin.ADMIN
     incident_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    # durable unless said otherwise, from every origin (README: episodic memory)
+    kind: Kind = Kind.DURABLE
 
     @field_validator("incident_id")
     @classmethod
@@ -165,6 +179,8 @@ class MemoryEntry(BaseModel):
     helpful_count: int = 0
     not_helpful_count: int = 0
     misleading_count: int = 0
+    kind: Kind = Kind.DURABLE
+    expires_at: datetime | None = None
 
     @property
     def feedback(self) -> FeedbackCounts:
@@ -226,6 +242,8 @@ class MemoryHit(BaseModel):
     created_at: datetime
     updated_at: datetime
     age_days: float
+    kind: Kind = Kind.DURABLE
+    expires_at: datetime | None = None
     why: MatchExplanation
     feedback: FeedbackCounts = Field(
         default_factory=FeedbackCounts,

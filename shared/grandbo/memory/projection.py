@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from grandbo.memory.models import EntryStatus, EventType, Origin, Verdict
+from grandbo.memory.models import EntryStatus, EventType, Kind, Origin, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,8 @@ class ProjectedEntry:
     helpful_count: int = 0
     not_helpful_count: int = 0
     misleading_count: int = 0
+    kind: Kind = Kind.DURABLE
+    expires_at: datetime | None = None
 
 
 def _uuid(value: Any) -> UUID | None:
@@ -51,6 +53,8 @@ def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
     """Fold one event into `state` (entry id -> entry)."""
     p = event.payload
     if event.event_type is EventType.CREATED:
+        kind = Kind(p.get("kind", Kind.DURABLE.value))
+        ttl_days = p.get("ttl_days")
         state[event.entry_id] = ProjectedEntry(
             entry_id=event.entry_id,
             title=p["title"],
@@ -64,9 +68,18 @@ def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
             superseded_by=None,
             created_at=event.recorded_at,
             updated_at=event.recorded_at,
+            kind=kind,
+            expires_at=(
+                event.recorded_at + timedelta(days=int(ttl_days))
+                if kind is Kind.EPISODIC and ttl_days is not None
+                else None
+            ),
         )
         return
     current = state[event.entry_id]
+    if event.event_type is EventType.PROMOTED:  # kept from now on; the text stays
+        state[event.entry_id] = replace(current, kind=Kind.DURABLE, expires_at=None)
+        return
     if event.event_type is EventType.FEEDBACK:  # counted; the text and its dates stay
         counter = f"{Verdict(p['verdict']).value}_count"
         state[event.entry_id] = replace(current, **{counter: getattr(current, counter) + 1})

@@ -19,10 +19,17 @@ from uuid import UUID
 from pydantic import TypeAdapter, ValidationError
 
 from grandbo.embedding.base import Embedding, EmbeddingProvider, render_entry_text
-from grandbo.errors import EmbeddingError, InvalidInputError, invalid_input_from
+from grandbo.errors import (
+    EmbeddingError,
+    EntryNotActiveError,
+    InvalidInputError,
+    invalid_input_from,
+)
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.fusion import RRF_K, reciprocal_rank_fusion
+from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import (
+    MAX_EPISODIC_TTL_DAYS,
     EmbedJob,
     EntryText,
     Feedback,
@@ -163,7 +170,13 @@ class MemoryService:
         vector = {c.entry_id: (rank, c) for rank, c in enumerate(legs.vector, start=1)}
         now = self._clock()
         hits = []
-        for entry_id in ranked.fused[:limit]:
+        # an episodic entry past its expiry is not served, even before the sweeper retires it
+        served = [
+            entry_id
+            for entry_id in ranked.fused
+            if (expires := legs.entries[entry_id].expires_at) is None or expires > now
+        ]
+        for entry_id in served[:limit]:
             entry = legs.entries[entry_id]
             lex = lexical.get(entry_id)
             vec = vector.get(entry_id)
@@ -180,6 +193,8 @@ class MemoryService:
                     created_at=entry.created_at,
                     updated_at=entry.updated_at,
                     age_days=round((now - entry.created_at).total_seconds() / 86400, 2),
+                    kind=entry.kind,
+                    expires_at=entry.expires_at,
                     feedback=entry.feedback,
                     why=MatchExplanation(
                         lexical_rank=None if lex is None else lex[0],
@@ -354,6 +369,42 @@ class MemoryService:
         return self.repository.retire_entry(
             tenant, entry_id, reason.strip(), context, superseded_by
         )
+
+    def promote_entry(self, tenant_id: str, entry_id: UUID, context: WriteContext) -> WriteOutcome:
+        """An episodic entry becomes durable (an event): it is kept until retired."""
+        return self.repository.promote_entry(require_tenant(tenant_id), entry_id, context)
+
+    def set_episodic_ttl_days(self, tenant_id: str, days: object) -> int:
+        """How long the organization's new episodic entries are served (1-3650 days)."""
+        if isinstance(days, bool) or not isinstance(days, int):
+            raise InvalidInputError("episodic_ttl_days", "must be an integer number of days")
+        if not 1 <= days <= MAX_EPISODIC_TTL_DAYS:
+            raise InvalidInputError(
+                "episodic_ttl_days", f"must be between 1 and {MAX_EPISODIC_TTL_DAYS} days"
+            )
+        self.repository.set_episodic_ttl_days(require_tenant(tenant_id), days)
+        return days
+
+    def retire_expired(self, tenant_id: str | None = None) -> int:
+        """Retire (through an event, never a delete) every active episodic entry past its
+        expiry, of one tenant or all; the sweeper's job. Returns how many."""
+        now = self._clock()
+        retired = 0
+        for tenant in _tenants(self.repository, tenant_id):
+            while ids := self.repository.expired_entry_ids(tenant, now):
+                for entry_id in ids:
+                    key = idempotency_key(KeySpace.EXPIRY, str(entry_id))
+                    try:
+                        outcome = self.repository.retire_entry(
+                            tenant,
+                            entry_id,
+                            "expired: an episodic entry past its lifetime",
+                            WriteContext(actor="grandbo-sweeper", idempotency_key=key),
+                        )
+                    except EntryNotActiveError:  # an admin retired it meanwhile
+                        continue
+                    retired += int(outcome.applied)
+        return retired
 
     def _after_commit(self, outcome: WriteOutcome) -> WriteOutcome:
         return self._after_commit_all([outcome])[0]

@@ -37,6 +37,8 @@ ENTRY_COLUMNS = (
     "helpful_count",
     "not_helpful_count",
     "misleading_count",
+    "kind",
+    "expires_at",
 )
 
 
@@ -59,8 +61,8 @@ ENTRIES_BY_KEYS = sql.SQL(
 ).format(entry_columns("e"))
 INSERT_NEW_ENTRY = sql.SQL(
     "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
-    " service, origin, status, revision, incident_id, created_at, updated_at)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s) RETURNING {}"
+    " service, origin, status, revision, incident_id, created_at, updated_at, kind, expires_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s, %s, %s) RETURNING {}"
 ).format(entry_columns())
 
 # Set for the search's transaction. Tenants past the size threshold have an HNSW index

@@ -11,6 +11,7 @@ from uuid import UUID
 from grandbo.memory.models import (
     EntryStatus,
     EventType,
+    Kind,
     Origin,
 )
 from grandbo.memory.projection import ProjectedEntry, StoredEvent, replay
@@ -50,7 +51,7 @@ class ProjectionRebuild(EntryReads):
         cur.execute(
             "SELECT entry_id, title, summary, tags, service, origin, status, revision,"
             " incident_id, superseded_by, created_at, updated_at, helpful_count,"
-            " not_helpful_count, misleading_count"
+            " not_helpful_count, misleading_count, kind, expires_at"
             " FROM org_memory_entries WHERE tenant_id = %s",
             (tenant_id,),
         )
@@ -59,6 +60,7 @@ class ProjectionRebuild(EntryReads):
             row["tags"] = tuple(row["tags"])
             row["origin"] = Origin(row["origin"])
             row["status"] = EntryStatus(row["status"])
+            row["kind"] = Kind(row["kind"])
             live[row["entry_id"]] = ProjectedEntry(**row)
         return live
 
@@ -149,8 +151,9 @@ class ProjectionRebuild(EntryReads):
             cur.executemany(
                 "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
                 " service, origin, status, revision, incident_id, superseded_by, created_at,"
-                " updated_at, helpful_count, not_helpful_count, misleading_count)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " updated_at, helpful_count, not_helpful_count, misleading_count, kind,"
+                " expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s, %s, %s, %s)",
                 [
                     (
                         tenant_id,
@@ -169,6 +172,8 @@ class ProjectionRebuild(EntryReads):
                         e.helpful_count,
                         e.not_helpful_count,
                         e.misleading_count,
+                        e.kind.value,
+                        e.expires_at,
                     )
                     for e in state.values()
                 ],

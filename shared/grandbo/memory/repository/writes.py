@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -18,10 +19,12 @@ from grandbo.errors import (
     RevisionConflictError,
 )
 from grandbo.memory.models import (
+    DEFAULT_EPISODIC_TTL_DAYS,
     EntryStatus,
     EntryText,
     EventType,
     Feedback,
+    Kind,
     MemoryEntry,
     NewEntry,
     Origin,
@@ -60,6 +63,7 @@ class EntryWrites(EntryReads):
         """
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             self._register_tenant(cur, tenant_id)
+            ttl_days = self._episodic_ttl_days(cur, tenant_id)
             keys = [context.idempotency_key for _, _, context in items]
             known = self._entries_for_keys(cur, tenant_id, keys)
             fresh: dict[str, tuple[UUID, NewEntry, list[str], WriteContext]] = {}
@@ -67,11 +71,12 @@ class EntryWrites(EntryReads):
                 key = context.idempotency_key
                 if key not in known and key not in fresh:
                     fresh[key] = (uuid4(), entry, list(tags), context)
-            recorded = self._append_created_events(cur, tenant_id, list(fresh.values()))
+            recorded = self._append_created_events(cur, tenant_id, list(fresh.values()), ttl_days)
             created = self._insert_entries(
                 cur,
                 tenant_id,
                 [(*item, recorded[key]) for key, item in fresh.items() if key in recorded],
+                ttl_days,
             )
             self._count_tags(cur, tenant_id, entering=[entry.tags for entry in created.values()])
             self._post_tags(cur, tenant_id, list(created.values()))
@@ -93,8 +98,10 @@ class EntryWrites(EntryReads):
         cur: Cursor,
         tenant_id: str,
         fresh: Sequence[tuple[UUID, NewEntry, list[str], WriteContext]],
+        ttl_days: int,
     ) -> dict[str, Any]:
-        """`entry_created` events, in order; the keys that went in, with their timestamps."""
+        """`entry_created` events, in order; the keys that went in, with their timestamps.
+        An episodic entry's event carries its lifetime, so a replay finds its expiry."""
         if not fresh:
             return {}
         cur.executemany(
@@ -115,6 +122,8 @@ class EntryWrites(EntryReads):
                             "service": entry.service,
                             "origin": entry.origin.value,
                             "incident_id": entry.incident_id,
+                            "kind": entry.kind.value,
+                            **({"ttl_days": ttl_days} if entry.kind is Kind.EPISODIC else {}),
                         }
                     ),
                     context.actor,
@@ -131,6 +140,7 @@ class EntryWrites(EntryReads):
         cur: Cursor,
         tenant_id: str,
         rows: Sequence[tuple[UUID, NewEntry, list[str], WriteContext, Any]],
+        ttl_days: int,
     ) -> dict[UUID, MemoryEntry]:
         if not rows:
             return {}
@@ -148,6 +158,8 @@ class EntryWrites(EntryReads):
                     entry.incident_id,
                     recorded_at,
                     recorded_at,
+                    entry.kind.value,
+                    recorded_at + timedelta(days=ttl_days) if entry.kind is Kind.EPISODIC else None,
                 )
                 for entry_id, entry, tags, _, recorded_at in rows
             ],
@@ -372,6 +384,60 @@ class EntryWrites(EntryReads):
         if active and entry.status is not EntryStatus.ACTIVE:
             raise EntryNotActiveError(entry_id, entry.status.value)
         return entry
+
+    @staticmethod
+    def _episodic_ttl_days(cur: Cursor, tenant_id: str) -> int:
+        cur.execute(
+            "SELECT episodic_ttl_days FROM org_memory_tenant_settings WHERE tenant_id = %s",
+            (tenant_id,),
+        )
+        row = cur.fetchone()
+        return DEFAULT_EPISODIC_TTL_DAYS if row is None else int(row["episodic_ttl_days"])
+
+    def set_episodic_ttl_days(self, tenant_id: str, days: int) -> None:
+        """How long this organization's new episodic entries are served (from creation)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "INSERT INTO org_memory_tenant_settings (tenant_id, episodic_ttl_days)"
+                " VALUES (%s, %s) ON CONFLICT (tenant_id)"
+                " DO UPDATE SET episodic_ttl_days = excluded.episodic_ttl_days",
+                (tenant_id, days),
+            )
+
+    def episodic_ttl_days(self, tenant_id: str) -> int:
+        with self._tenant_scope(tenant_id) as cur:
+            return self._episodic_ttl_days(cur, tenant_id)
+
+    def promote_entry(self, tenant_id: str, entry_id: UUID, context: WriteContext) -> WriteOutcome:
+        """An active episodic entry becomes durable: it no longer expires."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            current = self._lock_active_unless_applied(cur, tenant_id, entry_id, context)
+            if isinstance(current, WriteOutcome):
+                return current
+            if current.kind is Kind.DURABLE:
+                return WriteOutcome(entry=current, applied=False)
+            recorded_at = self._append_event(
+                cur, tenant_id, entry_id, EventType.PROMOTED, current.revision, {}, context
+            )
+            if recorded_at is None:
+                return self._raced(cur, tenant_id, context)
+            cur.execute(
+                "UPDATE org_memory_entries SET kind = 'durable', expires_at = NULL"
+                " WHERE tenant_id = %s AND entry_id = %s",
+                (tenant_id, entry_id),
+            )
+            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def expired_entry_ids(self, tenant_id: str, now: Any, limit: int = 500) -> list[UUID]:
+        """Active episodic entries past their expiry, oldest first."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s"
+                " AND status = 'active' AND kind = 'episodic' AND expires_at <= %s"
+                " ORDER BY expires_at LIMIT %s",
+                (tenant_id, now, limit),
+            )
+            return [row["entry_id"] for row in cur]
 
     def _register_tenant(self, cur: Cursor, tenant_id: str) -> None:
         cur.execute(
