@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYER_LOCK = ROOT / "infra" / "layer.lock"
 # Left out of the layer: local mode, the MCP server and the CLI (no function imports them;
 # the contracts in pyproject.toml keep it so, and tests/infra/test_layer.py checks it).
-LAYER_EXCLUDES = ("__pycache__", "local", "agent", "cli.py")
+LAYER_EXCLUDES = ("__pycache__", "local", "agent", "commands", "cli.py")
 PLATFORM = "manylinux2014_aarch64"
 PYTHON_VERSION = "3.11"
 

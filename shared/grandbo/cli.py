@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import shutil
-import signal
 import sys
 import tempfile
 import uuid
@@ -19,25 +18,16 @@ from pydantic import ValidationError
 
 from grandbo.agent import command as agent_command
 from grandbo.api.request_body import BodyProblem, parse_json_object
+from grandbo.commands.common import keyring_path, print_result, settings_from
+from grandbo.commands.serve import cmd_serve
 from grandbo.errors import GrandboError, InvalidInputError, invalid_input_from
 from grandbo.local.bootstrap import open_service
 from grandbo.local.demo import DEMO_TENANT
-from grandbo.local.settings import Settings
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
-from grandbo.memory.models import MemoryQueryResult, WriteContext, WriteOutcome
+from grandbo.memory.models import WriteContext, WriteOutcome
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import HNSW_MIN_ENTRIES
 from grandbo.topology.service import TopologyService
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    settings = Settings.from_env()
-    updates: dict[str, object] = {}
-    if getattr(args, "provider", None):
-        updates["provider"] = args.provider
-    if getattr(args, "data_dir", None):
-        updates["data_dir"] = Path(args.data_dir)
-    return settings.model_copy(update=updates)
 
 
 def _context(args: argparse.Namespace, *operation: str) -> WriteContext:
@@ -59,43 +49,11 @@ def _print_outcome(outcome: WriteOutcome) -> None:
     )
 
 
-def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
-    if as_json:
-        print(result.model_dump_json(indent=2))
-        return
-    meta = result.metadata
-    print(
-        f"{len(result.hits)} hit(s); candidates: lexical {meta.lexical_candidates}, "
-        f"vector {meta.vector_candidates} (vector leg {meta.vector_leg}); "
-        f"{meta.active_entries_without_current_vector} of {meta.active_entries} active "
-        "entries lack a current vector"
-    )
-    if meta.vector_leg_error:
-        print(f"  vector leg: {meta.vector_leg_error}")
-    for rank, hit in enumerate(result.hits, start=1):
-        why = hit.why
-        lexical = "-" if why.lexical_rank is None else f"#{why.lexical_rank}"
-        vector = (
-            "-" if why.vector_rank is None else f"#{why.vector_rank} d={why.vector_distance:.3f}"
-        )
-        print(
-            f"\n{rank}. {hit.title}  [{hit.service or 'no service'}, {hit.origin.value}, "
-            f"{hit.age_days:.0f} days old]"
-        )
-        print(
-            f"   why: lexical {lexical}, vector {vector}, fused {why.fused_score:.4f}"
-            + (f"; shared tags: {', '.join(why.shared_tags[:8])}" if why.shared_tags else "")
-        )
-        summary = hit.summary if len(hit.summary) <= 300 else hit.summary[:297] + "..."
-        print(f"   {summary}")
-    print(f"\n{result.notice}")
-
-
 def cmd_migrate(args: argparse.Namespace) -> int:
     from grandbo.local.bootstrap import resolve_urls
     from grandbo.migrations import migrate
 
-    applied = migrate(resolve_urls(_settings(args)).admin)
+    applied = migrate(resolve_urls(settings_from(args)).admin)
     print(
         f"applied {len(applied)} migration(s)"
         + "".join(f"\n  {m.version:04d}_{m.name}" for m in applied)
@@ -225,15 +183,11 @@ def cmd_demo(args: argparse.Namespace, service: MemoryService) -> int:
     return 0
 
 
-def _keyring_path(settings: Settings) -> Path:
-    return settings.data_dir / "keyring.json"
-
-
 def cmd_token(args: argparse.Namespace) -> int:
     from grandbo.api.auth import mint_query_token
     from grandbo.local.runner import local_keyring
 
-    keyring = local_keyring(_keyring_path(_settings(args)), DEMO_TENANT)
+    keyring = local_keyring(keyring_path(settings_from(args)), DEMO_TENANT)
     print(mint_query_token(keyring.find(args.key_id, "query"), ttl_s=args.ttl))
     return 0
 
@@ -242,7 +196,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
     from grandbo.api.auth import sign_admin_request
     from grandbo.local.runner import local_keyring
 
-    keyring = local_keyring(_keyring_path(_settings(args)), DEMO_TENANT)
+    keyring = local_keyring(keyring_path(settings_from(args)), DEMO_TENANT)
     body = (args.body or "").encode()
     headers = sign_admin_request(
         keyring.find(args.key_id, "admin"),
@@ -255,126 +209,10 @@ def cmd_sign(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    import os
-
-    # quiet powertools outside Lambda: no EMF lines on stdout, warnings only
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "DEBUG" if args.verbose else "WARNING")
-    from functions.embed_worker.handler import lambda_handler as embed_worker
-
-    from grandbo.api.auth import mint_query_token, sign_admin_request
-    from grandbo.embedding.factory import provider_named
-    from grandbo.local.bootstrap import resolve_urls
-    from grandbo.local.demo import DEMO_TOPIC, seed_demo
-    from grandbo.local.embed_queue import InProcessEmbedQueue
-    from grandbo.local.postgres import PostgresSupervisor, stop_embedded_postgres
-    from grandbo.local.runner import LocalEmbedPump, local_keyring, serve
-    from grandbo.migrations import migrate
-    from grandbo.runtime.lambda_container import (
-        LambdaEnvironment,
-        LambdaRuntime,
-        install_runtime,
-        runtime,
-    )
-
-    settings = _settings(args)
-    urls = resolve_urls(settings)
-    migrate(urls.admin)
-    keyring = local_keyring(_keyring_path(settings), DEMO_TENANT)
-    embed_queue = InProcessEmbedQueue()
-    environment = LambdaEnvironment.model_validate(
-        {"DATABASE_URL": urls.app, "GRANDBO_EMBEDDING_PROVIDER": settings.provider}
-    )
-    install_runtime(
-        LambdaRuntime(
-            environment,
-            provider=provider_named(settings.provider),
-            embed_queue=embed_queue,
-            keyring=keyring,
-            containers=args.containers,
-        )
-    )
-    pump = LocalEmbedPump(embed_queue, embed_worker)
-    service = runtime().service()
-    created = seed_demo(service, DEMO_TENANT)
-    # entries of every tenant written before this run (or whose enqueue failed) go through
-    # the sweeper path
-    embed_queue.send(service.pending_jobs())
-    while pump.pump_once():
-        pass
-    print(f"demo organization '{DEMO_TENANT}': {created} new entries; embed queue drained")
-    print(f"\n$ grandbo query --tenant {DEMO_TENANT} {json.dumps(DEMO_TOPIC)}\n")
-    print_result(service.query_org_memory(DEMO_TENANT, DEMO_TOPIC, limit=3), as_json=False)
-
-    server = serve(args.host, args.port)
-    base = f"http://{args.host}:{server.server_address[1]}"
-    token = mint_query_token(keyring.find(f"{DEMO_TENANT}-beacon", "query"), ttl_s=86_400)
-    create = json.dumps(
-        {
-            "title": "Disk full on the WAL volume",
-            "summary": "Replication lag let WAL accumulate until the volume filled.",
-        }
-    )
-    signed = sign_admin_request(
-        keyring.find(f"{DEMO_TENANT}-admin", "admin"), "POST", "/v1/admin/entries", create.encode()
-    )
-    signed_headers = " ".join(f"-H '{k}: {v}'" for k, v in signed.items())
-    print(
-        f"""
-Grandbo is serving on {base} (Ctrl-C to stop). Keys: {_keyring_path(settings)}
-
-Query (Beacon's tool; the token is bound to tenant '{DEMO_TENANT}', valid 24 h):
-  curl -s {base}/v1/memory/query -H 'Content-Type: application/json' \\
-    -H 'Authorization: Bearer {token}' \\
-    -d '{{"topic": "pods restart with OOMKilled after we raised the cache TTL", "limit": 3}}'
-
-Admin (signed; this signature is valid once, for 5 minutes):
-  curl -s {base}/v1/admin/entries -H 'Content-Type: application/json' {signed_headers} \\
-    -d '{create}'
-  Sign your own: .venv/bin/grandbo sign POST /v1/admin/entries --body '<json>'
-  New query token: .venv/bin/grandbo token
-
-Incident closed (EventBridge shape; only corroborated findings are kept):
-  curl -s {base}/local/events -d @incident.json     # schema: shared/grandbo/memory/incidents.py
-Backfill / sweeper:
-  curl -s -X POST {base}/local/backfill -d '{{"tenant_id": "{DEMO_TENANT}"}}'
-""",
-        flush=True,
-    )
-    supervisor = None if settings.database_url else PostgresSupervisor(settings.data_dir).start()
-    pump.start()
-    # SIGTERM (a service manager, a container stop) ends the loop like Ctrl-C does, so the
-    # embedded server is stopped on the way out instead of outliving the runner
-    signal.signal(signal.SIGTERM, _stop_serving)
-    try:
-        server.serve_forever()
-    except (KeyboardInterrupt, _StopServingError):
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already stopping
-        if supervisor is not None:
-            supervisor.stop()
-        pump.stop()
-        server.server_close()
-        runtime().close()
-        if not settings.database_url:
-            stop_embedded_postgres(settings.data_dir)
-    return 0
-
-
-class _StopServingError(Exception):
-    """Raised in the main thread by SIGTERM to leave `serve_forever`."""
-
-
-def _stop_serving(signum: int, frame: object) -> None:
-    raise _StopServingError
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     from grandbo.evaluation import format_table, run_eval
 
-    settings = _settings(args)
+    settings = settings_from(args)
     scratch: Path | None = None
     if not settings.database_url and not args.data_dir:
         # a throwaway embedded server: events are append-only, eval tenants must not linger
@@ -535,7 +373,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from grandbo.local.bootstrap import resolve_urls
     from grandbo.memory.vector_index import ensure_hnsw_indexes
 
-    created = ensure_hnsw_indexes(resolve_urls(_settings(args)).admin, args.min_entries)
+    created = ensure_hnsw_indexes(resolve_urls(settings_from(args)).admin, args.min_entries)
     print(
         f"created HNSW index(es) for {len(created)} tenant(s)"
         + "".join(f"\n  {tenant}" for tenant in created)
@@ -544,8 +382,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    return agent_command.cmd_mcp(args, settings, _keyring_path(settings))
+    settings = settings_from(args)
+    return agent_command.cmd_mcp(args, settings, keyring_path(settings))
 
 
 def cmd_openapi(args: argparse.Namespace) -> int:
@@ -574,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_migrate(args)
         if args.command in _STANDALONE_COMMANDS:
             return _STANDALONE_COMMANDS[args.command](args)
-        with open_service(_settings(args)) as service:
+        with open_service(settings_from(args)) as service:
             return _SERVICE_COMMANDS[args.command](args, service)
     except (InvalidInputError, ValidationError) as exc:
         problem = exc if isinstance(exc, InvalidInputError) else invalid_input_from(exc)

@@ -31,6 +31,7 @@ def test_layer_copy_holds_every_module_the_handlers_import(tmp_path: Path) -> No
         assert as_module.exists() or as_package.exists(), module
     assert not (target / "local").exists()
     assert not (target / "agent").exists()  # the MCP server: never in a Lambda
+    assert not (target / "commands").exists()
     assert not (target / "cli.py").exists()
     assert (target / "migrations" / "0001_memory_store.sql").exists()
 

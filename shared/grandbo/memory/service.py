@@ -143,6 +143,10 @@ class MemoryService:
         self.enqueue_failures = 0
         self._clock = clock
 
+    def now(self) -> datetime:
+        """The service's clock (injected in tests)."""
+        return self._clock()
+
     # -- read --------------------------------------------------------------------------
 
     def query_org_memory(

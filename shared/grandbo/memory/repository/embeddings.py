@@ -147,3 +147,29 @@ class EmbeddingStore(EntryReads):
             )
             row = cur.fetchone()
             return None if row is None else row["oldest"]
+
+    def vector_coverage(self, tenant_id: str, embed_rev: str) -> tuple[int, int]:
+        """(active entries lacking a current vector of `embed_rev`, of those, how many hold
+        a vector of another model or an older revision)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT count(*) AS lacking,"
+                " count(*) FILTER (WHERE embedding IS NOT NULL) AS stale"
+                " FROM org_memory_entries WHERE tenant_id = %s AND status = 'active'"
+                "   AND (embed_rev IS DISTINCT FROM %s"
+                "        OR embedded_revision IS DISTINCT FROM revision)",
+                (tenant_id, embed_rev),
+            )
+            row = cur.fetchone()
+            return (0, 0) if row is None else (int(row["lacking"]), int(row["stale"]))
+
+    def has_valid_vector_index(self, tenant_id: str, index: str) -> bool:
+        """Whether the tenant's named HNSW index exists and is valid (from the catalog)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT i.indisvalid AS valid FROM pg_index i"
+                " JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+                (index,),
+            )
+            row = cur.fetchone()
+            return bool(row is not None and row["valid"])

@@ -1,0 +1,126 @@
+"""`grandbo serve`: every Lambda behind a local HTTP gateway, on the embedded store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+
+from grandbo.commands.common import keyring_path, print_result, settings_from
+from grandbo.local.demo import DEMO_TENANT
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    # quiet powertools outside Lambda: no EMF lines on stdout, warnings only
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "DEBUG" if args.verbose else "WARNING")
+    from functions.embed_worker.handler import lambda_handler as embed_worker
+
+    from grandbo.api.auth import mint_query_token, sign_admin_request
+    from grandbo.embedding.factory import provider_named
+    from grandbo.local.bootstrap import resolve_urls
+    from grandbo.local.demo import DEMO_TOPIC, seed_demo
+    from grandbo.local.embed_queue import InProcessEmbedQueue
+    from grandbo.local.postgres import PostgresSupervisor, stop_embedded_postgres
+    from grandbo.local.runner import LocalEmbedPump, local_keyring, serve
+    from grandbo.migrations import migrate
+    from grandbo.runtime.lambda_container import (
+        LambdaEnvironment,
+        LambdaRuntime,
+        install_runtime,
+        runtime,
+    )
+
+    settings = settings_from(args)
+    urls = resolve_urls(settings)
+    migrate(urls.admin)
+    keyring = local_keyring(keyring_path(settings), DEMO_TENANT)
+    embed_queue = InProcessEmbedQueue()
+    environment = LambdaEnvironment.model_validate(
+        {"DATABASE_URL": urls.app, "GRANDBO_EMBEDDING_PROVIDER": settings.provider}
+    )
+    install_runtime(
+        LambdaRuntime(
+            environment,
+            provider=provider_named(settings.provider),
+            embed_queue=embed_queue,
+            keyring=keyring,
+            containers=args.containers,
+        )
+    )
+    pump = LocalEmbedPump(embed_queue, embed_worker)
+    service = runtime().service()
+    created = seed_demo(service, DEMO_TENANT)
+    # entries of every tenant written before this run (or whose enqueue failed) go through
+    # the sweeper path
+    embed_queue.send(service.pending_jobs())
+    while pump.pump_once():
+        pass
+    print(f"demo organization '{DEMO_TENANT}': {created} new entries; embed queue drained")
+    print(f"\n$ grandbo query --tenant {DEMO_TENANT} {json.dumps(DEMO_TOPIC)}\n")
+    print_result(service.query_org_memory(DEMO_TENANT, DEMO_TOPIC, limit=3), as_json=False)
+
+    server = serve(args.host, args.port)
+    base = f"http://{args.host}:{server.server_address[1]}"
+    token = mint_query_token(keyring.find(f"{DEMO_TENANT}-beacon", "query"), ttl_s=86_400)
+    create = json.dumps(
+        {
+            "title": "Disk full on the WAL volume",
+            "summary": "Replication lag let WAL accumulate until the volume filled.",
+        }
+    )
+    signed = sign_admin_request(
+        keyring.find(f"{DEMO_TENANT}-admin", "admin"), "POST", "/v1/admin/entries", create.encode()
+    )
+    signed_headers = " ".join(f"-H '{k}: {v}'" for k, v in signed.items())
+    print(
+        f"""
+Grandbo is serving on {base} (Ctrl-C to stop). Keys: {keyring_path(settings)}
+
+Query (Beacon's tool; the token is bound to tenant '{DEMO_TENANT}', valid 24 h):
+  curl -s {base}/v1/memory/query -H 'Content-Type: application/json' \\
+    -H 'Authorization: Bearer {token}' \\
+    -d '{{"topic": "pods restart with OOMKilled after we raised the cache TTL", "limit": 3}}'
+
+Admin (signed; this signature is valid once, for 5 minutes):
+  curl -s {base}/v1/admin/entries -H 'Content-Type: application/json' {signed_headers} \\
+    -d '{create}'
+  Sign your own: .venv/bin/grandbo sign POST /v1/admin/entries --body '<json>'
+  New query token: .venv/bin/grandbo token
+
+Incident closed (EventBridge shape; only corroborated findings are kept):
+  curl -s {base}/local/events -d @incident.json     # schema: shared/grandbo/memory/incidents.py
+Backfill / sweeper:
+  curl -s -X POST {base}/local/backfill -d '{{"tenant_id": "{DEMO_TENANT}"}}'
+""",
+        flush=True,
+    )
+    supervisor = None if settings.database_url else PostgresSupervisor(settings.data_dir).start()
+    pump.start()
+    # SIGTERM (a service manager, a container stop) ends the loop like Ctrl-C does, so the
+    # embedded server is stopped on the way out instead of outliving the runner
+    signal.signal(signal.SIGTERM, _stop_serving)
+    try:
+        server.serve_forever()
+    except (KeyboardInterrupt, _StopServingError):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already stopping
+        if supervisor is not None:
+            supervisor.stop()
+        pump.stop()
+        server.server_close()
+        runtime().close()
+        if not settings.database_url:
+            stop_embedded_postgres(settings.data_dir)
+    return 0
+
+
+class _StopServingError(Exception):
+    """Raised in the main thread by SIGTERM to leave `serve_forever`."""
+
+
+def _stop_serving(signum: int, frame: object) -> None:
+    raise _StopServingError

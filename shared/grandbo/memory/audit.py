@@ -1,0 +1,162 @@
+"""The memory lake's health (issue 14): what is wrong with an organization's memory, and
+what can safely be put right.
+
+Checks, each a `Finding` when something is wrong:
+
+- `unembedded`: active entries without a current vector for longer than EMBED_GRACE_S
+  (a fresh write waits for its embed job: that is not a problem yet), with the oldest age;
+- `stale_vectors`: vectors of another model or of an older revision;
+- `projection_drift`: the projection differs from a replay of the events;
+- `index_drift`: tag statistics or postings differ from the replayed entries;
+- `expired_active`: episodic entries past their expiry, still active;
+- `missing_index`: past HNSW_MIN_ENTRIES active entries without a valid HNSW index;
+- `misleading`: entries investigations called misleading more than the review threshold.
+
+Repairs (`repair`): embed what lacks a vector, rebuild the projection from the events,
+retire the expired, build the missing index. Misleading entries need a person: listed,
+never changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from grandbo.memory.service import MemoryService
+from grandbo.memory.vector_index import HNSW_MIN_ENTRIES, index_name
+
+EMBED_GRACE_S = 300.0
+
+
+@dataclass
+class Finding:
+    check: str
+    count: int
+    detail: str
+    repairable: bool
+    repaired: str | None = None
+
+
+@dataclass
+class TenantHealth:
+    tenant_id: str
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return not any(f.repaired is None for f in self.findings)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tenant_id": self.tenant_id,
+            "healthy": self.healthy,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
+    """Every check, read-only, for one organization."""
+    health = TenantHealth(tenant_id)
+    repo = service.repository
+    serving = service.serving_provider(tenant_id)
+    lacking, stale = repo.vector_coverage(tenant_id, serving.embed_rev)
+    oldest = service.oldest_pending_age_s(tenant_id)
+    if lacking and oldest > EMBED_GRACE_S:
+        health.findings.append(
+            Finding(
+                "unembedded",
+                lacking,
+                f"{lacking} active entries without a vector of {serving.embed_rev}; the "
+                f"oldest has waited {oldest:.0f} s",
+                repairable=True,
+            )
+        )
+    if stale:
+        health.findings.append(
+            Finding(
+                "stale_vectors",
+                stale,
+                f"{stale} active entries hold a vector of another model or an older revision",
+                repairable=True,
+            )
+        )
+    report = repo.verify_projection(tenant_id)
+    index = [m for m in report.mismatches if m.startswith("tag ")]
+    drift = [m for m in report.mismatches if not m.startswith("tag ")]
+    if drift:
+        health.findings.append(
+            Finding("projection_drift", len(drift), "; ".join(drift[:3]), repairable=True)
+        )
+    if index:
+        health.findings.append(
+            Finding("index_drift", len(index), "; ".join(index), repairable=True)
+        )
+    expired = repo.expired_entry_ids(tenant_id, service.now())
+    if expired:
+        health.findings.append(
+            Finding(
+                "expired_active",
+                len(expired),
+                f"{len(expired)} episodic entries past their expiry are still active",
+                repairable=True,
+            )
+        )
+    active = repo.active_entries(tenant_id)
+    if active >= HNSW_MIN_ENTRIES and not repo.has_valid_vector_index(
+        tenant_id, index_name(tenant_id)
+    ):
+        health.findings.append(
+            Finding(
+                "missing_index",
+                1,
+                f"{active} active entries (threshold {HNSW_MIN_ENTRIES}) and no valid HNSW "
+                "index: the vector leg scans every vector",
+                repairable=True,
+            )
+        )
+    flagged = service.entries_for_review(tenant_id)
+    if flagged:
+        health.findings.append(
+            Finding(
+                "misleading",
+                len(flagged),
+                "called misleading repeatedly, for an admin to correct or retire: "
+                + ", ".join(str(e.entry_id) for e in flagged[:10]),
+                repairable=False,
+            )
+        )
+    return health
+
+
+def repair(
+    service: MemoryService,
+    health: TenantHealth,
+    *,
+    build_index: Callable[[], list[str]] | None = None,
+) -> TenantHealth:
+    """Fix what is safe to fix, marking each finding with what was done. The projection
+    is rebuilt before anything reads it again; vectors are embedded after it."""
+    tenant = health.tenant_id
+    checks = {f.check: f for f in health.findings}
+    for name in ("projection_drift", "index_drift"):
+        if name in checks:
+            report = service.repository.rebuild_projection(tenant)
+            for drifted in ("projection_drift", "index_drift"):
+                if drifted in checks:
+                    checks[drifted].repaired = f"projection rebuilt from {report.events} events"
+            break
+    if "expired_active" in checks:
+        retired = service.retire_expired(tenant)
+        checks["expired_active"].repaired = f"{retired} retired (an event each)"
+    for name in ("unembedded", "stale_vectors"):
+        if name in checks:
+            stored = service.embed_pending(tenant)
+            for embedded in ("unembedded", "stale_vectors"):
+                if embedded in checks:
+                    checks[embedded].repaired = f"{stored} vectors stored"
+            break
+    if "missing_index" in checks and build_index is not None:
+        built = build_index()
+        checks["missing_index"].repaired = f"HNSW index built for {len(built)} organization(s)"
+    return health
