@@ -30,6 +30,7 @@ from grandbo.api.models import (
 )
 from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError, StoreUnavailableError
+from grandbo.memory.audit import audit
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import Origin, WriteContext, WriteOutcome
 from grandbo.memory.service import MISLEADING_REVIEW_THRESHOLD
@@ -94,6 +95,14 @@ def create_entry(request: CreateEntryRequest) -> Response[Any]:
     entry = {**request.model_dump(), "origin": Origin.ADMIN}
     outcome = runtime().service().record_entry(caller.tenant_id, entry, _context("create"))
     return _written(outcome, 201)
+
+
+@app.get("/v1/admin/health")
+def health() -> dict[str, Any]:
+    """The organization's memory health (`grandbo.memory.audit`), read-only: repairs are
+    `grandbo audit --repair`, the sweeper and the hourly index job."""
+    caller: Caller = app.context["caller"]
+    return audit(runtime().service(), caller.tenant_id).as_dict()
 
 
 @app.get("/v1/admin/review")

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from grandbo.agent import command as agent_command
 from grandbo.api.request_body import BodyProblem, parse_json_object
+from grandbo.commands import audit as audit_command
 from grandbo.commands.common import keyring_path, print_result, settings_from
 from grandbo.commands.serve import cmd_serve
 from grandbo.errors import GrandboError, InvalidInputError, invalid_input_from
@@ -329,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
     agent_command.add_parser(sub)
+    audit_command.add_parser(sub)
 
     idx = sub.add_parser("index", help="HNSW indexes for tenants past a size threshold")
     idx.add_argument("--min-entries", type=int, default=HNSW_MIN_ENTRIES)
@@ -357,6 +359,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cmd_audit(args: argparse.Namespace, service: MemoryService) -> int:
+    return audit_command.cmd_audit(args, service, settings_from(args))
+
+
 _SERVICE_COMMANDS = {
     "add": cmd_add,
     "correct": cmd_correct,
@@ -366,6 +372,7 @@ _SERVICE_COMMANDS = {
     "rebuild": cmd_rebuild,
     "demo": cmd_demo,
     "topology": cmd_topology,
+    "audit": cmd_audit,
 }
 
 

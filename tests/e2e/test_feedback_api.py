@@ -71,3 +71,23 @@ def test_feedback_is_counted_once_per_verdict_and_listed_for_review(
     assert feedback(gateway, tenant, "not-a-uuid", verdict).status in (400, 422)
     entry = gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry_id}").body
     assert entry["misleading_count"] == 3  # nothing partial from the refused ones
+
+
+def test_the_health_route_reports_the_callers_organization_only(
+    gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    entry_id = gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY).body["entry"]["entry_id"]
+    for n in range(2):
+        feedback(gateway, tenant, entry_id, {"verdict": "misleading", "incident_id": f"I{n}"})
+    mine = gateway.admin(tenant, "GET", "/v1/admin/health")
+    assert mine.status == 200
+    assert mine.body["tenant_id"] == tenant
+    assert mine.body["healthy"] is False
+    assert [f["check"] for f in mine.body["findings"]] == ["misleading"]
+    theirs = gateway.admin(other_tenant, "GET", "/v1/admin/health")
+    assert (theirs.body["tenant_id"], theirs.body["healthy"], theirs.body["findings"]) == (
+        other_tenant,
+        True,
+        [],
+    )
+    assert gateway.request("GET", "/v1/admin/health").status == 401  # unsigned
