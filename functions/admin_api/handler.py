@@ -76,8 +76,8 @@ def _context(*operation: str) -> WriteContext:
     return WriteContext(actor=f"admin:{caller.key_id}", idempotency_key=stored)
 
 
-def _written(outcome: WriteOutcome, status: int) -> Response[Any]:
-    if outcome.applied:
+def _written(outcome: WriteOutcome, status: int, *, created: bool = False) -> Response[Any]:
+    if created and outcome.applied:
         count_entries_created(outcome.entry.origin.value, 1)
     if outcome.embed_enqueued is False:
         metrics.add_metric("EnqueueFailures", MetricUnit.Count, 1)
@@ -94,7 +94,7 @@ def create_entry(request: CreateEntryRequest) -> Response[Any]:
     caller: Caller = app.context["caller"]
     entry = {**request.model_dump(), "origin": Origin.ADMIN}
     outcome = runtime().service().record_entry(caller.tenant_id, entry, _context("create"))
-    return _written(outcome, 201)
+    return _written(outcome, 201, created=True)
 
 
 @app.get("/v1/admin/health")

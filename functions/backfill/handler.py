@@ -19,6 +19,9 @@ from grandbo.runtime.lambda_container import runtime
 # How long a sent embed job counts as in flight: longer than SQS takes to deliver, retry
 # and dead-letter it (5 receives x the 6-minute visibility timeout)
 IN_FLIGHT_S = 30 * 60
+# Expired episodic entries retired per run (~10 ms each): a backlog is worked off over a
+# few runs and never holds up the embed backfill that follows
+EXPIRED_PER_RUN = 5_000
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -34,7 +37,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # a job sent within the window is still in flight (SQS retries it, then its DLQ keeps
     # it): not sent again unless an operator forces a replay
     window = None if event.get("force") is True else IN_FLIGHT_S
-    expired = runtime().service().retire_expired(tenant)
+    expired = runtime().service().retire_expired(tenant, limit=EXPIRED_PER_RUN)
     metrics.add_metric("EpisodicEntriesExpired", MetricUnit.Count, expired)
     enqueued = 0
     for page in runtime().service().pending_job_pages(tenant, claim_for_s=window):

@@ -83,7 +83,10 @@ def record_feedback(entry_id: UUID, request: FeedbackRequest) -> Response[Any]:
     own = app.current_event.headers.get("idempotency-key") or app.current_event.headers.get(
         "Idempotency-Key"
     )
-    parts = [caller_key(own)] if own is not None else [request.incident_id, request.verdict]
+    # the key reads the incident id as the domain stores it (trimmed): " INC-1" and
+    # "INC-1" are one incident, one verdict
+    incident = request.incident_id.strip()
+    parts = [caller_key(own)] if own is not None else [incident, request.verdict]
     context = WriteContext(
         actor=f"query:{key_id}",
         idempotency_key=idempotency_key(KeySpace.QUERY, key_id, "feedback", str(entry_id), *parts),

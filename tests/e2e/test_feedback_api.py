@@ -36,6 +36,9 @@ def test_feedback_is_counted_once_per_verdict_and_listed_for_review(
     assert (retry.status, retry.body["applied"]) == (200, False)
     second = feedback(gateway, tenant, entry_id, {**verdict, "incident_id": "INC-2"})
     assert second.body["feedback"]["misleading"] == 2
+    for variant in (" INC-2", "INC-2 ", "\tINC-2\n"):  # one incident, whatever its spacing
+        again = feedback(gateway, tenant, entry_id, {**verdict, "incident_id": variant})
+        assert (again.status, again.body["feedback"]["misleading"]) == (200, 2), variant
     keyed = feedback(
         gateway,
         tenant,

@@ -133,3 +133,5 @@ def test_grandbo_audit_exits_1_until_repaired(
     assert "index_drift (1)" in capsys.readouterr().out
     assert main(["audit", "--tenant", tenant]) == 0
     assert capsys.readouterr().out.strip() == f"{tenant}: healthy"
+    assert main(["audit", "--tenant", f"{tenant}-typo"]) == 1  # not "healthy"
+    assert "no organization" in capsys.readouterr().err

@@ -5,6 +5,7 @@ event, and can be promoted to durable; all of it replays."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -113,3 +114,67 @@ def test_an_incident_finding_may_be_episodic(
     kinds = [outcome.entry.kind for outcome in record_incident(service, incident)]
     assert kinds == [Kind.DURABLE, Kind.EPISODIC]
     assert repository.verify_projection(tenant).mismatches == []
+
+
+def test_expired_entries_never_take_a_live_entrys_place_before_the_sweep(
+    service: MemoryService, tenant: str
+) -> None:
+    live = service.record_entry(
+        tenant,
+        entry("Payments rollback runbook", "Roll the payments deploy back when checkout fails."),
+        context(),
+    ).entry
+    service.record_entries(
+        tenant,
+        [
+            (
+                entry(
+                    f"Deploy {n} rolled back",
+                    f"The payments deploy {n} was rolled back after checkout errors spiked.",
+                    kind="episodic",
+                ),
+                context(),
+            )
+            for n in range(30)
+        ],
+    )
+    service.embed_pending(tenant)
+    later = at(service, datetime.now(UTC) + timedelta(days=DEFAULT_EPISODIC_TTL_DAYS + 1))
+    answer = later.query_org_memory(tenant, TOPIC, limit=5)
+    assert [h.entry_id for h in answer.hits] == [live.entry_id]
+
+
+def test_the_sweeper_spares_an_entry_promoted_meanwhile_and_never_loops(
+    service: MemoryService, repository: MemoryRepository, tenant: str, admin_conn: Any
+) -> None:
+    first, second = (service.record_entry(tenant, ROLLBACK, context()).entry for _ in range(2))
+    future = datetime.now(UTC) + timedelta(days=DEFAULT_EPISODIC_TTL_DAYS + 1)
+    service.promote_entry(tenant, first.entry_id, context())
+    # the sweeper listed it before the promotion committed: rechecked under the row lock
+    spared = repository.retire_entry(
+        tenant, first.entry_id, "expired", context(), expired_by=future
+    )
+    assert spared.applied is False
+    assert service.get_entry(tenant, first.entry_id).status is EntryStatus.ACTIVE
+    assert at(service, future).retire_expired(tenant) == 1  # the other one
+    # a drifted row no retirement changes (set active again behind the log) is tried once
+    with admin_conn.transaction():
+        admin_conn.execute(
+            "UPDATE org_memory_entries SET status = 'active' WHERE tenant_id = %s"
+            " AND entry_id = %s",
+            (tenant, second.entry_id),
+        )
+    assert at(service, future).retire_expired(tenant) == 0
+
+
+def test_a_backlog_of_expired_entries_is_counted_whole_and_worked_off_in_shares(
+    service: MemoryService, tenant: str
+) -> None:
+    from grandbo.memory.audit import audit
+
+    service.record_entries(tenant, [(ROLLBACK, context()) for _ in range(520)])
+    future = at(service, datetime.now(UTC) + timedelta(days=DEFAULT_EPISODIC_TTL_DAYS + 1))
+    (finding,) = [f for f in audit(future, tenant).findings if f.check == "expired_active"]
+    assert finding.count == 520
+    assert future.retire_expired(tenant, limit=200) == 200
+    assert future.retire_expired(tenant) == 320

@@ -69,27 +69,46 @@ def test_verdicts_are_counted_shown_on_hits_and_replayed(
     assert service.get_entry(tenant, created.entry_id).helpful_count == 2  # nothing partial
 
 
+def lessons(service: MemoryService, tenant: str, n: int) -> list[uuid.UUID]:
+    return [
+        service.record_entry(
+            tenant, entry(f"Lesson {i}", f"What was learned, case {i}."), context()
+        ).entry.entry_id
+        for i in range(n)
+    ]
+
+
+def misleading(service: MemoryService, tenant: str, entry_id: uuid.UUID, times: int) -> None:
+    for n in range(times):
+        service.record_feedback(
+            tenant, entry_id, {"verdict": "misleading", "incident_id": f"INC-{n}"}, context()
+        )
+
+
 def test_entries_called_misleading_repeatedly_are_listed_for_review(
     service: MemoryService, tenant: str
 ) -> None:
-    ids = [
-        service.record_entry(
-            tenant, entry(f"Lesson {n}", f"What was learned, case {n}."), context()
-        ).entry.entry_id
-        for n in range(3)
-    ]
-    for n in range(MISLEADING_REVIEW_THRESHOLD + 1):
-        service.record_feedback(
-            tenant, ids[0], {"verdict": "misleading", "incident_id": f"INC-{n}"}, context()
-        )
-    service.record_feedback(
-        tenant, ids[1], {"verdict": "misleading", "incident_id": "X"}, context()
-    )
-    # retired since it was served: the verdict still counts
+    ids = lessons(service, tenant, 3)
+    misleading(service, tenant, ids[0], MISLEADING_REVIEW_THRESHOLD + 1)
+    misleading(service, tenant, ids[1], 1)
+    # retired since it was served: the verdict still counts, but it needs no review
     service.retire_entry(tenant, ids[2], "wrong", context())
-    for n in range(MISLEADING_REVIEW_THRESHOLD + 2):
-        service.record_feedback(
-            tenant, ids[2], {"verdict": "misleading", "incident_id": f"R-{n}"}, context()
-        )
-    assert [e.entry_id for e in service.entries_for_review(tenant)] == [ids[2], ids[0]]
+    misleading(service, tenant, ids[2], MISLEADING_REVIEW_THRESHOLD + 2)
+    assert [e.entry_id for e in service.entries_for_review(tenant)] == [ids[0]]
+    assert service.get_entry(tenant, ids[2]).misleading_count == MISLEADING_REVIEW_THRESHOLD + 2
     assert service.repository.verify_projection(tenant).mismatches == []
+
+
+def test_a_correction_or_a_retirement_takes_an_entry_off_the_review_list(
+    service: MemoryService, tenant: str
+) -> None:
+    ids = lessons(service, tenant, 2)
+    for entry_id in ids:
+        misleading(service, tenant, entry_id, MISLEADING_REVIEW_THRESHOLD + 1)
+    assert len(service.entries_for_review(tenant)) == 2
+    service.correct_entry(
+        tenant, ids[0], entry("Lesson 0", "The corrected lesson, case 0."), context()
+    )
+    service.retire_entry(tenant, ids[1], "misleading", context())
+    assert service.entries_for_review(tenant) == []
+    assert service.get_entry(tenant, ids[0]).misleading_count == 2  # the counts stay

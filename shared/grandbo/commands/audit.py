@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from grandbo.errors import GrandboError
 from grandbo.local.settings import Settings
 from grandbo.memory.audit import TenantHealth, audit, repair
 from grandbo.memory.service import MemoryService
@@ -27,7 +28,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_audit(args: argparse.Namespace, service: MemoryService, settings: Settings) -> int:
-    tenants = [args.tenant] if args.tenant else service.repository.tenant_ids()
+    known = service.repository.tenant_ids()
+    if args.tenant and args.tenant not in known:
+        raise GrandboError(f"no organization {args.tenant!r} has memory here")
+    tenants = [args.tenant] if args.tenant else known
     results: list[TenantHealth] = []
     for tenant in tenants:
         health = audit(service, tenant)

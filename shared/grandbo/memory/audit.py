@@ -92,13 +92,13 @@ def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
         health.findings.append(
             Finding("index_drift", len(index), "; ".join(index), repairable=True)
         )
-    expired = repo.expired_entry_ids(tenant_id, service.now())
+    expired = repo.count_expired(tenant_id, service.now())
     if expired:
         health.findings.append(
             Finding(
                 "expired_active",
-                len(expired),
-                f"{len(expired)} episodic entries past their expiry are still active",
+                expired,
+                f"{expired} episodic entries past their expiry are still active",
                 repairable=True,
             )
         )

@@ -174,13 +174,7 @@ class MemoryService:
         vector = {c.entry_id: (rank, c) for rank, c in enumerate(legs.vector, start=1)}
         now = self._clock()
         hits = []
-        # an episodic entry past its expiry is not served, even before the sweeper retires it
-        served = [
-            entry_id
-            for entry_id in ranked.fused
-            if (expires := legs.entries[entry_id].expires_at) is None or expires > now
-        ]
-        for entry_id in served[:limit]:
+        for entry_id in ranked.fused[:limit]:
             entry = legs.entries[entry_id]
             lex = lexical.get(entry_id)
             vec = vector.get(entry_id)
@@ -259,6 +253,8 @@ class MemoryService:
             vector_cutoff=serving.vector_cutoff,
             services=services,
             leg_limit=LEG_LIMIT,
+            # an episodic entry past its expiry is not served, even before the sweeper
+            now=self._clock(),
         )
         if legs.active_without_current_vector and self.blue_green.switched_since(
             tenant_id, serving
@@ -389,14 +385,24 @@ class MemoryService:
         self.repository.set_episodic_ttl_days(require_tenant(tenant_id), days)
         return days
 
-    def retire_expired(self, tenant_id: str | None = None) -> int:
-        """Retire (through an event, never a delete) every active episodic entry past its
-        expiry, of one tenant or all; the sweeper's job. Returns how many."""
+    def retire_expired(self, tenant_id: str | None = None, *, limit: int | None = None) -> int:
+        """Retire (through an event, never a delete) active episodic entries past their
+        expiry, of one tenant or all, at most `limit` in this call (the sweeper's share,
+        so a backlog never starves the embed backfill that follows). Returns how many.
+        An entry promoted meanwhile is left alone (rechecked under its row lock)."""
         now = self._clock()
         retired = 0
         for tenant in _tenants(self.repository, tenant_id):
-            while ids := self.repository.expired_entry_ids(tenant, now):
+            tried: set[UUID] = set()
+            while ids := [
+                entry_id
+                for entry_id in self.repository.expired_entry_ids(tenant, now)
+                if entry_id not in tried  # a row no retirement changes (drift) is tried once
+            ]:
+                tried.update(ids)
                 for entry_id in ids:
+                    if limit is not None and retired >= limit:
+                        return retired
                     key = idempotency_key(KeySpace.EXPIRY, str(entry_id))
                     try:
                         outcome = self.repository.retire_entry(
@@ -404,6 +410,7 @@ class MemoryService:
                             entry_id,
                             "expired: an episodic entry past its lifetime",
                             WriteContext(actor="grandbo-sweeper", idempotency_key=key),
+                            expired_by=now,
                         )
                     except EntryNotActiveError:  # an admin retired it meanwhile
                         continue

@@ -59,6 +59,11 @@ ENTRIES_BY_KEYS = sql.SQL(
     "   ON e.tenant_id = ev.tenant_id AND e.entry_id = ev.entry_id"
     " WHERE ev.tenant_id = %s AND ev.idempotency_key = ANY(%s)"
 ).format(entry_columns("e"))
+# Active episodic entries past their expiry (a partial index; usually none).
+COUNT_EXPIRED = (
+    "SELECT count(*) AS n FROM org_memory_entries WHERE tenant_id = %s"
+    " AND status = 'active' AND kind = 'episodic' AND expires_at <= %s"
+)
 INSERT_NEW_ENTRY = sql.SQL(
     "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
     " service, origin, status, revision, incident_id, created_at, updated_at, kind, expires_at)"

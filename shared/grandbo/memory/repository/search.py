@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from uuid import UUID
 
 from pgvector import Vector
@@ -14,7 +15,7 @@ from pgvector import Vector
 from grandbo.memory.models import (
     MemoryEntry,
 )
-from grandbo.memory.repository.entries import ENTRIES_BY_IDS, EntryReads
+from grandbo.memory.repository.entries import COUNT_EXPIRED, ENTRIES_BY_IDS, EntryReads
 from grandbo.memory.vector_index import HNSW_EF_SEARCH
 from grandbo.storage.tenant_scope import Cursor
 
@@ -95,40 +96,58 @@ class EntrySearch(EntryReads):
         vector_cutoff: float,
         services: Sequence[str] | None,
         leg_limit: int,
+        now: datetime | None = None,
     ) -> SearchLegs:
         """Both retrieval legs over one tenant's active entries, in one transaction.
 
         Lexical: BM25 over tag sets (rare shared tags weigh most), widest first.
         Vector: cosine distance against vectors of the current `embed_rev` and revision,
         only those closer than `vector_cutoff`, nearest first.
+        With `now`, episodic entries expired by then (the sweeper not past yet) are left
+        out of both legs: each leg reads that many more rows, so they never take a slot.
         """
         with self._tenant_scope(tenant_id, _VECTOR_LEG_SETTINGS) as cur:
             scope = None if services is None else list(services)
+            expired = 0 if now is None else self._expired_active(cur, tenant_id, now)
+            fetch = leg_limit + expired
             corpus = self._corpus(cur, tenant_id, topic_tags)
-            scored = self._lexical_leg(cur, tenant_id, corpus, scope, leg_limit)
+            scored = self._lexical_leg(cur, tenant_id, corpus, scope, fetch)
             vector: list[VectorCandidate] = []
             if topic_vector is not None:
                 vector = self._vector_leg(
-                    cur, tenant_id, topic_vector, embed_rev, vector_cutoff, scope, leg_limit
+                    cur, tenant_id, topic_vector, embed_rev, vector_cutoff, scope, fetch
                 )
             ids = list(dict.fromkeys([i for i, _ in scored] + [c.entry_id for c in vector]))
             entries: dict[UUID, MemoryEntry] = {}
             if ids:
                 cur.execute(ENTRIES_BY_IDS, (tenant_id, ids))
                 entries = {row["entry_id"]: MemoryEntry.model_validate(row) for row in cur}
+            if expired:
+                entries = {
+                    entry_id: entry
+                    for entry_id, entry in entries.items()
+                    if entry.expires_at is None or (now is not None and entry.expires_at > now)
+                }
             lexical = [
                 LexicalCandidate(entry_id, score, corpus.shared_tags(entries[entry_id].tags))
                 for entry_id, score in scored
                 if entry_id in entries
-            ]
+            ][:leg_limit]
             active, without_vector = self._coverage(cur, tenant_id, embed_rev, scope, corpus)
             return SearchLegs(
                 lexical=lexical,
-                vector=[c for c in vector if c.entry_id in entries],
+                vector=[c for c in vector if c.entry_id in entries][:leg_limit],
                 entries=entries,
                 active_entries=active,
                 active_without_current_vector=without_vector,
             )
+
+    @staticmethod
+    def _expired_active(cur: Cursor, tenant_id: str, now: datetime) -> int:
+        """Active episodic entries expired by `now` (a partial index; usually none)."""
+        cur.execute(COUNT_EXPIRED, (tenant_id, now))
+        row = cur.fetchone()
+        return 0 if row is None else int(row["n"])
 
     def _corpus(self, cur: Cursor, tenant_id: str, topic_tags: Sequence[str]) -> _Corpus:
         """The tenant's BM25 statistics and the topic's tag weights (idf), in one read."""

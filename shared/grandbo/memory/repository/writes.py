@@ -32,10 +32,11 @@ from grandbo.memory.models import (
     WriteOutcome,
 )
 from grandbo.memory.repository.entries import (
+    COUNT_EXPIRED,
     ENTRY_BY_ID_FOR_UPDATE,
     INSERT_NEW_ENTRY,
-    SELECT_ENTRIES,
     EntryReads,
+    entry_columns,
 )
 from grandbo.storage.tenant_scope import Cursor, TenantLock, returned_rows
 
@@ -227,12 +228,21 @@ class EntryWrites(EntryReads):
         reason: str,
         context: WriteContext,
         superseded_by: UUID | None = None,
+        *,
+        expired_by: Any = None,
     ) -> WriteOutcome:
-        """Take an active entry out of retrieval (retired, or superseded by another entry)."""
+        """Take an active entry out of retrieval (retired, or superseded by another entry).
+
+        With `expired_by` (the sweeper), only if it is still an episodic entry expired by
+        then once its row is locked: one promoted meanwhile stays (applied=False)."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             current = self._lock_active_unless_applied(cur, tenant_id, entry_id, context)
             if isinstance(current, WriteOutcome):
                 return current
+            if expired_by is not None and (
+                current.expires_at is None or current.expires_at > expired_by
+            ):
+                return WriteOutcome(entry=current, applied=False)
             if superseded_by is not None:
                 self._get(cur, tenant_id, superseded_by)  # must exist in this tenant
                 event_type, status = EventType.SUPERSEDED, EntryStatus.SUPERSEDED
@@ -282,13 +292,31 @@ class EntryWrites(EntryReads):
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
 
     def entries_flagged_misleading(self, tenant_id: str, more_than: int) -> list[MemoryEntry]:
-        """Entries investigations called misleading more than `more_than` times, worst first."""
+        """Active entries whose current text investigations called misleading more than
+        `more_than` times, worst first: a correction (a new revision) or a retirement
+        clears an entry from the list; its lifetime counts stay on it."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                SELECT_ENTRIES + sql.SQL("misleading_count > %s ORDER BY misleading_count DESC"),
-                (tenant_id, more_than),
+                sql.SQL(
+                    "SELECT {columns} FROM org_memory_entries e"
+                    " CROSS JOIN LATERAL (SELECT count(*) AS n FROM org_memory_events ev"
+                    "   WHERE ev.tenant_id = e.tenant_id AND ev.entry_id = e.entry_id"
+                    "     AND ev.event_type = 'feedback_recorded' AND ev.revision = e.revision"
+                    "     AND ev.payload->>'verdict' = 'misleading') current"
+                    " WHERE e.tenant_id = %s AND e.status = 'active' AND e.misleading_count > %s"
+                    "   AND current.n > %s"
+                    " ORDER BY current.n DESC, e.entry_id"
+                ).format(columns=entry_columns("e")),
+                (tenant_id, more_than, more_than),
             )
             return [MemoryEntry.model_validate(row) for row in cur]
+
+    def count_expired(self, tenant_id: str, now: Any) -> int:
+        """Active episodic entries past their expiry."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(COUNT_EXPIRED, (tenant_id, now))
+            row = cur.fetchone()
+            return 0 if row is None else int(row["n"])
 
     def _post_tags(self, cur: Cursor, tenant_id: str, entries: Sequence[MemoryEntry]) -> None:
         """The entries' tags into the inverted index the lexical leg reads (one statement)."""
