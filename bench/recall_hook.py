@@ -101,7 +101,7 @@ def main() -> None:
             f"http://127.0.0.1:{silent.getsockname()[1]}",
         ),
     ):
-        failing = RecallHook(url, "gbq1.k.1.00")
+        failing = RecallHook(url, "gbq1.k.1.00", breaker_failures=1000)  # every call goes out
         samples = []
         for _ in range(20):
             started = time.perf_counter()

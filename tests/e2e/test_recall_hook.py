@@ -272,7 +272,8 @@ def test_a_redirect_never_carries_the_token_elsewhere() -> None:
 def test_abandoned_calls_end_with_their_deadline_and_read_a_bounded_answer() -> None:
     for behaviour, allowed in ((trickle, {"timeout"}), (huge, {"timeout", "malformed_answer"})):
         servers = serving(behaviour)
-        hook = RecallHook(next(servers), "gbq1.k.1.00", timeout_s=TIMEOUT_S)
+        # the breaker kept shut: every call really goes out
+        hook = RecallHook(next(servers), "gbq1.k.1.00", timeout_s=TIMEOUT_S, breaker_failures=99)
         try:
             for _ in range(5):
                 assert hook.recall(PROMPT).reason in allowed
@@ -347,3 +348,35 @@ def test_a_bad_base_url_is_refused_when_the_client_is_made(base: str) -> None:
         MemoryClient(base, "t")
     with pytest.raises(ValueError, match=r"(?i)URL|port"):
         RecallHook(base, "t")
+
+
+def test_a_dead_service_opens_the_breaker_and_one_call_tries_again_after_the_cooldown() -> None:
+    now = [1000.0]
+    hook = RecallHook(closed_port(), "gbq1.k.1.00", timeout_s=TIMEOUT_S, clock=lambda: now[0])
+    assert [hook.recall(PROMPT).reason for _ in range(3)] == ["unreachable"] * 3
+    started = time.perf_counter()
+    skipped = hook.recall(PROMPT)
+    assert time.perf_counter() - started < 0.05  # not asked: no connection, no timeout
+    assert skipped.reason == "circuit_open"
+    assert skipped.failed_open
+    assert skipped.block == ""
+    now[0] += 29
+    assert hook.recall(PROMPT).reason == "circuit_open"
+    now[0] += 2  # the cooldown is over: one call tries, fails, and opens it again
+    assert hook.recall(PROMPT).reason == "unreachable"
+    assert hook.recall(PROMPT).reason == "circuit_open"
+    assert hook.metrics.snapshot()["outcomes"] == {"unreachable": 4, "circuit_open": 3}
+
+
+def test_an_answer_closes_the_breaker(gateway: Gateway, tenant: str) -> None:
+    now = [0.0]
+    base = f"http://{gateway.host}:{gateway.port}"
+    hook = RecallHook(
+        base, mint_query_token(gateway.keys[f"{tenant}-query"]), timeout_s=5, clock=lambda: now[0]
+    )
+    hook._failures = 2  # two failures so far (a server restart, say)
+    assert hook.recall(PROMPT).reason in (None, "no_match")
+    assert hook._failures == 0
+    # a refused token is the caller's problem, not the service's: it never opens it
+    bad = RecallHook(base, "gbq1.nobody.9999999999." + "0" * 64, timeout_s=5)
+    assert [bad.recall(PROMPT).reason for _ in range(4)] == ["unauthorized"] * 4

@@ -21,6 +21,7 @@ import re
 import threading
 import time
 import urllib.error
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,6 +32,12 @@ from grandbo.memory.fusion import RRF_K
 from grandbo.memory.topic import MAX_TOPIC_CHARS, validate_topic
 
 DEFAULT_TIMEOUT_S = 0.5
+# After this many consecutive failures of the service itself (timeout, unreachable, 5xx),
+# the hook stops asking for BREAKER_COOLDOWN_S: a dead memory service costs an agent
+# nothing per model call instead of a timeout each; then one call tries again.
+BREAKER_FAILURES = 3
+BREAKER_COOLDOWN_S = 30.0
+_SERVICE_DOWN = frozenset({"timeout", "unreachable", "server_error"})
 DEFAULT_MAX_MEMORIES = 3
 # A hit's fused score is the sum over the legs that found it of 1 / (60 + rank). This
 # default keeps a memory that both legs found (at any rank: 2 / 85 > 1 / 63) or that one
@@ -54,6 +61,7 @@ FailOpenReason = Literal[
     "server_error",  # 5xx
     "malformed_answer",  # the answer is not the query API's JSON document
     "invalid_topic",  # the text cannot be made into a topic (too few words)
+    "circuit_open",  # the service failed repeatedly: not asked again until the cooldown ends
 ]
 Reason = FailOpenReason | Literal["no_match"]
 
@@ -140,6 +148,9 @@ class RecallHook:
         min_score: float = DEFAULT_MIN_SCORE,
         service: str | None = None,
         max_topic_chars: int = DEFAULT_TOPIC_CHARS,
+        breaker_failures: int = BREAKER_FAILURES,
+        breaker_cooldown_s: float = BREAKER_COOLDOWN_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 0 < timeout_s <= 30:
             raise GrandboError("timeout_s must be in (0, 30] seconds")
@@ -152,15 +163,44 @@ class RecallHook:
         self.service = service
         self.max_topic_chars = max_topic_chars
         self.metrics = CallMetrics()  # outcomes: "ok" or the reason of an empty block
+        self.breaker_failures = breaker_failures
+        self.breaker_cooldown_s = breaker_cooldown_s
+        self._clock = clock
+        self._breaker = threading.Lock()
+        self._failures = 0
+        self._open_until = 0.0
 
     def recall(self, text: str) -> Recall:
         started = time.perf_counter()
+        with self._breaker:
+            open_for = self._open_until - self._clock()
+            if open_for > 0:
+                recall = _empty(
+                    "circuit_open",
+                    f"the memory service failed {self._failures} times in a row; "
+                    f"not asked for another {open_for:.0f} s",
+                    started,
+                )
+                self.metrics.record("circuit_open", 0, recall.latency_ms)
+                return recall
         try:
             recall = self._recall(text, started)
         except Exception as exc:  # fail-open is the contract
             recall = _empty("malformed_answer", f"{type(exc).__name__}: {exc}", started)
+        self._count(recall)
         self.metrics.record(recall.reason or "ok", len(recall.memories), recall.latency_ms)
         return recall
+
+    def _count(self, recall: Recall) -> None:
+        """Consecutive failures of the service open the breaker; an answer closes it."""
+        with self._breaker:
+            if recall.reason in _SERVICE_DOWN:
+                self._failures += 1
+                if self._failures >= self.breaker_failures:
+                    self._open_until = self._clock() + self.breaker_cooldown_s
+            elif recall.reason != "invalid_topic":  # the service answered
+                self._failures = 0
+                self._open_until = 0.0
 
     def _recall(self, text: str, started: float) -> Recall:
         try:
