@@ -20,8 +20,6 @@ from grandbo.api.http_errors import precheck_body, precheck_json, register_error
 from grandbo.api.models import FeedbackRequest, QueryRequest
 from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError
-from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
-from grandbo.memory.models import WriteContext
 from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 
@@ -83,18 +81,17 @@ def record_feedback(entry_id: UUID, request: FeedbackRequest) -> Response[Any]:
     own = app.current_event.headers.get("idempotency-key") or app.current_event.headers.get(
         "Idempotency-Key"
     )
-    # the key reads the incident id as the domain stores it (trimmed): " INC-1" and
-    # "INC-1" are one incident, one verdict
-    incident = request.incident_id.strip()
-    parts = [caller_key(own)] if own is not None else [incident, request.verdict]
-    context = WriteContext(
-        actor=f"query:{key_id}",
-        idempotency_key=idempotency_key(KeySpace.QUERY, key_id, "feedback", str(entry_id), *parts),
-    )
     outcome = (
         runtime()
         .service()
-        .record_feedback(caller_tenant(), entry_id, request.model_dump(), context)
+        .record_caller_feedback(
+            caller_tenant(),
+            entry_id,
+            request.model_dump(),
+            caller=key_id,
+            actor=f"query:{key_id}",
+            own_key=own,
+        )
     )
     if outcome.applied:
         metrics.add_metric(f"Feedback_{request.verdict}", MetricUnit.Count, 1)

@@ -10,13 +10,11 @@ from typing import Protocol
 from uuid import UUID
 
 from grandbo.api.client import MemoryClient
-from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import (
     Feedback,
     FeedbackCounts,
     MemoryEntry,
     MemoryQueryResult,
-    WriteContext,
 )
 from grandbo.runtime.lambda_container import LambdaRuntime
 from grandbo.topology.model import BlastRadius, Criticality
@@ -77,19 +75,9 @@ class StoreBackend:
     def feedback(
         self, tenant: str | None, caller: str, entry_id: UUID, feedback: Feedback
     ) -> FeedbackCounts:
-        # one verdict per caller, entry, incident and verdict: a retried call is a no-op
-        key = idempotency_key(
-            KeySpace.QUERY,
-            caller,
-            "feedback",
-            str(entry_id),
-            feedback.incident_id,
-            feedback.verdict.value,
-        )
-        context = WriteContext(actor=f"mcp:{caller}", idempotency_key=key)
         with self.runtime.container():
-            outcome = self.runtime.service().record_feedback(
-                _required(tenant), entry_id, feedback, context
+            outcome = self.runtime.service().record_caller_feedback(
+                _required(tenant), entry_id, feedback, caller=caller, actor=f"mcp:{caller}"
             )
         return outcome.entry.feedback
 

@@ -27,7 +27,7 @@ from grandbo.errors import (
 )
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.fusion import RRF_K, reciprocal_rank_fusion
-from grandbo.memory.idempotency import KeySpace, idempotency_key
+from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import (
     MAX_EPISODIC_TTL_DAYS,
     EmbedJob,
@@ -457,6 +457,30 @@ class MemoryService:
         tenant = require_tenant(tenant_id)
         command = self._parse(Feedback, feedback)
         return self.repository.record_feedback(tenant, entry_id, command, context)
+
+    def record_caller_feedback(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        feedback: Feedback | dict[str, object],
+        *,
+        caller: str,
+        actor: str,
+        own_key: str | None = None,
+    ) -> WriteOutcome:
+        """A caller's verdict, keyed once per caller, entry, incident and verdict (as the
+        domain reads them: a padded incident id is the same incident) unless the caller
+        sent its own key. The query API and the MCP server both record through here."""
+        command = self._parse(Feedback, feedback)
+        parts = (
+            [caller_key(own_key)]
+            if own_key is not None
+            else [command.incident_id, command.verdict.value]
+        )
+        key = idempotency_key(KeySpace.QUERY, caller, "feedback", str(entry_id), *parts)
+        return self.record_feedback(
+            tenant_id, entry_id, command, WriteContext(actor=actor, idempotency_key=key)
+        )
 
     def entries_for_review(self, tenant_id: str) -> list[MemoryEntry]:
         """Entries called misleading more than MISLEADING_REVIEW_THRESHOLD times."""
