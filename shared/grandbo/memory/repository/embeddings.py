@@ -10,34 +10,58 @@ from typing import Any
 from uuid import UUID
 
 from pgvector import Vector
+from psycopg import sql
 
 from grandbo.memory.models import (
     EmbedJob,
 )
 from grandbo.memory.repository.entries import EntryReads
-from grandbo.storage.tenant_scope import TenantLock
+from grandbo.storage.tenant_scope import Cursor, TenantLock
 
-# Active entries lacking a vector of the current embed_rev for their revision, by id.
-_PENDING_JOBS = (
-    "SELECT tenant_id, entry_id, revision FROM org_memory_entries"
-    " WHERE tenant_id = %(tenant)s AND status = 'active'"
-    "   AND (embed_rev IS DISTINCT FROM %(rev)s OR embedded_revision IS DISTINCT FROM revision)"
+# An entry (alias e) lacks a current vector: none, one of another model (`%(rev)s` is the
+# served model's embed_rev), or one of an older revision.
+LACKS_CURRENT_VECTOR = sql.SQL(
+    "(e.embed_rev IS DISTINCT FROM %(rev)s OR e.embedded_revision IS DISTINCT FROM e.revision)"
+)
+# A keyset page of embed jobs for the active entries (alias e) matching {predicate}.
+_JOB_PAGE = (
+    "SELECT tenant_id, entry_id, revision FROM org_memory_entries e"
+    " WHERE tenant_id = %(tenant)s AND status = 'active' AND {predicate}"
     "   AND (%(after)s::uuid IS NULL OR entry_id > %(after)s)"
     " ORDER BY entry_id LIMIT %(limit)s"
 )
 # The same, less those whose job was sent within the window, marked as sent now.
-_CLAIM_PENDING_JOBS = (
-    "UPDATE org_memory_entries e SET embed_enqueued_at = clock_timestamp()"
-    " FROM (SELECT entry_id FROM org_memory_entries"
-    "   WHERE tenant_id = %(tenant)s AND status = 'active'"
-    "     AND (embed_rev IS DISTINCT FROM %(rev)s OR embedded_revision IS DISTINCT FROM revision)"
+_CLAIM_JOB_PAGE = (
+    "UPDATE org_memory_entries u SET embed_enqueued_at = clock_timestamp()"
+    " FROM (SELECT entry_id FROM org_memory_entries e"
+    "   WHERE tenant_id = %(tenant)s AND status = 'active' AND {predicate}"
     "     AND (%(after)s::uuid IS NULL OR entry_id > %(after)s)"
     "     AND (embed_enqueued_at IS NULL"
     "          OR embed_enqueued_at < clock_timestamp() - make_interval(secs => %(window)s))"
     "   ORDER BY entry_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due"
-    " WHERE e.tenant_id = %(tenant)s AND e.entry_id = due.entry_id"
-    " RETURNING e.tenant_id, e.entry_id, e.revision"
+    " WHERE u.tenant_id = %(tenant)s AND u.entry_id = due.entry_id"
+    " RETURNING u.tenant_id, u.entry_id, u.revision"
 )
+
+
+def job_page(
+    cur: Cursor,
+    predicate: sql.Composable,
+    params: dict[str, Any],
+    claim_for_s: float | None,
+) -> list[EmbedJob]:
+    """Embed jobs of the active entries matching `predicate`, one keyset page (`params`:
+    tenant, rev, after, limit). With `claim_for_s` (the sweeper), entries whose job was
+    enqueued within that many seconds are left out, and those returned are marked
+    enqueued now, in the same statement: two sweeps never send a job while it is in flight.
+    """
+    if claim_for_s is None:
+        cur.execute(sql.SQL(_JOB_PAGE).format(predicate=predicate), params)
+        return [EmbedJob(**row) for row in cur]
+    cur.execute(
+        sql.SQL(_CLAIM_JOB_PAGE).format(predicate=predicate), {**params, "window": claim_for_s}
+    )
+    return sorted((EmbedJob(**row) for row in cur), key=lambda job: job.entry_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +85,13 @@ class EmbeddingStore(EntryReads):
         already in flight) never reaches the provider, and costs no Bedrock call."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT tenant_id, entry_id, revision, title, summary, service"
-                " FROM org_memory_entries"
-                " WHERE tenant_id = %s AND entry_id = ANY(%s) AND status = 'active'"
-                "   AND (embed_rev IS DISTINCT FROM %s"
-                "        OR embedded_revision IS DISTINCT FROM revision)",
-                (tenant_id, list(entry_ids), embed_rev),
+                sql.SQL(
+                    "SELECT tenant_id, entry_id, revision, title, summary, service"
+                    " FROM org_memory_entries e"
+                    " WHERE tenant_id = %(tenant)s AND entry_id = ANY(%(ids)s)"
+                    "   AND status = 'active' AND {lacks}"
+                ).format(lacks=LACKS_CURRENT_VECTOR),
+                {"tenant": tenant_id, "ids": list(entry_ids), "rev": embed_rev},
             )
             return [EntryForEmbedding(**row) for row in cur]
 
@@ -121,29 +146,21 @@ class EmbeddingStore(EntryReads):
         limit: int = 500,
         claim_for_s: float | None = None,
     ) -> list[EmbedJob]:
-        """Active entries with no vector or one of an old `embed_rev`/revision, by id (keyset).
-
-        With `claim_for_s` (the sweeper), entries whose job was enqueued within that many
-        seconds are left out, and those returned are marked enqueued now, in the same
-        statement: two sweeps never send the same job while it is in flight.
-        """
+        """Active entries with no vector or one of an old `embed_rev`/revision, by id
+        (keyset; `claim_for_s`: see `job_page`)."""
         params = {"tenant": tenant_id, "rev": embed_rev, "after": after, "limit": limit}
         with self._tenant_scope(tenant_id) as cur:
-            if claim_for_s is None:
-                cur.execute(_PENDING_JOBS, params)
-                return [EmbedJob(**row) for row in cur]
-            cur.execute(_CLAIM_PENDING_JOBS, {**params, "window": claim_for_s})
-            return sorted((EmbedJob(**row) for row in cur), key=lambda job: job.entry_id)
+            return job_page(cur, LACKS_CURRENT_VECTOR, params, claim_for_s)
 
     def oldest_unembedded_at(self, tenant_id: str, embed_rev: str) -> Any:
         """When the longest-waiting active entry without a current vector was last written."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT min(updated_at) AS oldest FROM org_memory_entries"
-                " WHERE tenant_id = %s AND status = 'active'"
-                "   AND (embed_rev IS DISTINCT FROM %s"
-                "        OR embedded_revision IS DISTINCT FROM revision)",
-                (tenant_id, embed_rev),
+                sql.SQL(
+                    "SELECT min(updated_at) AS oldest FROM org_memory_entries e"
+                    " WHERE tenant_id = %(tenant)s AND status = 'active' AND {lacks}"
+                ).format(lacks=LACKS_CURRENT_VECTOR),
+                {"tenant": tenant_id, "rev": embed_rev},
             )
             row = cur.fetchone()
             return None if row is None else row["oldest"]
@@ -153,12 +170,13 @@ class EmbeddingStore(EntryReads):
         a vector of another model or an older revision)."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT count(*) AS lacking,"
-                " count(*) FILTER (WHERE embedding IS NOT NULL) AS stale"
-                " FROM org_memory_entries WHERE tenant_id = %s AND status = 'active'"
-                "   AND (embed_rev IS DISTINCT FROM %s"
-                "        OR embedded_revision IS DISTINCT FROM revision)",
-                (tenant_id, embed_rev),
+                sql.SQL(
+                    "SELECT count(*) AS lacking,"
+                    " count(*) FILTER (WHERE embedding IS NOT NULL) AS stale"
+                    " FROM org_memory_entries e"
+                    " WHERE tenant_id = %(tenant)s AND status = 'active' AND {lacks}"
+                ).format(lacks=LACKS_CURRENT_VECTOR),
+                {"tenant": tenant_id, "rev": embed_rev},
             )
             row = cur.fetchone()
             return (0, 0) if row is None else (int(row["lacking"]), int(row["stale"]))

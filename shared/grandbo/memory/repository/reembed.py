@@ -10,7 +10,7 @@ from pgvector import Vector
 from psycopg import sql
 
 from grandbo.memory.models import EmbedJob
-from grandbo.memory.repository.embeddings import EntryForEmbedding
+from grandbo.memory.repository.embeddings import EntryForEmbedding, job_page
 from grandbo.memory.repository.entries import EntryReads
 from grandbo.storage.tenant_scope import Cursor, TenantLock
 
@@ -20,6 +20,7 @@ _STAGED_CURRENT = sql.SQL(
     " WHERE s.tenant_id = e.tenant_id AND s.entry_id = e.entry_id"
     "   AND s.embed_rev = %(rev)s AND s.revision = e.revision)"
 )
+_NOT_STAGED = sql.SQL("NOT {staged}").format(staged=_STAGED_CURRENT)
 
 
 class VectorStaging(EntryReads):
@@ -46,8 +47,8 @@ class VectorStaging(EntryReads):
                     "SELECT tenant_id, entry_id, revision, title, summary, service"
                     " FROM org_memory_entries e"
                     " WHERE tenant_id = %(tenant)s AND entry_id = ANY(%(ids)s)"
-                    "   AND status = 'active' AND NOT {staged}"
-                ).format(staged=_STAGED_CURRENT),
+                    "   AND status = 'active' AND {missing}"
+                ).format(missing=_NOT_STAGED),
                 {"tenant": tenant_id, "ids": list(entry_ids), "rev": embed_rev},
             )
             return [EntryForEmbedding(**row) for row in cur]
@@ -158,9 +159,9 @@ class VectorStaging(EntryReads):
         cur.execute(
             sql.SQL(
                 "SELECT count(*) AS missing FROM (SELECT 1 FROM org_memory_entries e"
-                " WHERE tenant_id = %(tenant)s AND status = 'active' AND NOT {staged}"
+                " WHERE tenant_id = %(tenant)s AND status = 'active' AND {missing}"
                 " LIMIT %(probe)s) m"
-            ).format(staged=_STAGED_CURRENT),
+            ).format(missing=_NOT_STAGED),
             {"tenant": tenant_id, "rev": embed_rev, "probe": probe},
         )
         row = cur.fetchone()
@@ -185,33 +186,8 @@ class VectorStaging(EntryReads):
         limit: int = 500,
         claim_for_s: float | None = None,
     ) -> list[EmbedJob]:
-        """Active entries without a current staged vector of `embed_rev`, by id (keyset);
-        with `claim_for_s`, as `jobs_needing_embedding` claims them (one in-flight mark)."""
+        """Active entries without a current staged vector of `embed_rev`, by id (keyset;
+        `claim_for_s` claims them with the same in-flight mark, see `job_page`)."""
         params = {"tenant": tenant_id, "rev": embed_rev, "after": after, "limit": limit}
         with self._tenant_scope(tenant_id) as cur:
-            if claim_for_s is None:
-                cur.execute(
-                    sql.SQL(
-                        "SELECT tenant_id, entry_id, revision FROM org_memory_entries e"
-                        " WHERE tenant_id = %(tenant)s AND status = 'active' AND NOT {staged}"
-                        "   AND (%(after)s::uuid IS NULL OR entry_id > %(after)s)"
-                        " ORDER BY entry_id LIMIT %(limit)s"
-                    ).format(staged=_STAGED_CURRENT),
-                    params,
-                )
-                return [EmbedJob(**row) for row in cur]
-            cur.execute(
-                sql.SQL(
-                    "UPDATE org_memory_entries u SET embed_enqueued_at = clock_timestamp()"
-                    " FROM (SELECT entry_id FROM org_memory_entries e"
-                    "   WHERE tenant_id = %(tenant)s AND status = 'active' AND NOT {staged}"
-                    "     AND (%(after)s::uuid IS NULL OR entry_id > %(after)s)"
-                    "     AND (embed_enqueued_at IS NULL OR embed_enqueued_at"
-                    "          < clock_timestamp() - make_interval(secs => %(window)s))"
-                    "   ORDER BY entry_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due"
-                    " WHERE u.tenant_id = %(tenant)s AND u.entry_id = due.entry_id"
-                    " RETURNING u.tenant_id, u.entry_id, u.revision"
-                ).format(staged=_STAGED_CURRENT),
-                {**params, "window": claim_for_s},
-            )
-            return sorted((EmbedJob(**row) for row in cur), key=lambda job: job.entry_id)
+            return job_page(cur, _NOT_STAGED, params, claim_for_s)
