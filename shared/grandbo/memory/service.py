@@ -133,15 +133,27 @@ class MemoryService:
         previous_provider: EmbeddingProvider | None = None,
     ) -> None:
         self.repository = repository
-        self.provider = provider
-        # during a model change: the model tenants not yet switched are served from
+        # the embedding models: `provider`, and during a model change the previous one
+        # tenants not yet switched are served from (one place holds both)
         self.blue_green = BlueGreen(repository, provider, previous_provider)
-        self.previous_provider = self.blue_green.previous
         self.topic_embed_timeout_s = topic_embed_timeout_s
         self.embed_queue = embed_queue
         self.topology = topology
         self.enqueue_failures = 0
         self._clock = clock
+
+    @property
+    def provider(self) -> EmbeddingProvider:
+        """The model new vectors are made with (and served, once a tenant switched)."""
+        return self.blue_green.provider
+
+    @provider.setter
+    def provider(self, value: EmbeddingProvider) -> None:
+        self.blue_green.provider = value
+
+    @property
+    def previous_provider(self) -> EmbeddingProvider | None:
+        return self.blue_green.previous
 
     def now(self) -> datetime:
         """The service's clock (injected in tests)."""
@@ -504,8 +516,6 @@ class MemoryService:
 
     def serving_provider(self, tenant_id: str) -> EmbeddingProvider:
         """The model a tenant's queries and served vectors use (`grandbo.memory.reembed`)."""
-        if self.blue_green.previous is None:  # no model change in progress
-            return self.provider
         return self.blue_green.serving(tenant_id)
 
     def embed_jobs(self, jobs: Sequence[EmbedJob]) -> int:
