@@ -11,6 +11,7 @@ from datetime import datetime
 from uuid import UUID
 
 from pgvector import Vector
+from psycopg import sql
 
 from grandbo.memory.models import (
     MemoryEntry,
@@ -65,6 +66,7 @@ class _Corpus:
     active_entries: int
     avgdl: float
     weights: dict[str, float]
+    expired: int  # episodic entries past their expiry the sweeper has not retired yet
 
     def shared_tags(self, entry_tags: Sequence[str]) -> list[str]:
         """The topic's tags this entry carries, rarest (heaviest) first."""
@@ -108,9 +110,9 @@ class EntrySearch(EntryReads):
         """
         with self._tenant_scope(tenant_id, _VECTOR_LEG_SETTINGS) as cur:
             scope = None if services is None else list(services)
-            expired = 0 if now is None else self._expired_active(cur, tenant_id, now)
+            corpus = self._corpus(cur, tenant_id, topic_tags, now)
+            expired = corpus.expired
             fetch = leg_limit + expired
-            corpus = self._corpus(cur, tenant_id, topic_tags)
             scored = self._lexical_leg(cur, tenant_id, corpus, scope, fetch)
             vector: list[VectorCandidate] = []
             if topic_vector is not None:
@@ -142,26 +144,25 @@ class EntrySearch(EntryReads):
                 active_without_current_vector=without_vector,
             )
 
-    @staticmethod
-    def _expired_active(cur: Cursor, tenant_id: str, now: datetime) -> int:
-        """Active episodic entries expired by `now` (a partial index; usually none)."""
-        cur.execute(COUNT_EXPIRED, (tenant_id, now))
-        row = cur.fetchone()
-        return 0 if row is None else int(row["n"])
-
-    def _corpus(self, cur: Cursor, tenant_id: str, topic_tags: Sequence[str]) -> _Corpus:
-        """The tenant's BM25 statistics and the topic's tag weights (idf), in one read."""
+    def _corpus(
+        self, cur: Cursor, tenant_id: str, topic_tags: Sequence[str], now: datetime | None
+    ) -> _Corpus:
+        """The tenant's BM25 statistics, the topic's tag weights (idf) and, with `now`, how
+        many episodic entries have expired unswept, in one read."""
         tags = sorted(set(topic_tags))
         cur.execute(
-            "SELECT t.active_entries, t.active_tag_total, s.tag, s.doc_count"
-            " FROM org_memory_tenant_stats t LEFT JOIN org_memory_tag_stats s"
-            "   ON s.tenant_id = t.tenant_id AND s.tag = ANY(%s) AND s.doc_count > 0"
-            " WHERE t.tenant_id = %s",
-            (tags, tenant_id),
+            sql.SQL(
+                "SELECT t.active_entries, t.active_tag_total, s.tag, s.doc_count,"
+                " ({expired}) AS expired"
+                " FROM org_memory_tenant_stats t LEFT JOIN org_memory_tag_stats s"
+                "   ON s.tenant_id = t.tenant_id AND s.tag = ANY(%s) AND s.doc_count > 0"
+                " WHERE t.tenant_id = %s"
+            ).format(expired=sql.SQL(COUNT_EXPIRED)),
+            (tenant_id, now, tags, tenant_id),
         )
         rows = cur.fetchall()
         if not rows:
-            return _Corpus(active_entries=0, avgdl=1.0, weights={})
+            return _Corpus(active_entries=0, avgdl=1.0, weights={}, expired=0)
         n = rows[0]["active_entries"]
         avgdl = max(rows[0]["active_tag_total"] / n, 1.0) if n else 1.0
         weights = {
@@ -169,7 +170,7 @@ class EntrySearch(EntryReads):
             for row in rows
             if row["tag"] is not None
         }
-        return _Corpus(active_entries=n, avgdl=avgdl, weights=weights)
+        return _Corpus(active_entries=n, avgdl=avgdl, weights=weights, expired=rows[0]["expired"])
 
     def _lexical_leg(
         self,
