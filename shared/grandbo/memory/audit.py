@@ -139,23 +139,21 @@ def repair(
     is rebuilt before anything reads it again; vectors are embedded after it."""
     tenant = health.tenant_id
     checks = {f.check: f for f in health.findings}
-    for name in ("projection_drift", "index_drift"):
-        if name in checks:
-            report = service.repository.rebuild_projection(tenant)
-            for drifted in ("projection_drift", "index_drift"):
-                if drifted in checks:
-                    checks[drifted].repaired = f"projection rebuilt from {report.events} events"
-            break
-    if "expired_active" in checks:
+
+    def found(*names: str) -> list[Finding]:
+        return [checks[name] for name in names if name in checks]
+
+    if drifted := found("projection_drift", "index_drift"):  # one rebuild mends both
+        report = service.repository.rebuild_projection(tenant)
+        for finding in drifted:
+            finding.repaired = f"projection rebuilt from {report.events} events"
+    if expired := found("expired_active"):
         retired = service.retire_expired(tenant)
-        checks["expired_active"].repaired = f"{retired} retired (an event each)"
-    for name in ("unembedded", "stale_vectors"):
-        if name in checks:
-            stored = service.embed_pending(tenant)
-            for embedded in ("unembedded", "stale_vectors"):
-                if embedded in checks:
-                    checks[embedded].repaired = f"{stored} vectors stored"
-            break
+        expired[0].repaired = f"{retired} retired (an event each)"
+    if unembedded := found("unembedded", "stale_vectors"):  # one backfill embeds both
+        stored = service.embed_pending(tenant)
+        for finding in unembedded:
+            finding.repaired = f"{stored} vectors stored"
     if "missing_index" in checks and build_index is not None:
         built = build_index()
         checks["missing_index"].repaired = f"HNSW index built for {len(built)} organization(s)"
