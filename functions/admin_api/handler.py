@@ -24,6 +24,7 @@ from grandbo.api.http_errors import (
 from grandbo.api.models import (
     CorrectEntryRequest,
     CreateEntryRequest,
+    MergePolicyRequest,
     RetireEntryRequest,
     SettingsRequest,
     TopologyRequest,
@@ -169,6 +170,46 @@ def promote_entry(entry_id: UUID) -> Response[Any]:
         runtime()
         .service()
         .promote_entry(caller.tenant_id, entry_id, _context("promote", str(entry_id)))
+    )
+    return _written(outcome, 200)
+
+
+@app.get("/v1/admin/entries/<entry_id>/recurrences")
+def recurrences(entry_id: UUID) -> dict[str, Any]:
+    """The entries merged into this one as its recurrences (each can be split back out)."""
+    caller: Caller = app.context["caller"]
+    merged = runtime().service().recurrences_of(caller.tenant_id, entry_id)
+    return {"entries": [entry.model_dump(mode="json") for entry in merged]}
+
+
+@app.post("/v1/admin/entries/<entry_id>/split")
+@tracer.capture_method
+def split_recurrence(entry_id: UUID) -> Response[Any]:
+    """A wrongly merged recurrence becomes its own entry again, never merged again."""
+    caller: Caller = app.context["caller"]
+    outcome = (
+        runtime()
+        .service()
+        .split_recurrence(caller.tenant_id, entry_id, _context("split", str(entry_id)))
+    )
+    return _written(outcome, 200)
+
+
+@app.post("/v1/admin/entries/<entry_id>/merge-policy")
+@tracer.capture_method
+def set_merge_policy(entry_id: UUID, request: MergePolicyRequest) -> Response[Any]:
+    """`{"never_merge": true}`: nothing is merged into the entry, it is merged into
+    nothing, and no hit is collapsed with it; false clears the mark."""
+    caller: Caller = app.context["caller"]
+    outcome = (
+        runtime()
+        .service()
+        .set_never_merge(
+            caller.tenant_id,
+            entry_id,
+            request.never_merge,
+            _context("merge-policy", str(entry_id), str(request.never_merge).lower()),
+        )
     )
     return _written(outcome, 200)
 

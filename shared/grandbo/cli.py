@@ -221,6 +221,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"data_dir": scratch})
     try:
         with open_service(settings) as service:
+            if args.no_consolidation:  # the baseline: every document its own entry and hit
+                service.provider.duplicate_distance = None
             report = run_eval(service, Path(args.folder), args.task, cutoffs=args.sweep or ())
     finally:
         if scratch is not None:
@@ -355,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         action="append",
         help="also score hybrid at this vector cutoff (repeatable)",
+    )
+    ev.add_argument(
+        "--no-consolidation",
+        action="store_true",
+        help="merge no recurrences and collapse no hits (the before of docs/EVAL.md)",
     )
     return parser
 

@@ -63,6 +63,16 @@ class EntryNotActiveError(GrandboError):
         self.status = status
 
 
+class NotARecurrenceError(GrandboError):
+    """A split asked of an entry that is not merged into another."""
+
+    def __init__(self, entry_id: object, status: str) -> None:
+        super().__init__(
+            f"memory entry {entry_id} is {status}, not a recurrence merged into another entry"
+        )
+        self.status = status
+
+
 class EmbeddingError(GrandboError):
     """A provider could not produce a valid 1024-dimension embedding."""
 

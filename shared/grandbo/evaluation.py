@@ -3,7 +3,10 @@
 The corpus is written into a throwaway tenant through `MemoryService.record_entry`,
 embedded through `embed_pending`, and every query goes through `MemoryService.rank`: the
 same SQL, tokenizer, provider and fusion that `query_org_memory` uses. Lexical-only and
-vector-only rankings are the two legs of that same call; hybrid is their RRF fusion.
+vector-only rankings are the two legs of that same call; hybrid is their RRF fusion, as
+served: hits that say one thing collapsed into the best (`grandbo.memory.consolidation`).
+A document merged into another entry as its recurrence counts where that entry ranks.
+A document the entry contract refuses (an empty description) is reported and left out.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from grandbo.errors import InvalidInputError
+from pydantic import ValidationError
+
+from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.memory.fusion import reciprocal_rank_fusion
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
@@ -111,13 +116,28 @@ def score_ranking(ranking: Sequence[str], relevant: dict[str, int]) -> tuple[flo
 
 
 def load_into_tenant(
-    service: MemoryService, tenant: str, corpus: list[dict[str, Any]]
+    service: MemoryService,
+    tenant: str,
+    corpus: list[dict[str, Any]],
+    refused: list[str] | None = None,
 ) -> dict[UUID, str]:
-    """Write every document as an entry of `tenant`; return entry id -> document id."""
+    """Write every document as an entry of `tenant`; return entry id -> document id.
+    A document the entry contract refuses is appended to `refused` (id: reason)."""
     doc_of_entry: dict[UUID, str] = {}
     for doc in corpus:
         title = (doc.get("title") or doc["_id"]).strip()[:300]
-        entry = NewEntry(title=title, summary=doc["text"].strip()[:20_000], origin=Origin.INCIDENT)
+        try:
+            entry = NewEntry(
+                title=title,
+                summary=(doc.get("text") or "").strip()[:20_000],
+                origin=Origin.INCIDENT,
+            )
+        except ValidationError as exc:
+            if refused is None:
+                raise
+            problem = invalid_input_from(exc)
+            refused.append(f"{doc['_id']}: {problem.field}: {problem.message}")
+            continue
         outcome = service.record_entry(
             tenant,
             entry,
@@ -142,13 +162,23 @@ def run_eval(
     qrels = load_qrels(folder, task)
     tenant = f"eval-{uuid.uuid4().hex[:12]}"
     started = time.perf_counter()
-    doc_of_entry = load_into_tenant(service, tenant, corpus)
+    refused: list[str] = []
+    doc_of_entry = load_into_tenant(service, tenant, corpus, refused)
     load_s = time.perf_counter() - started
     started = time.perf_counter()
     embedded = service.embed_pending(tenant)
     embed_s = time.perf_counter() - started
+    # each entry's documents: its own, and those merged into it as its recurrences
+    docs_of_entry = {entry_id: [doc] for entry_id, doc in doc_of_entry.items()}
+    merged = 0
+    for entry_id, doc in doc_of_entry.items():
+        into = service.get_entry(tenant, entry_id).merged_into
+        if into is not None:
+            docs_of_entry[into].append(doc)
+            merged += 1
 
-    ignore_own = task == "mechanism"  # BEIR ignore_identical_ids: the query's own document
+    # BEIR ignore_identical_ids: the query's own document is in the corpus
+    ignore_own = task in ("mechanism", "duplicate")
     scores = {mode: ModeScores() for mode in MODES}
     sweeps: dict[float, ModeScores] = {c: ModeScores() for c in cutoffs}
     skipped: list[str] = []
@@ -178,18 +208,21 @@ def run_eval(
             continue
 
         def docs(ids: Sequence[UUID], own: str = query.query_id) -> list[str]:
-            out = [doc_of_entry[i] for i in ids]
+            out = [d for i in ids for d in docs_of_entry[i]]
             return [d for d in out if d != own] if ignore_own else out
 
+        served = service.collapse(
+            tenant, [ranked.legs.entries[i] for i in ranked.fused], ranked.serving, 10
+        )
         rankings = {
             "lexical": docs([c.entry_id for c in ranked.legs.lexical]),
             "vector": docs([c.entry_id for c in ranked.legs.vector]),
-            "hybrid": docs(ranked.fused),
+            "hybrid": docs([e.entry_id for lesson in served for e in lesson.entries]),
         }
         for mode, ranking in rankings.items():
             _add(scores[mode], score_ranking(ranking, relevant), timings[mode])
         for candidate in ranked.legs.vector:
-            if doc_of_entry[candidate.entry_id] in relevant:
+            if relevant.keys() & set(docs_of_entry[candidate.entry_id]):
                 distances_relevant.append(candidate.distance)
         for cutoff, sweep in sweeps.items():
             kept = [c.entry_id for c in ranked.legs.vector if c.distance < cutoff]
@@ -202,6 +235,9 @@ def run_eval(
         "provider": service.provider.embed_rev,
         "vector_cutoff": service.provider.vector_cutoff,
         "documents": len(corpus),
+        "documents_refused": refused,
+        "entries_merged_as_recurrences": merged,
+        "duplicate_distance": service.provider.duplicate_distance,
         "queries_scored": len(scores["hybrid"].recall_at_5),
         "queries_skipped": skipped,
         "entries_embedded": embedded,
@@ -247,6 +283,15 @@ def format_table(report: dict[str, Any]) -> str:
             f"{s['ndcg@10']:>8.4f} {s['capped_recall@5']:>7.4f} "
             f"{s['latency_p50_ms']:>8.2f} {s['latency_p95_ms']:>8.2f}"
         )
+    if report.get("documents_refused"):
+        lines.append(
+            f"documents refused by the entry contract (left out): "
+            f"{len(report['documents_refused'])}, e.g. {report['documents_refused'][0]}"
+        )
+    lines.append(
+        f"entries merged as recurrences: {report.get('entries_merged_as_recurrences', 0)} "
+        f"(duplicate distance {report.get('duplicate_distance')})"
+    )
     if report.get("queries_skipped"):
         lines.append(f"skipped by the topic contract: {len(report['queries_skipped'])}")
     for cutoff, s in report.get("cutoff_sweep", {}).items():

@@ -331,8 +331,11 @@ def test_a_slug_topic_is_rejected_with_guidance(service: MemoryService, tenant: 
 
 
 def test_limit_caps_the_fused_list(service: MemoryService, tenant: str) -> None:
-    for i in range(8):
-        _add(service, tenant, f"Checkout pool {i}", f"checkout database connection case {i}")
+    # eight different lessons about checkout's pool (entries saying one thing would be
+    # collapsed into one hit: test_consolidation)
+    causes = ["leak", "resize", "failover", "timeout", "exhaustion", "dns", "tls", "deploy"]
+    for cause in causes:
+        _add(service, tenant, f"Checkout pool {cause}", f"checkout database connection {cause}")
     service.embed_pending(tenant)
     assert len(service.query_org_memory(tenant, TOPIC).hits) == 5
     assert len(service.query_org_memory(tenant, TOPIC, limit=8).hits) == 8

@@ -26,6 +26,7 @@ from grandbo.errors import (
     EntryNotFoundError,
     InvalidInputError,
     InvalidTopicError,
+    NotARecurrenceError,
     RevisionConflictError,
     StoreUnavailableError,
 )
@@ -170,6 +171,10 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(EntryNotActiveError)
     def _not_active(exc: EntryNotActiveError) -> Response[Any]:
         return error_response(409, "entry_not_active", str(exc))
+
+    @app.exception_handler(NotARecurrenceError)
+    def _not_recurrence(exc: NotARecurrenceError) -> Response[Any]:
+        return error_response(409, "not_a_recurrence", str(exc))
 
     @app.exception_handler(StoreUnavailableError)
     def _database(exc: StoreUnavailableError) -> Response[Any]:

@@ -58,6 +58,12 @@ class SettingsRequest(_Body):
     episodic_ttl_days: Annotated[StrictInt, Field(ge=1, le=3650)]
 
 
+class MergePolicyRequest(_Body):
+    """Whether an entry is kept apart from its look-alikes: never merged, never collapsed."""
+
+    never_merge: StrictBool
+
+
 class CorrectEntryRequest(_Body):
     title: StrictStr
     summary: StrictStr

@@ -47,6 +47,9 @@ class EmbeddingProvider(ABC):
     vector_cutoff: float
     #: Provider model identity, e.g. `amazon.titan-embed-text-v2:0`.
     model_id: str
+    #: Cosine distance under which two entries' texts may say the same thing (with the
+    #: tag overlap of `grandbo.memory.recurrence`); None: not measured, nothing merges.
+    duplicate_distance: float | None = None
 
     @property
     def embed_rev(self) -> str:

@@ -22,8 +22,12 @@ class FakeEmbeddingProvider(EmbeddingProvider):
         self,
         pinned: Mapping[str, Sequence[float]] | None = None,
         model_id: str = "fake-hash-bow",
+        duplicate_distance: float | None = None,
     ) -> None:
         self.model_id = model_id
+        # None: nothing is merged or collapsed unless a test asks for it (texts with the
+        # same informative words, in any order, embed identically here)
+        self.duplicate_distance = duplicate_distance
         self.pinned = dict(pinned or {})
         self.calls: list[list[str]] = []
 

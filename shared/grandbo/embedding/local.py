@@ -54,6 +54,10 @@ class LocalMiniLMProvider(EmbeddingProvider):
     # cloud_postmortems sit under 0.49 and hybrid quality is flat from 0.5 to 0.75; in the
     # demo lake, related short entries sit at 0.55-0.65 and unrelated ones above 0.66.
     vector_cutoff = 0.65
+    # Two entries within this distance may say the same thing (with the tag rule of
+    # grandbo.memory.recurrence): measured with `python -m bench.duplicate_rule`, the
+    # largest distance at which no labelled near-miss merges (docs/EVAL.md).
+    duplicate_distance = 0.03
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

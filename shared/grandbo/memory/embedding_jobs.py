@@ -12,6 +12,7 @@ from datetime import datetime
 from uuid import UUID
 
 from grandbo.embedding.base import EmbeddingProvider, render_entry_text
+from grandbo.memory.consolidation import Consolidation
 from grandbo.memory.models import EmbedJob
 from grandbo.memory.reembed import BlueGreen
 from grandbo.memory.repository import MemoryRepository
@@ -23,7 +24,7 @@ def tenants_of(repository: MemoryRepository, tenant_id: str | None) -> list[str]
     return [require_tenant(tenant_id)] if tenant_id else repository.tenant_ids()
 
 
-class EmbeddingJobs:
+class EmbeddingJobs(Consolidation):
     """Embedding work over a repository and the tenant's serving model."""
 
     repository: MemoryRepository
@@ -49,6 +50,7 @@ class EmbeddingJobs:
         Jobs may span tenants; each tenant's entries are read and written in that tenant's
         own scope. Returns how many vectors were stored (stale or done jobs store none).
         Raises EmbeddingError if the provider fails: nothing is stored for that batch.
+        New entries are then checked for recurrences (`grandbo.memory.consolidation`).
         A tenant being re-embedded (blue/green) gets the served model's vector for what it
         lacks and the new model's staged (`grandbo.memory.reembed`).
         """
@@ -75,6 +77,10 @@ class EmbeddingJobs:
                     serving.embed_rev,
                     [(e.entry_id, e.revision, v) for e, v in zip(entries, vectors, strict=True)],
                     while_serving=serving is not self.provider,
+                )
+                # a new entry that says what an older one says becomes its recurrence
+                self.consolidate_after_embedding(
+                    tenant, [(e.entry_id, e.revision) for e in entries], serving
                 )
             if serving is not self.provider:
                 stored += self.blue_green.stage(tenant, wanted)

@@ -32,6 +32,7 @@ class KeySpace(enum.StrEnum):
     DEMO = "demo"
     QUERY = "query"  # a query-token caller's feedback
     EXPIRY = "expiry"  # the sweeper retiring an expired episodic entry
+    RECURRENCE = "recurrence"  # the embed worker merging a recurrence
 
 
 def _escaped(part: str) -> str:

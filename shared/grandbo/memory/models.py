@@ -43,6 +43,7 @@ class EntryStatus(enum.StrEnum):
     ACTIVE = "active"
     RETIRED = "retired"
     SUPERSEDED = "superseded"
+    MERGED = "merged"  # a recurrence of `merged_into`: not served, its text kept
 
 
 class EventType(enum.StrEnum):
@@ -52,6 +53,9 @@ class EventType(enum.StrEnum):
     SUPERSEDED = "entry_superseded"
     FEEDBACK = "feedback_recorded"
     PROMOTED = "entry_promoted"
+    MERGED = "entry_merged"  # recorded as a recurrence of another entry
+    SPLIT = "entry_split"  # an admin split a merged entry back out (never merged again)
+    MERGE_POLICY = "merge_policy_set"  # an admin marked an entry never-merge, or not
 
 
 class Verdict(enum.StrEnum):
@@ -181,6 +185,11 @@ class MemoryEntry(BaseModel):
     misleading_count: int = 0
     kind: Kind = Kind.DURABLE
     expires_at: datetime | None = None
+    merged_into: UUID | None = None
+    never_merge: bool = False
+    seen_count: int = 1
+    last_seen_at: datetime | None = None
+    seen_in_incidents: list[str] = Field(default_factory=list)
 
     @property
     def feedback(self) -> FeedbackCounts:
@@ -244,6 +253,19 @@ class MemoryHit(BaseModel):
     age_days: float
     kind: Kind = Kind.DURABLE
     expires_at: datetime | None = None
+    recurrences: int = Field(
+        default=1, description="how many times this lesson was recorded (1: once)"
+    )
+    last_seen_at: datetime = Field(description="when this lesson was last recorded")
+    also_seen_in: list[str] = Field(
+        default_factory=list,
+        description="other incidents this lesson was seen in: its recurrences, and hits "
+        "saying the same thing that were collapsed into this one",
+    )
+    collapsed: list[UUID] = Field(
+        default_factory=list,
+        description="entries that say the same thing, folded into this hit at query time",
+    )
     why: MatchExplanation
     feedback: FeedbackCounts = Field(
         default_factory=FeedbackCounts,

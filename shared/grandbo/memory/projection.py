@@ -43,6 +43,12 @@ class ProjectedEntry:
     misleading_count: int = 0
     kind: Kind = Kind.DURABLE
     expires_at: datetime | None = None
+    merged_into: UUID | None = None
+    never_merge: bool = False
+    # derived from the entries merged into this one (`derive_recurrences`)
+    seen_count: int = 1
+    last_seen_at: datetime | None = None
+    seen_in_incidents: tuple[str, ...] = ()
 
 
 def _uuid(value: Any) -> UUID | None:
@@ -77,6 +83,26 @@ def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
         )
         return
     current = state[event.entry_id]
+    if event.event_type is EventType.MERGED:  # a recurrence of another entry
+        state[event.entry_id] = replace(
+            current,
+            status=EntryStatus.MERGED,
+            merged_into=_uuid(p["merged_into"]),
+            updated_at=event.recorded_at,
+        )
+        return
+    if event.event_type is EventType.SPLIT:  # its own entry again, and never merged again
+        state[event.entry_id] = replace(
+            current,
+            status=EntryStatus.ACTIVE,
+            merged_into=None,
+            never_merge=True,
+            updated_at=event.recorded_at,
+        )
+        return
+    if event.event_type is EventType.MERGE_POLICY:
+        state[event.entry_id] = replace(current, never_merge=bool(p["never_merge"]))
+        return
     if event.event_type is EventType.PROMOTED:  # kept from now on; the text stays
         state[event.entry_id] = replace(current, kind=Kind.DURABLE, expires_at=None)
         return
@@ -108,8 +134,36 @@ def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
         )
 
 
+def derive_recurrences(state: dict[UUID, ProjectedEntry]) -> None:
+    """Each entry's count, last-seen time and incidents from the entries merged into it:
+    the count is 1 + how many, last seen is when the latest was recorded, the incidents
+    are theirs (not the entry's own), distinct and sorted. The write path derives the
+    same from the same rows (`grandbo.memory.repository.recurrences`)."""
+    merged: dict[UUID, list[ProjectedEntry]] = {}
+    for entry in state.values():
+        if entry.status is EntryStatus.MERGED and entry.merged_into is not None:
+            merged.setdefault(entry.merged_into, []).append(entry)
+    for entry_id, entry in state.items():
+        recurrences = merged.get(entry_id, [])
+        state[entry_id] = replace(
+            entry,
+            seen_count=1 + len(recurrences),
+            last_seen_at=max((r.created_at for r in recurrences), default=None),
+            seen_in_incidents=tuple(
+                sorted(
+                    {
+                        r.incident_id
+                        for r in recurrences
+                        if r.incident_id is not None and r.incident_id != entry.incident_id
+                    }
+                )
+            ),
+        )
+
+
 def replay(events: Iterable[StoredEvent]) -> dict[UUID, ProjectedEntry]:
     state: dict[UUID, ProjectedEntry] = {}
     for event in events:
         apply_event(state, event)
+    derive_recurrences(state)
     return state

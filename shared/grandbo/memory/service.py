@@ -86,8 +86,15 @@ class RankedCandidates:
     fused_scores: dict[UUID, float]
     topic_tags: list[str]
     vector_error: str | None
-    embed_rev: str  # of the model the tenant is served from
-    vector_cutoff: float
+    serving: EmbeddingProvider  # the model the tenant is served from
+
+    @property
+    def embed_rev(self) -> str:
+        return self.serving.embed_rev
+
+    @property
+    def vector_cutoff(self) -> float:
+        return self.serving.vector_cutoff
 
 
 def validate_limit(limit: object) -> int:
@@ -173,8 +180,15 @@ class MemoryService(EmbeddingJobs):
         vector = {c.entry_id: (rank, c) for rank, c in enumerate(legs.vector, start=1)}
         now = self._clock()
         hits = []
-        for entry_id in ranked.fused[:limit]:
-            entry = legs.entries[entry_id]
+        lessons = self.collapse(
+            tenant,
+            [legs.entries[entry_id] for entry_id in ranked.fused],
+            ranked.serving,
+            limit,
+        )
+        for lesson in lessons:
+            entry = lesson.entry
+            entry_id = entry.entry_id
             lex = lexical.get(entry_id)
             vec = vector.get(entry_id)
             hits.append(
@@ -193,6 +207,10 @@ class MemoryService(EmbeddingJobs):
                     kind=entry.kind,
                     expires_at=entry.expires_at,
                     feedback=entry.feedback,
+                    recurrences=lesson.recurrences,
+                    last_seen_at=lesson.last_seen_at,
+                    also_seen_in=lesson.also_seen_in,
+                    collapsed=[e.entry_id for e in lesson.collapsed],
                     why=MatchExplanation(
                         lexical_rank=None if lex is None else lex[0],
                         lexical_score=None if lex is None else round(lex[1].score, 4),
@@ -270,8 +288,7 @@ class MemoryService(EmbeddingJobs):
             fused_scores={f.key: f.score for f in fused},
             topic_tags=topic_tags,
             vector_error=vector_error,
-            embed_rev=serving.embed_rev,
-            vector_cutoff=serving.vector_cutoff,
+            serving=serving,
         )
 
     def _embed_topic(

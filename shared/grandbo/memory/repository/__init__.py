@@ -2,7 +2,7 @@
 
 Every method runs in its own short transaction scoped to one tenant twice over
 (`grandbo.storage.tenant_scope`). One module per seam: entry reads, writes, the two
-search legs, embeddings, blue/green re-embedding, and the projection rebuild;
+search legs, embeddings, recurrences, blue/green re-embedding, and the projection rebuild;
 `MemoryRepository` is all of them.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
+from grandbo.memory.repository.recurrences import RecurrenceReads
 from grandbo.memory.repository.reembed import VectorStaging
 from grandbo.memory.repository.search import (
     BM25_B,
@@ -19,7 +20,6 @@ from grandbo.memory.repository.search import (
     SearchLegs,
     VectorCandidate,
 )
-from grandbo.memory.repository.writes import EntryWrites
 
 __all__ = [
     "BM25_B",
@@ -33,5 +33,7 @@ __all__ = [
 ]
 
 
-class MemoryRepository(EntryWrites, EntrySearch, EmbeddingStore, VectorStaging, ProjectionRebuild):
+class MemoryRepository(
+    RecurrenceReads, EntrySearch, EmbeddingStore, VectorStaging, ProjectionRebuild
+):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

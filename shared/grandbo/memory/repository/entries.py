@@ -39,6 +39,11 @@ ENTRY_COLUMNS = (
     "misleading_count",
     "kind",
     "expires_at",
+    "merged_into",
+    "never_merge",
+    "seen_count",
+    "last_seen_at",
+    "seen_in_incidents",
 )
 
 

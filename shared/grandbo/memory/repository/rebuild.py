@@ -4,9 +4,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+from dataclasses import dataclass, fields
 from typing import Any
 from uuid import UUID
+
+from psycopg import sql
 
 from grandbo.memory.models import (
     EntryStatus,
@@ -17,6 +20,16 @@ from grandbo.memory.models import (
 from grandbo.memory.projection import ProjectedEntry, StoredEvent, replay
 from grandbo.memory.repository.entries import EntryReads
 from grandbo.storage.tenant_scope import Cursor, Isolation, TenantLock
+
+# The projection's columns are the fold's fields (ProjectedEntry), one list both ways.
+_PROJECTED = tuple(field.name for field in fields(ProjectedEntry))
+
+
+def _column(value: Any) -> Any:
+    """A folded value as its column holds it (enums as text, tuples as arrays)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    return list(value) if isinstance(value, tuple) else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +62,15 @@ class ProjectionRebuild(EntryReads):
 
     def _live(self, cur: Cursor, tenant_id: str) -> dict[UUID, Any]:
         cur.execute(
-            "SELECT entry_id, title, summary, tags, service, origin, status, revision,"
-            " incident_id, superseded_by, created_at, updated_at, helpful_count,"
-            " not_helpful_count, misleading_count, kind, expires_at"
-            " FROM org_memory_entries WHERE tenant_id = %s",
+            sql.SQL("SELECT {} FROM org_memory_entries WHERE tenant_id = %s").format(
+                sql.SQL(", ").join(map(sql.Identifier, _PROJECTED))
+            ),
             (tenant_id,),
         )
         live = {}
         for row in cur:
             row["tags"] = tuple(row["tags"])
+            row["seen_in_incidents"] = tuple(row["seen_in_incidents"])
             row["origin"] = Origin(row["origin"])
             row["status"] = EntryStatus(row["status"])
             row["kind"] = Kind(row["kind"])
@@ -149,32 +162,12 @@ class ProjectionRebuild(EntryReads):
             cur.execute("DELETE FROM org_memory_tenant_stats WHERE tenant_id = %s", (tenant_id,))
             # COPY is refused under row-level security; executemany pipelines the inserts.
             cur.executemany(
-                "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
-                " service, origin, status, revision, incident_id, superseded_by, created_at,"
-                " updated_at, helpful_count, not_helpful_count, misleading_count, kind,"
-                " expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-                " %s, %s, %s, %s)",
+                sql.SQL("INSERT INTO org_memory_entries (tenant_id, {}) VALUES (%s, {})").format(
+                    sql.SQL(", ").join(map(sql.Identifier, _PROJECTED)),
+                    sql.SQL(", ").join(sql.Placeholder() * len(_PROJECTED)),
+                ),
                 [
-                    (
-                        tenant_id,
-                        e.entry_id,
-                        e.title,
-                        e.summary,
-                        list(e.tags),
-                        e.service,
-                        e.origin.value,
-                        e.status.value,
-                        e.revision,
-                        e.incident_id,
-                        e.superseded_by,
-                        e.created_at,
-                        e.updated_at,
-                        e.helpful_count,
-                        e.not_helpful_count,
-                        e.misleading_count,
-                        e.kind.value,
-                        e.expires_at,
-                    )
+                    (tenant_id, *(_column(getattr(e, name)) for name in _PROJECTED))
                     for e in state.values()
                 ],
             )

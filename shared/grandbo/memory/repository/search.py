@@ -28,7 +28,7 @@ BM25_B = 0.75
 # Set for the search's transaction. Tenants past the size threshold have an HNSW index
 # (grandbo.memory.vector_index); for them the iterative scan keeps the filters from
 # under-returning, and ef_search sets recall (measured in docs/BENCHMARKS.md).
-_VECTOR_LEG_SETTINGS = {
+VECTOR_LEG_SETTINGS = {
     "hnsw.iterative_scan": "relaxed_order",
     "hnsw.ef_search": str(HNSW_EF_SEARCH),
 }
@@ -108,7 +108,7 @@ class EntrySearch(EntryReads):
         With `now`, episodic entries expired by then (the sweeper not past yet) are left
         out of both legs: each leg reads that many more rows, so they never take a slot.
         """
-        with self._tenant_scope(tenant_id, _VECTOR_LEG_SETTINGS) as cur:
+        with self._tenant_scope(tenant_id, VECTOR_LEG_SETTINGS) as cur:
             scope = None if services is None else list(services)
             corpus = self._corpus(cur, tenant_id, topic_tags, now)
             expired = corpus.expired

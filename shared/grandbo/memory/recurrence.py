@@ -1,0 +1,71 @@
+"""When two entries say the same thing: the duplicate rule behind recurrences.
+
+A new entry that says what an active entry of its tenant already says (the same lesson,
+maybe from another incident, in other words) is recorded as a recurrence of that entry
+instead of a second entry; at query time, hits that say the same thing are collapsed into
+the best one. Both use this one rule:
+
+- the two texts' vectors are within the provider's `duplicate_distance` (cosine), AND
+- their tags overlap: |A ∩ B| / min(|A|, |B|) of the informative tags is at least
+  `MIN_TAG_OVERLAP` (a paraphrase keeps the rare words: the component, the error), AND
+- they name no conflicting identifiers: when each names a version, a number or a ticket
+  the other does not ("upgrade jQuery to 3.5.1" / "... to 3.6.0", "deploy 4812" /
+  "deploy 4813"), they are two events, however alike their words, AND
+- their services agree (the same service, or one of them names none), AND
+- neither is marked never-merge by an admin (the callers check that).
+
+The thresholds were chosen on a labelled set of duplicate pairs and near-misses
+(`python -m bench.duplicate_rule`, figures in docs/EVAL.md): the highest recall at a
+precision of at least 0.95, so that distinct lessons are not merged. A provider with no
+measured `duplicate_distance` (None) merges nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+#: Informative tags two texts of one lesson share, as a share of the smaller tag set.
+MIN_TAG_OVERLAP = 0.5
+
+
+def tag_overlap(a: Collection[str], b: Collection[str]) -> float:
+    """|A ∩ B| / min(|A|, |B|): 1.0 when one tag set holds the other."""
+    left, right = set(a), set(b)
+    if not left or not right:
+        return 0.0
+    return len(left & right) / min(len(left), len(right))
+
+
+def _identifiers(tags: Collection[str]) -> set[str]:
+    return {tag for tag in tags if any(ch.isdigit() for ch in tag)}
+
+
+def conflicting_identifiers(a: Collection[str], b: Collection[str]) -> bool:
+    """Each names an identifier (a tag with a digit) the other does not."""
+    left, right = _identifiers(a), _identifiers(b)
+    return bool(left - right) and bool(right - left)
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateRule:
+    """The rule with one provider's distance threshold."""
+
+    max_distance: float
+    min_tag_overlap: float = MIN_TAG_OVERLAP
+
+    def same_lesson(
+        self,
+        distance: float,
+        tags: Collection[str],
+        other_tags: Collection[str],
+        service: str | None = None,
+        other_service: str | None = None,
+    ) -> bool:
+        if service and other_service and service != other_service:
+            return False
+        return (
+            distance <= self.max_distance
+            and tag_overlap(tags, other_tags) >= self.min_tag_overlap
+            and not conflicting_identifiers(tags, other_tags)
+        )

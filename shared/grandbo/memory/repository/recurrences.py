@@ -1,0 +1,256 @@
+"""Recurrences: an entry merged into the active entry that already says the same thing,
+split back out by an admin, or marked never-merge. Each is an event on the entry that
+changes; the canonical entry's count, last-seen time and incidents are derived from the
+entries merged into it (as `grandbo.memory.projection.derive_recurrences` derives them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from pgvector import Vector
+from psycopg import sql
+
+from grandbo.errors import EntryNotActiveError, EntryNotFoundError, NotARecurrenceError
+from grandbo.memory.models import (
+    EntryStatus,
+    EventType,
+    Kind,
+    MemoryEntry,
+    WriteContext,
+    WriteOutcome,
+)
+from grandbo.memory.repository.entries import SELECT_ENTRIES, entry_columns
+from grandbo.memory.repository.search import VECTOR_LEG_SETTINGS
+from grandbo.memory.repository.writes import EntryWrites
+from grandbo.storage.tenant_scope import Cursor, TenantLock
+
+# A new entry that may still be merged: active, never corrected, no recurrence of its own
+# and not marked never-merge, with a vector of the served model.
+_MERGEABLE = sql.SQL(
+    "SELECT embedding AS vector, {columns} FROM org_memory_entries"
+    " WHERE tenant_id = %s AND entry_id = %s AND status = 'active' AND revision = 1"
+    "   AND seen_count = 1 AND NOT never_merge AND embed_rev = %s"
+).format(columns=entry_columns())
+# The nearest older active entries that may take a recurrence (older: two new entries
+# embedded at once can never be merged into each other).
+_NEAREST_OLDER = sql.SQL(
+    "SELECT {columns}, n.distance FROM ("
+    "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
+    "   WHERE tenant_id = %(tenant)s AND status = 'active' AND embed_rev = %(rev)s"
+    "     AND NOT never_merge AND (created_at, entry_id) < (%(created)s, %(entry)s)"
+    "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
+    " ) n JOIN org_memory_entries e ON e.tenant_id = %(tenant)s AND e.entry_id = n.entry_id"
+    " ORDER BY n.distance, e.entry_id"
+).format(columns=entry_columns("e"))
+# What the write path derives for an entry from the entries merged into it.
+_DERIVE_RECURRENCES = (
+    "UPDATE org_memory_entries c SET"
+    " seen_count = 1 + (SELECT count(*) FROM org_memory_entries d"
+    "   WHERE d.tenant_id = c.tenant_id AND d.merged_into = c.entry_id),"
+    " last_seen_at = (SELECT max(d.created_at) FROM org_memory_entries d"
+    "   WHERE d.tenant_id = c.tenant_id AND d.merged_into = c.entry_id),"
+    ' seen_in_incidents = ARRAY(SELECT DISTINCT d.incident_id COLLATE "C"'
+    "   FROM org_memory_entries d WHERE d.tenant_id = c.tenant_id"
+    "     AND d.merged_into = c.entry_id AND d.incident_id IS NOT NULL"
+    "     AND d.incident_id IS DISTINCT FROM c.incident_id ORDER BY 1)"
+    " WHERE c.tenant_id = %s AND c.entry_id = %s"
+)
+
+
+class RecurrenceWrites(EntryWrites):
+    """Merge, split and the never-merge mark."""
+
+    def recurrence_candidates(
+        self, tenant_id: str, entry_id: UUID, embed_rev: str, *, limit: int = 5
+    ) -> tuple[MemoryEntry, list[tuple[MemoryEntry, float]]] | None:
+        """The entry, if it may still be merged, and its nearest older active entries with
+        their cosine distances (vectors of `embed_rev`); None if it may not."""
+        with self._tenant_scope(tenant_id, VECTOR_LEG_SETTINGS) as cur:
+            cur.execute(_MERGEABLE, (tenant_id, entry_id, embed_rev))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            vector = row.pop("vector")
+            entry = MemoryEntry.model_validate(row)
+            cur.execute(
+                _NEAREST_OLDER,
+                {
+                    "q": vector if isinstance(vector, Vector) else Vector(vector),
+                    "tenant": tenant_id,
+                    "rev": embed_rev,
+                    "created": entry.created_at,
+                    "entry": entry.entry_id,
+                    "limit": limit,
+                },
+            )
+            nearest = []
+            for found in cur:
+                distance = float(found.pop("distance"))
+                nearest.append((MemoryEntry.model_validate(found), distance))
+            return entry, nearest
+
+    def merge_recurrence(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        into: UUID,
+        evidence: dict[str, Any],
+        context: WriteContext,
+    ) -> WriteOutcome:
+        """Record `entry_id` as a recurrence of `into` (`entry_merged`), if both still
+        qualify once their rows are locked; applied=False (and nothing written) if not.
+        The outcome's entry is the canonical one, with its count."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            if self._already_applied(cur, tenant_id, context) is not None:
+                return WriteOutcome(entry=self._get(cur, tenant_id, into), applied=False)
+            rows = self._lock_rows(cur, tenant_id, [entry_id, into])
+            if entry_id not in rows or into not in rows:
+                raise EntryNotFoundError(entry_id if entry_id not in rows else into)
+            new, canonical = rows[entry_id], rows[into]
+            if (
+                new.status is not EntryStatus.ACTIVE
+                or canonical.status is not EntryStatus.ACTIVE
+                or new.revision != 1
+                or new.seen_count != 1
+                or new.never_merge
+                or canonical.never_merge
+                or (new.kind is Kind.DURABLE and canonical.kind is Kind.EPISODIC)
+            ):
+                return WriteOutcome(entry=canonical, applied=False)
+            recorded_at = self._append_event(
+                cur,
+                tenant_id,
+                entry_id,
+                EventType.MERGED,
+                new.revision,
+                {"merged_into": str(into), **evidence},
+                context,
+            )
+            if recorded_at is None:
+                return WriteOutcome(entry=self._get(cur, tenant_id, into), applied=False)
+            cur.execute(
+                "UPDATE org_memory_entries SET status = 'merged', merged_into = %s,"
+                " updated_at = %s WHERE tenant_id = %s AND entry_id = %s",
+                (into, recorded_at, tenant_id, entry_id),
+            )
+            self._count_tags(cur, tenant_id, leaving=[new.tags])
+            self._unpost_tags(cur, tenant_id, entry_id)
+            cur.execute(_DERIVE_RECURRENCES, (tenant_id, into))
+            return WriteOutcome(entry=self._get(cur, tenant_id, into), applied=True)
+
+    def split_recurrence(
+        self, tenant_id: str, entry_id: UUID, context: WriteContext
+    ) -> WriteOutcome:
+        """A merged entry becomes its own active entry again, marked never-merge."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            if (done := self._already_applied(cur, tenant_id, context)) is not None:
+                return done
+            merged = self._get(cur, tenant_id, entry_id)
+            if merged.status is not EntryStatus.MERGED or merged.merged_into is None:
+                raise NotARecurrenceError(entry_id, merged.status.value)
+            into = merged.merged_into
+            rows = self._lock_rows(cur, tenant_id, [entry_id, into])
+            if (done := self._already_applied(cur, tenant_id, context)) is not None:
+                return done
+            merged = rows[entry_id]
+            if merged.merged_into != into:  # split meanwhile by another request
+                raise NotARecurrenceError(entry_id, merged.status.value)
+            recorded_at = self._append_event(
+                cur,
+                tenant_id,
+                entry_id,
+                EventType.SPLIT,
+                merged.revision,
+                {"split_from": str(into)},
+                context,
+            )
+            if recorded_at is None:
+                return self._raced(cur, tenant_id, context)
+            cur.execute(
+                "UPDATE org_memory_entries SET status = 'active', merged_into = NULL,"
+                " never_merge = true, updated_at = %s WHERE tenant_id = %s AND entry_id = %s",
+                (recorded_at, tenant_id, entry_id),
+            )
+            self._count_tags(cur, tenant_id, entering=[merged.tags])
+            restored = self._get(cur, tenant_id, entry_id)
+            self._post_tags(cur, tenant_id, [restored])
+            cur.execute(_DERIVE_RECURRENCES, (tenant_id, into))
+            return WriteOutcome(entry=restored, applied=True)
+
+    def set_never_merge(
+        self, tenant_id: str, entry_id: UUID, never_merge: bool, context: WriteContext
+    ) -> WriteOutcome:
+        """Mark an entry never-merge (nothing is merged into it, it is merged into nothing,
+        and no hit is collapsed with it), or clear the mark."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            current = self._lock_unless_applied(cur, tenant_id, entry_id, context, active=False)
+            if isinstance(current, WriteOutcome):
+                return current
+            if current.status is EntryStatus.MERGED:
+                raise EntryNotActiveError(entry_id, f"{current.status.value}: split it first")
+            if current.never_merge is never_merge:
+                return WriteOutcome(entry=current, applied=False)
+            recorded_at = self._append_event(
+                cur,
+                tenant_id,
+                entry_id,
+                EventType.MERGE_POLICY,
+                current.revision,
+                {"never_merge": never_merge},
+                context,
+            )
+            if recorded_at is None:
+                return self._raced(cur, tenant_id, context)
+            cur.execute(
+                "UPDATE org_memory_entries SET never_merge = %s"
+                " WHERE tenant_id = %s AND entry_id = %s",
+                (never_merge, tenant_id, entry_id),
+            )
+            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def recurrences_of(self, tenant_id: str, entry_id: UUID) -> list[MemoryEntry]:
+        """The entries merged into `entry_id`, oldest first (each can be split back out)."""
+        with self._tenant_scope(tenant_id) as cur:
+            self._get(cur, tenant_id, entry_id)  # must exist in this tenant
+            cur.execute(
+                SELECT_ENTRIES + sql.SQL("merged_into = %s ORDER BY created_at, entry_id"),
+                (tenant_id, entry_id),
+            )
+            return [MemoryEntry.model_validate(row) for row in cur]
+
+    def _lock_rows(
+        self, cur: Cursor, tenant_id: str, entry_ids: list[UUID]
+    ) -> dict[UUID, MemoryEntry]:
+        """Lock the entries' rows in entry-id order (every writer locks in one order)."""
+        cur.execute(
+            SELECT_ENTRIES + sql.SQL("entry_id = ANY(%s) ORDER BY entry_id FOR UPDATE"),
+            (tenant_id, entry_ids),
+        )
+        entries = (MemoryEntry.model_validate(row) for row in cur)
+        return {entry.entry_id: entry for entry in entries}
+
+
+class RecurrenceReads(RecurrenceWrites):
+    """Distances between a query's candidates, for collapsing hits that say one thing."""
+
+    def distances_between(
+        self, tenant_id: str, entry_ids: list[UUID], embed_rev: str
+    ) -> dict[tuple[UUID, UUID], float]:
+        """Cosine distance of every pair of the entries with vectors of `embed_rev`
+        (keyed both ways); pairs lacking a vector are absent."""
+        if len(entry_ids) < 2:
+            return {}
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "WITH v AS (SELECT entry_id, embedding FROM org_memory_entries"
+                "   WHERE tenant_id = %s AND entry_id = ANY(%s) AND embed_rev = %s)"
+                " SELECT a.entry_id AS a, b.entry_id AS b, a.embedding <=> b.embedding AS d"
+                " FROM v a JOIN v b ON a.entry_id < b.entry_id",
+                (tenant_id, entry_ids, embed_rev),
+            )
+            distances: dict[tuple[UUID, UUID], float] = {}
+            for row in cur:
+                distances[row["a"], row["b"]] = distances[row["b"], row["a"]] = float(row["d"])
+            return distances
