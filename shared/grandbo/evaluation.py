@@ -110,14 +110,19 @@ def score_ranking(ranking: Sequence[str], relevant: dict[str, int]) -> tuple[flo
     return recall5, recall10, mrr, (dcg / idcg if idcg else 0.0), hits5 / min(total, 5)
 
 
+def entry_text(doc: dict[str, Any]) -> tuple[str, str]:
+    """The title and summary a corpus document is written with."""
+    return (doc.get("title") or doc["_id"]).strip()[:300], doc["text"].strip()[:20_000]
+
+
 def load_into_tenant(
     service: MemoryService, tenant: str, corpus: list[dict[str, Any]]
 ) -> dict[UUID, str]:
     """Write every document as an entry of `tenant`; return entry id -> document id."""
     doc_of_entry: dict[UUID, str] = {}
     for doc in corpus:
-        title = (doc.get("title") or doc["_id"]).strip()[:300]
-        entry = NewEntry(title=title, summary=doc["text"].strip()[:20_000], origin=Origin.INCIDENT)
+        title, summary = entry_text(doc)
+        entry = NewEntry(title=title, summary=summary, origin=Origin.INCIDENT)
         outcome = service.record_entry(
             tenant,
             entry,
