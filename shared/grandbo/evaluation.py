@@ -115,6 +115,12 @@ def score_ranking(ranking: Sequence[str], relevant: dict[str, int]) -> tuple[flo
     return recall5, recall10, mrr, (dcg / idcg if idcg else 0.0), hits5 / min(total, 5)
 
 
+def entry_text(doc: dict[str, Any]) -> tuple[str, str]:
+    """The title and summary a corpus document is written with."""
+    title = (doc.get("title") or doc["_id"]).strip()[:300]
+    return title, (doc.get("text") or "").strip()[:20_000]
+
+
 def load_into_tenant(
     service: MemoryService,
     tenant: str,
@@ -125,13 +131,9 @@ def load_into_tenant(
     A document the entry contract refuses is appended to `refused` (id: reason)."""
     doc_of_entry: dict[UUID, str] = {}
     for doc in corpus:
-        title = (doc.get("title") or doc["_id"]).strip()[:300]
+        title, summary = entry_text(doc)
         try:
-            entry = NewEntry(
-                title=title,
-                summary=(doc.get("text") or "").strip()[:20_000],
-                origin=Origin.INCIDENT,
-            )
+            entry = NewEntry(title=title, summary=summary, origin=Origin.INCIDENT)
         except ValidationError as exc:
             if refused is None:
                 raise

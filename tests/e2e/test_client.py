@@ -22,9 +22,11 @@ def test_beacon_and_admin_clients_round_trip(gateway: Gateway, tenant: str) -> N
     )
     entry_id = created["entry"]["entry_id"]
     assert (
-        admin.create_entry("Redis evicted session keys", "x" * 20, idempotency_key="redis-1")[
-            "applied"
-        ]
+        admin.create_entry(
+            "Redis evicted session keys",
+            "Another text, the same key: the retry of the create changes nothing.",
+            idempotency_key="redis-1",
+        )["applied"]
         is False
     )
     gateway.drain()
@@ -36,7 +38,10 @@ def test_beacon_and_admin_clients_round_trip(gateway: Gateway, tenant: str) -> N
     assert beacon.get_entry(entry_id)["title"] == "Redis evicted session keys"
 
     corrected = admin.correct_entry(
-        entry_id, "Redis evictions", "allkeys-lru evicted sessions.", expected_revision=1
+        entry_id,
+        "Redis evictions",
+        "allkeys-lru evicted session keys once redis-sessions reached maxmemory.",
+        expected_revision=1,
     )
     assert corrected["entry"]["revision"] == 2
     assert admin.retire_entry(entry_id, "merged into the runbook")["entry"]["status"] == "retired"

@@ -126,7 +126,10 @@ def test_a_batch_of_ten_with_two_failures_reports_exactly_those_two(
                 tenant,
                 "POST",
                 "/v1/admin/entries",
-                {"title": f"Finding {i} {marker}", "summary": f"Summary of finding number {i}."},
+                {
+                    "title": f"Finding {i} {marker}",
+                    "summary": f"Summary of finding {i}: the checkout pool ran out of connections.",
+                },
             )
             ids.append(reply.body["entry"]["entry_id"])
         jobs = gateway.queue.drain(limit=10)

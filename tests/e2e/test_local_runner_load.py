@@ -66,7 +66,10 @@ def test_a_request_that_leaves_its_transaction_open_wedges_nothing(
         tenant,
         "POST",
         "/v1/admin/entries",
-        {"title": "Cron overlap", "summary": "Two cron runs overlapped and doubled the load."},
+        {
+            "title": "Cron overlap",
+            "summary": "Two cron runs overlapped and doubled the load on the reports database.",
+        },
     )
     entry_id = created.body["entry"]["entry_id"]
     runtime = gateway.runtime
@@ -81,7 +84,10 @@ def test_a_request_that_leaves_its_transaction_open_wedges_nothing(
         tenant,
         "POST",
         f"/v1/admin/entries/{entry_id}/corrections",
-        {"title": "Cron overlap", "summary": "Two cron runs overlapped; the second doubled load."},
+        {
+            "title": "Cron overlap",
+            "summary": "Two cron runs overlapped; the second doubled load on the reports database.",
+        },
     )
     assert corrected.status == 201, corrected.body
     assert time.monotonic() - started < 5

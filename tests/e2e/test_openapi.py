@@ -45,7 +45,10 @@ def fuzz_gateway(database: DatabaseUrls) -> Iterator[Gateway]:
         tenant,
         "POST",
         "/v1/admin/entries",
-        {"title": "Seed entry for fuzzing", "summary": "Gives GET and corrections a target."},
+        {
+            "title": "Seed entry for fuzzing",
+            "summary": "Gives GET and corrections a target: a pool exhausted by doubled workers.",
+        },
     )
     assert created.status == 201
     yield gateway

@@ -140,7 +140,7 @@ def test_a_tenant_never_reads_writes_corrects_or_retires_another_tenants_entries
     )
     assert read.status == 404
     assert gateway.admin(tenant, "GET", path).status == 404
-    correction = {"title": "Hijacked title", "summary": "Hijacked summary text"}
+    correction = {"title": "Hijacked title", "summary": "Hijacked: " + ENTRY["summary"]}
     assert gateway.admin(tenant, "POST", f"{path}/corrections", correction).status == 404
     assert gateway.admin(tenant, "POST", f"{path}/retirement", {"reason": "x"}).status == 404
     # a body naming the other tenant is refused, never obeyed

@@ -41,7 +41,10 @@ def test_a_refused_request_is_not_logged_with_the_previous_callers_identity(
         tenant,
         "POST",
         "/v1/admin/entries",
-        {"title": "Replication slot pinned WAL", "summary": "A dead replica's slot kept WAL."},
+        {
+            "title": "Replication slot pinned WAL",
+            "summary": "A dead replica's replication slot kept WAL until the orders volume filled.",
+        },
     )
     assert written.status == 201
     forged = {

@@ -66,7 +66,7 @@ def _query(port: int, data_dir: Path) -> int:
 
 def _cli(data_dir: Path, *argv: str) -> tuple[int, str]:
     base = [sys.executable, "-m", "grandbo.cli", "--data-dir", str(data_dir), "--provider", "fake"]
-    summary = ["--summary", "two cron runs overlapped and doubled the load"]
+    summary = ["--summary", "two cron runs overlapped and doubled the load on the reports database"]
     done = subprocess.run(  # noqa: S603 - our own CLI
         [*base, *argv, *(summary if argv[0] == "add" else [])],
         capture_output=True,

@@ -29,7 +29,7 @@ def lessons(service: MemoryService, tenant: str, n: int = 3, **extra: Any) -> li
             tenant,
             entry(
                 f"Pool exhausted, case {i}",
-                f"Checkout requests waited for a connection ({i}).",
+                f"Checkout requests waited for a database connection until timeout ({i}).",
                 **extra,
             ),
             context(),

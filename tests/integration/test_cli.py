@@ -12,6 +12,8 @@ import pytest
 from grandbo.cli import main
 from grandbo.storage.connections import DatabaseUrls
 
+SUMMARY = "debug logging left on after a deploy filled the log volume within an hour"
+
 
 @pytest.fixture
 def cli_env(database: DatabaseUrls, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -63,7 +65,7 @@ def test_add_embed_query_correct_retire_rebuild(
                 "--title",
                 "Redis evictions",
                 "--summary",
-                "allkeys-lru evicted session keys",
+                "allkeys-lru evicted session keys when a batch job filled redis-sessions",
                 "--expected-revision",
                 "1",
             ]
@@ -87,7 +89,7 @@ def test_a_slug_topic_exits_2_with_the_reason(
 def test_a_stale_correction_exits_1_with_the_conflict(
     cli_env: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    main(["add", "--tenant", cli_env, "--title", "Some title", "--summary", "Some summary text"])
+    main(["add", "--tenant", cli_env, "--title", "Some title", "--summary", SUMMARY])
     entry_id = re.search(r"recorded: ([0-9a-f-]{36})", capsys.readouterr().out)
     assert entry_id is not None
     code = main(
@@ -99,7 +101,7 @@ def test_a_stale_correction_exits_1_with_the_conflict(
             "--title",
             "New title",
             "--summary",
-            "New summary text",
+            "New summary text: " + SUMMARY,
             "--expected-revision",
             "7",
         ]
@@ -122,7 +124,7 @@ def test_demo_seeds_once_and_answers_meaningfully(
     assert "0 new entries" in capsys.readouterr().out
 
 
-ADD = ["--title", "Log volume filled", "--summary", "debug logging filled the log volume quickly"]
+ADD = ["--title", "Log volume filled", "--summary", SUMMARY]
 
 
 @pytest.mark.parametrize(
@@ -131,6 +133,7 @@ ADD = ["--title", "Log volume filled", "--summary", "debug logging filled the lo
         (["add", *ADD, "--idempotency-key", "k" * 301], "idempotency_key"),
         (["add", *ADD, "--idempotency-key", "nul\x00"], "idempotency_key"),
         (["add", *ADD, "--actor", "a" * 201], "actor"),
+        (["add", "--title", "Disk full", "--summary", "disk full again today"], "summary"),
         (["topology", "load", "/nonexistent/topology.json"], "file"),
     ],
 )
@@ -177,7 +180,9 @@ def test_one_cli_key_reused_for_another_command_or_entry_is_not_a_replay(
         ids.append(found.group(1))
     for entry_id in ids:
         argv = ["correct", "--tenant", cli_env, entry_id, "--idempotency-key", "K"]
-        assert main([*argv, "--title", "Corrected lesson", "--summary", "corrected text here"]) == 0
+        assert (
+            main([*argv, "--title", "Corrected lesson", "--summary", "corrected: " + SUMMARY]) == 0
+        )
         assert f"recorded: {entry_id}" in capsys.readouterr().out
     # and the same key on a retirement is a retirement, then a replay of it
     retire = ["retire", "--tenant", cli_env, ids[1], "--reason", "gone", "--idempotency-key", "K"]

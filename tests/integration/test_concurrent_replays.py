@@ -61,7 +61,12 @@ def test_a_duplicate_delivered_concurrently_replays_the_first(
     operation: str,
 ) -> None:
     created = service.record_entry(
-        tenant, entry("Queue backlog", "consumers stalled on a poison message"), context()
+        tenant,
+        entry(
+            "Queue backlog",
+            "consumers stalled on a poison message until the backlog was an hour deep",
+        ),
+        context(),
     ).entry
     key = context(f"{operation}-once")
 
@@ -70,7 +75,10 @@ def test_a_duplicate_delivered_concurrently_replays_the_first(
             return svc.correct_entry(
                 tenant,
                 created.entry_id,
-                entry("Queue backlog", "a poison message stalled every consumer"),
+                entry(
+                    "Queue backlog",
+                    "a poison message stalled every consumer until it went to the dead letters",
+                ),
                 key,
                 expected_revision=1,
             )

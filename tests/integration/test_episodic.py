@@ -36,7 +36,10 @@ def test_an_episodic_entry_expires_stops_being_served_and_is_retired_by_an_event
     created = service.record_entry(tenant, ROLLBACK, context()).entry
     durable = service.record_entry(
         tenant,
-        entry("Payments rollback runbook", "Roll the payments deploy back first."),
+        entry(
+            "Payments rollback runbook",
+            "Roll the payments deploy back first, then watch the checkout error rate.",
+        ),
         context(),
     ).entry
     assert created.kind is Kind.EPISODIC

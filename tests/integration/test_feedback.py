@@ -20,7 +20,10 @@ def test_verdicts_are_counted_shown_on_hits_and_replayed(
 ) -> None:
     created = service.record_entry(
         tenant,
-        entry("Pool exhausted", "Checkout requests waited for a database connection."),
+        entry(
+            "Pool exhausted",
+            "Checkout requests waited for a database connection until the pool was resized.",
+        ),
         context(),
     ).entry
     service.embed_pending(tenant)
@@ -72,7 +75,12 @@ def test_verdicts_are_counted_shown_on_hits_and_replayed(
 def lessons(service: MemoryService, tenant: str, n: int) -> list[uuid.UUID]:
     return [
         service.record_entry(
-            tenant, entry(f"Lesson {i}", f"What was learned, case {i}."), context()
+            tenant,
+            entry(
+                f"Lesson {i}",
+                f"What was learned in case {i}: a retry storm amplified a brief brownout.",
+            ),
+            context(),
         ).entry.entry_id
         for i in range(n)
     ]
@@ -107,7 +115,13 @@ def test_a_correction_or_a_retirement_takes_an_entry_off_the_review_list(
         misleading(service, tenant, entry_id, MISLEADING_REVIEW_THRESHOLD + 1)
     assert len(service.entries_for_review(tenant)) == 2
     service.correct_entry(
-        tenant, ids[0], entry("Lesson 0", "The corrected lesson, case 0."), context()
+        tenant,
+        ids[0],
+        entry(
+            "Lesson 0",
+            "The corrected lesson of case 0: the retries came from clients without jitter.",
+        ),
+        context(),
     )
     service.retire_entry(tenant, ids[1], "misleading", context())
     assert service.entries_for_review(tenant) == []

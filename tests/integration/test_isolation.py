@@ -13,13 +13,18 @@ from grandbo.memory.service import MemoryService
 
 from .helpers import context, entry
 
-SECRET = entry("Tenant B secret finding", "B's checkout database connection pool incident")
+SECRET = entry(
+    "Tenant B secret finding",
+    "B's checkout requests waited for a database connection from the pool during the incident",
+)
 TOPIC = "checkout requests wait for a database connection from the pool"
+ALPHA = "Alpha: a cron misconfiguration ran the nightly billing report twice"
+HIJACK = "Hijacked text: tenant A tries to rewrite what tenant B learned about its pool"
 
 
 @pytest.fixture
 def two_tenants(service: MemoryService, tenant: str, other_tenant: str) -> tuple[Any, Any]:
-    mine = service.record_entry(tenant, entry("Tenant A finding", "A's own summary"), context())
+    mine = service.record_entry(tenant, entry("Tenant A finding", ALPHA), context())
     theirs = service.record_entry(other_tenant, SECRET, context("key-1"))
     service.embed_pending(other_tenant)
     return mine.entry, theirs.entry
@@ -85,7 +90,9 @@ def test_an_upsert_with_another_tenants_key_never_touches_their_row(
     _, theirs = two_tenants
     # same idempotency key as tenant B's write, different text, written as tenant A
     outcome = service.record_entry(
-        tenant, entry("A's text", "A overwrites nothing"), context("key-1")
+        tenant,
+        entry("A's text", "A's text, written with the key tenant B used, overwrites nothing of B"),
+        context("key-1"),
     )
     assert outcome.applied
     assert outcome.entry.tenant_id == tenant
@@ -106,7 +113,7 @@ def test_no_service_call_reads_or_changes_another_tenants_entry(
     with pytest.raises(EntryNotFoundError):
         service.get_entry(tenant, theirs.entry_id)
     with pytest.raises(EntryNotFoundError):
-        service.correct_entry(tenant, theirs.entry_id, entry("Hijack", "Hijacked text"), context())
+        service.correct_entry(tenant, theirs.entry_id, entry("Hijack", HIJACK), context())
     with pytest.raises(EntryNotFoundError):
         service.retire_entry(tenant, theirs.entry_id, "hijack", context())
     with pytest.raises(EntryNotFoundError):
@@ -118,8 +125,14 @@ def test_no_service_call_reads_or_changes_another_tenants_entry(
 def test_backfill_keeps_every_job_under_its_own_tenant(
     service: MemoryService, tenant: str, other_tenant: str
 ) -> None:
-    a = service.record_entry(tenant, entry("A finding", "Alpha summary"), context()).entry
-    b = service.record_entry(other_tenant, entry("B finding", "Beta summary"), context()).entry
+    a = service.record_entry(tenant, entry("A finding", ALPHA), context()).entry
+    b = service.record_entry(
+        other_tenant,
+        entry(
+            "B finding", "Beta: the nightly export filled the reports volume until writes failed"
+        ),
+        context(),
+    ).entry
     jobs = {job.entry_id: job.tenant_id for job in service.pending_jobs()}
     assert jobs[a.entry_id] == tenant
     assert jobs[b.entry_id] == other_tenant

@@ -39,7 +39,10 @@ def test_rebuilds_during_concurrent_writes_lose_nothing(
                 i += 1
                 created = service.record_entry(
                     tenant,
-                    entry(f"Writer {n} lesson {i}", f"pool {n} exhausted after deploy {i}"),
+                    entry(
+                        f"Writer {n} lesson {i}",
+                        f"pool {n} exhausted after deploy {i} doubled the checkout-api workers",
+                    ),
                     context(),
                 ).entry
                 state = (created.revision, created.status)
@@ -47,7 +50,10 @@ def test_rebuilds_during_concurrent_writes_lose_nothing(
                     corrected = service.correct_entry(
                         tenant,
                         created.entry_id,
-                        entry(f"Writer {n} lesson {i} v2", f"retry storm {n} in deploy {i}"),
+                        entry(
+                            f"Writer {n} lesson {i} v2",
+                            f"retry storm {n} in deploy {i}: clients retried without any jitter",
+                        ),
                         context(),
                     ).entry
                     state = (corrected.revision, corrected.status)
@@ -98,7 +104,12 @@ def test_verify_reads_one_snapshot_while_writers_continue(
         while not stop.is_set():
             i += 1
             service.record_entry(
-                tenant, entry(f"Snapshot lesson {i}", f"disk {i} filled by logs"), context()
+                tenant,
+                entry(
+                    f"Snapshot lesson {i}",
+                    f"disk {i} filled by debug logs left on after the deploy",
+                ),
+                context(),
             )
         service.repository._conn.close()
 

@@ -66,7 +66,12 @@ def test_a_model_change_serves_the_previous_model_until_the_new_one_covers_the_t
 
     # written mid-switch: served at once (old model), staged for the new one
     new.record_entry(
-        tenant, entry("Payments pool exhausted again", "Checkout timed out on the pool."), context()
+        tenant,
+        entry(
+            "Payments pool exhausted again",
+            "Checkout requests timed out waiting on the payments database pool again.",
+        ),
+        context(),
     )
     new.embed_pending(tenant)
     assert repository.serving_rev(tenant) == green.embed_rev
@@ -149,7 +154,12 @@ def test_retiring_the_last_uncovered_entries_switches_at_the_next_sweep(
     assert repository.serving_rev(tenant) == green.embed_rev
     # an organization with no active entry is covered too
     MemoryService(repository, blue).record_entry(
-        other_tenant, entry("Lone lesson", "What was learned once, then retired."), context()
+        other_tenant,
+        entry(
+            "Lone lesson",
+            "What was learned once, then retired: the cache warmed too slowly after a deploy.",
+        ),
+        context(),
     )
     (lone,) = {job.entry_id for job in new.pending_jobs(other_tenant)}  # blue now, green staged
     new.retire_entry(other_tenant, lone, "obsolete", context())

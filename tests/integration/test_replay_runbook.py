@@ -49,10 +49,24 @@ def test_backfill_one_tenant_then_redrive_dead_letters(
     queue_url = sqs.create_queue(QueueName="grandbo-embed")["QueueUrl"]
     dlq_url = sqs.create_queue(QueueName="grandbo-embed-dlq")["QueueUrl"]
     mine = [
-        service.record_entry(tenant, entry(f"Lesson {n} learned", f"what happened {n}"), context())
+        service.record_entry(
+            tenant,
+            entry(
+                f"Lesson {n} learned",
+                f"what happened in lesson {n}: the nightly export filled the reports volume",
+            ),
+            context(),
+        )
         for n in range(3)
     ]
-    service.record_entry(other_tenant, entry("Someone else's", "not ours to replay"), context())
+    service.record_entry(
+        other_tenant,
+        entry(
+            "Someone else's",
+            "not ours to replay: another organization's expired certificate broke TLS",
+        ),
+        context(),
+    )
     install_runtime(
         LambdaRuntime(
             LambdaEnvironment.model_validate(

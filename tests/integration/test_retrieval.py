@@ -17,6 +17,8 @@ from grandbo.memory.service import MemoryService
 from .helpers import at_distance, context, direction, entry
 
 TOPIC = "requests to checkout time out waiting for a free database connection"
+# an entry sharing six of its tags with TOPIC (entries below the minimum content are refused)
+POOL = "checkout requests were waiting for a database connection from the pool"
 
 
 def _add(memory: MemoryService, tenant: str, title: str, summary: str, **extra: Any) -> Any:
@@ -31,7 +33,12 @@ def test_write_then_query_round_trip(service: MemoryService, tenant: str) -> Non
         "checkout requests queued waiting for a database connection from PgBouncer",
         service="checkout-api",
     )
-    _add(service, tenant, "Banner colour wrong", "The marketing banner used the old palette")
+    _add(
+        service,
+        tenant,
+        "Banner colour wrong",
+        "The marketing banner on the homepage used the old brand palette after a redesign",
+    )
     service.embed_pending(tenant)
 
     result = service.query_org_memory(tenant, TOPIC)
@@ -101,8 +108,9 @@ def _pinned_service(repository: MemoryRepository, vectors: dict[str, list[float]
 
 def test_the_cutoff_keeps_an_unrelated_entry_out(repository: MemoryRepository, tenant: str) -> None:
     cutoff = FakeEmbeddingProvider.vector_cutoff
-    near_text = "Near title\nNear summary of a related finding"
-    far_text = "Far title\nFar summary of an unrelated finding"
+    near_summary = "Near summary of a related finding, pinned close to the topic"
+    far_summary = "Far summary of an unrelated finding, pinned beyond the cutoff"
+    near_text, far_text = f"Near title\n{near_summary}", f"Far title\n{far_summary}"
     service = _pinned_service(
         repository,
         {
@@ -111,8 +119,8 @@ def test_the_cutoff_keeps_an_unrelated_entry_out(repository: MemoryRepository, t
             far_text: at_distance(cutoff + 0.05),
         },
     )
-    near = _add(service, tenant, "Near title", "Near summary of a related finding")
-    _add(service, tenant, "Far title", "Far summary of an unrelated finding")
+    near = _add(service, tenant, "Near title", near_summary)
+    _add(service, tenant, "Far title", far_summary)
     service.embed_pending(tenant)
 
     result = service.query_org_memory(tenant, TOPIC)
@@ -126,16 +134,22 @@ def test_slicing_happens_after_fusion(repository: MemoryRepository, tenant: str)
     """An entry 6th in both legs wins the fused top 5 over each leg's top 5."""
     topic = "kafka consumer lag grew after the broker upgrade rebalance storm"
     texts: dict[str, list[float]] = {topic: direction((0, 1.0))}
-    lexical_only = [(f"Lexical {i}", f"kafka consumer lag after upgrade item{i}") for i in range(5)]
-    vector_only = [(f"Vector {i}", f"unrelated words zebra{i} giraffe{i}") for i in range(5)]
-    both_text = ("Both legs", "kafka mentioned once with filler words ocelot")
+    lexical_only = [
+        (f"Lexical {i}", f"kafka consumer lag after the upgrade of item{i} lasted for hours")
+        for i in range(5)
+    ]
+    vector_only = [
+        (f"Vector {i}", f"unrelated words zebra{i} giraffe{i} okapi{i} lemur{i} tapir{i} walrus{i}")
+        for i in range(5)
+    ]
+    both_text = ("Both legs", "kafka mentioned once with filler words ocelot lynx puma")
     for i, (title, summary) in enumerate(lexical_only):
-        # share 3 topic tags: high BM25; vectors opposite the topic, far beyond the cutoff
+        # share 4 topic tags: high BM25; vectors opposite the topic, far beyond the cutoff
         texts[f"{title}\n{summary}"] = direction((0, -1.0), (i + 10, 0.1))
     for i, (title, summary) in enumerate(vector_only):
         # share no tags; vectors nearest to the topic
         texts[f"{title}\n{summary}"] = at_distance(0.05 + 0.01 * i, axis=i + 20)
-    texts["Both legs\nkafka mentioned once with filler words ocelot"] = at_distance(0.2, axis=30)
+    texts["\n".join(both_text)] = at_distance(0.2, axis=30)
     service = _pinned_service(repository, texts)
     for title, summary in [*lexical_only, *vector_only]:
         _add(service, tenant, title, summary)
@@ -161,7 +175,12 @@ def test_a_stale_embed_rev_is_excluded_from_the_vector_leg(
 ) -> None:
     old = MemoryService(repository, FakeEmbeddingProvider(model_id="model-v1"))
     new = MemoryService(repository, FakeEmbeddingProvider(model_id="model-v2"))
-    stored = _add(old, tenant, "Disk full on db", "The database volume filled with WAL files")
+    stored = _add(
+        old,
+        tenant,
+        "Disk full on db",
+        "The database volume filled with WAL files and writes failed",
+    )
     old.embed_pending(tenant)
     topic = "the database volume filled up with WAL files and writes failed"
 
@@ -178,12 +197,12 @@ def test_a_stale_embed_rev_is_excluded_from_the_vector_leg(
 def test_the_revision_guard_refuses_a_stale_vector(
     service: MemoryService, repository: MemoryRepository, tenant: str
 ) -> None:
-    created = _add(service, tenant, "Original title", "Original summary of the finding")
-    service.correct_entry(
-        tenant, created.entry_id, entry("New title", "Corrected summary text"), context()
-    )
+    original = "Original summary of the finding as first written, before an admin corrected it"
+    created = _add(service, tenant, "Original title", original)
+    corrected = "Corrected summary text that replaces the original wording of the finding"
+    service.correct_entry(tenant, created.entry_id, entry("New title", corrected), context())
     embed_rev = service.provider.embed_rev
-    stale = service.provider.embed_one("Original title\nOriginal summary of the finding")
+    stale = service.provider.embed_one(f"Original title\n{original}")
 
     assert repository.store_embeddings(tenant, embed_rev, [(created.entry_id, 1, stale)]) == 0
     assert (
@@ -199,7 +218,7 @@ def test_the_revision_guard_refuses_a_stale_vector(
 
 
 def test_retired_entries_are_never_returned(service: MemoryService, tenant: str) -> None:
-    created = _add(service, tenant, "Checkout pool", "checkout database connection waiting")
+    created = _add(service, tenant, "Checkout pool", POOL)
     service.embed_pending(tenant)
     service.retire_entry(tenant, created.entry_id, "wrong root cause", context())
     result = service.query_org_memory(tenant, TOPIC)
@@ -208,8 +227,8 @@ def test_retired_entries_are_never_returned(service: MemoryService, tenant: str)
 
 
 def test_service_filter_limits_both_legs(service: MemoryService, tenant: str) -> None:
-    a = _add(service, tenant, "Checkout pool", "checkout database connection", service="checkout")
-    _add(service, tenant, "Payments pool", "checkout database connection", service="payments")
+    a = _add(service, tenant, "Checkout pool", POOL, service="checkout")
+    _add(service, tenant, "Payments pool", POOL, service="payments")
     service.embed_pending(tenant)
     result = service.query_org_memory(tenant, TOPIC, service="checkout")
     assert [hit.entry_id for hit in result.hits] == [a.entry_id]
@@ -218,10 +237,10 @@ def test_service_filter_limits_both_legs(service: MemoryService, tenant: str) ->
 def test_a_service_scope_counts_coverage_within_the_scope(
     service: MemoryService, tenant: str
 ) -> None:
-    _add(service, tenant, "Checkout pool", "checkout database connection", service="checkout")
-    _add(service, tenant, "Payments pool", "checkout database connection", service="payments")
+    _add(service, tenant, "Checkout pool", POOL, service="checkout")
+    _add(service, tenant, "Payments pool", POOL, service="payments")
     service.embed_pending(tenant)
-    _add(service, tenant, "Checkout again", "checkout database connection", service="checkout")
+    _add(service, tenant, "Checkout again", POOL, service="checkout")
     scoped = service.query_org_memory(tenant, TOPIC, service="checkout").metadata
     assert (scoped.active_entries, scoped.active_entries_without_current_vector) == (2, 1)
     whole = service.query_org_memory(tenant, TOPIC).metadata
@@ -236,11 +255,14 @@ def test_lexical_scores_are_okapi_bm25_over_tag_sets(service: MemoryService, ten
     from grandbo.text.tags import tokenize
 
     texts = [
-        ("Checkout pool exhausted", "database connection pool exhausted on checkout"),
-        ("Checkout timeouts", "requests to checkout time out during deploys"),
-        ("Free connection wait", "waiting for a free connection from the pool"),
-        ("DNS failure", "coredns throttled, lookups failed"),
-        ("Checkout database failover", "database failover made checkout requests wait"),
+        (
+            "Checkout pool exhausted",
+            "database connection pool exhausted on checkout after a deploy doubled workers",
+        ),
+        ("Checkout timeouts", "requests to checkout time out during deploys while pods restart"),
+        ("Free connection wait", "waiting for a free connection from the pool took seconds"),
+        ("DNS failure", "coredns was throttled by its CPU limit, so lookups failed"),
+        ("Checkout database failover", "database failover made checkout requests wait a minute"),
     ]
     stored = [_add(service, tenant, title, summary) for title, summary in texts]
     topic_tags = set(tokenize(TOPIC))
@@ -275,7 +297,7 @@ def test_when_the_topic_cannot_be_embedded_the_lexical_leg_answers(
             raise ConnectionError("bedrock unreachable")
 
     writer = MemoryService(repository, FakeEmbeddingProvider())
-    created = _add(writer, tenant, "Checkout pool", "checkout database connection waiting")
+    created = _add(writer, tenant, "Checkout pool", POOL)
     writer.embed_pending(tenant)
 
     result = MemoryService(repository, Down()).query_org_memory(tenant, TOPIC)
@@ -295,7 +317,7 @@ def test_a_hung_provider_times_out_into_the_lexical_leg(
             return super()._embed(texts)
 
     writer = MemoryService(repository, FakeEmbeddingProvider())
-    _add(writer, tenant, "Checkout pool", "checkout database connection waiting")
+    _add(writer, tenant, "Checkout pool", POOL)
     service = MemoryService(repository, Hung(), topic_embed_timeout_s=0.1)
 
     started = time.perf_counter()
@@ -335,7 +357,7 @@ def test_limit_caps_the_fused_list(service: MemoryService, tenant: str) -> None:
     # collapsed into one hit: test_consolidation)
     causes = ["leak", "resize", "failover", "timeout", "exhaustion", "dns", "tls", "deploy"]
     for cause in causes:
-        _add(service, tenant, f"Checkout pool {cause}", f"checkout database connection {cause}")
+        _add(service, tenant, f"Checkout pool {cause}", f"{POOL}, this time by a {cause}")
     service.embed_pending(tenant)
     assert len(service.query_org_memory(tenant, TOPIC).hits) == 5
     assert len(service.query_org_memory(tenant, TOPIC, limit=8).hits) == 8
@@ -343,7 +365,12 @@ def test_limit_caps_the_fused_list(service: MemoryService, tenant: str) -> None:
 
 def test_oldest_pending_age_measures_the_longest_wait(service: MemoryService, tenant: str) -> None:
     assert service.oldest_pending_age_s(tenant) == 0.0
-    _add(service, tenant, "Waiting entry", "An entry that has no vector yet")
+    _add(
+        service,
+        tenant,
+        "Waiting entry",
+        "An entry that has no vector yet, waiting for the embed worker to run",
+    )
     assert service.oldest_pending_age_s(tenant) >= 0.0
     later = MemoryService(
         service.repository,
@@ -370,7 +397,7 @@ def test_a_hung_embedding_never_delays_the_next_query(
             return super()._embed(texts)
 
     writer = MemoryService(repository, FakeEmbeddingProvider())
-    _add(writer, tenant, "Checkout pool", "checkout database connection waiting")
+    _add(writer, tenant, "Checkout pool", POOL)
     writer.embed_pending(tenant)
     service = MemoryService(repository, SlowOnce(), topic_embed_timeout_s=0.2)
     assert service.query_org_memory(tenant, TOPIC).metadata.vector_leg == "unavailable"

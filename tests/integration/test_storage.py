@@ -27,6 +27,10 @@ POOL = entry(
     origin="incident",
     incident_id="INC-1",
 )
+DNS = "CoreDNS was CPU throttled by its 100m limit, so lookups timed out after 5s."
+REDIS = "maxmemory was too low, so allkeys-lru evicted session keys and logged users out."
+# a summary the minimum-content rule accepts, where another field is the point
+SUMMARY = "The pool was sized for half the workers, so requests queued for a connection."
 
 
 def _events(admin_conn: psycopg.Connection[Any], tenant: str) -> int:
@@ -71,8 +75,8 @@ def test_a_batch_applies_new_keys_once_in_order_and_reports_known_ones(
     admin_conn: psycopg.Connection[Any],
 ) -> None:
     earlier = service.record_entry(tenant, POOL, context("INC-9:f0"))
-    dns = entry("DNS timeouts on checkout-api", "CoreDNS was CPU throttled.", service="dns")
-    redis = entry("Redis evictions dropped sessions", "maxmemory too low for sessions.")
+    dns = entry("DNS timeouts on checkout-api", DNS, service="dns")
+    redis = entry("Redis evictions dropped sessions", REDIS)
     outcomes = service.record_entries(
         tenant,
         [
@@ -108,7 +112,13 @@ def test_concurrent_deliveries_of_one_incident_create_each_entry_once(
     from grandbo.storage.connections import connect
 
     findings = [
-        (entry(f"Finding {i} about the checkout pool", f"Summary number {i}."), context(f"k{i}"))
+        (
+            entry(
+                f"Finding {i} about the checkout pool",
+                f"Summary {i}: checkout requests waited for a pool connection until timing out.",
+            ),
+            context(f"k{i}"),
+        )
         for i in range(5)
     ]
 
@@ -162,7 +172,7 @@ def test_correction_is_a_new_revision_and_drops_the_old_vector(
 
 def test_correction_against_a_stale_revision_conflicts(service: MemoryService, tenant: str) -> None:
     created = service.record_entry(tenant, POOL, context())
-    text = entry("A corrected title", "A corrected summary of the finding.")
+    text = entry("A corrected title", "A corrected summary of the finding: " + SUMMARY)
     service.correct_entry(tenant, created.entry.entry_id, text, context())
     with pytest.raises(RevisionConflictError):
         service.correct_entry(tenant, created.entry.entry_id, text, context(), expected_revision=1)
@@ -177,15 +187,13 @@ def test_retired_entries_cannot_be_corrected_or_retired_again(
     with pytest.raises(EntryNotActiveError):
         service.retire_entry(tenant, created.entry.entry_id, "again", context())
     with pytest.raises(EntryNotActiveError):
-        service.correct_entry(
-            tenant, created.entry.entry_id, entry("Title x", "Summary text"), context()
-        )
+        service.correct_entry(tenant, created.entry.entry_id, entry("Title x", SUMMARY), context())
 
 
 def test_supersede_points_at_the_replacement(service: MemoryService, tenant: str) -> None:
     old = service.record_entry(tenant, POOL, context())
     new = service.record_entry(
-        tenant, entry("Better finding", "A more precise account."), context()
+        tenant, entry("Better finding", "A more precise account. " + SUMMARY), context()
     )
     outcome = service.retire_entry(
         tenant, old.entry.entry_id, "replaced", context(), superseded_by=new.entry.entry_id
@@ -204,17 +212,17 @@ def test_unknown_entries_are_not_found(service: MemoryService, tenant: str) -> N
 @pytest.mark.parametrize(
     ("bad", "field"),
     [
-        ({"title": "", "summary": "long enough summary"}, "title"),
+        ({"title": "", "summary": SUMMARY}, "title"),
         ({"title": "ok title", "summary": "x" * 20_001}, "summary"),
-        ({"title": "nul \x00 title", "summary": "long enough summary"}, "title"),
+        ({"title": "nul \x00 title", "summary": SUMMARY}, "title"),
         ({"title": "ok title", "summary": "lone \udc00 surrogate here"}, "summary"),
         (
-            {"title": "ok title", "summary": "long enough summary", "service": "bad service!"},
+            {"title": "ok title", "summary": SUMMARY, "service": "bad service!"},
             "service",
         ),
-        ({"title": "ok title", "summary": "long enough summary", "origin": "correction"}, "origin"),
-        ({"title": "ok title", "summary": "long enough summary", "colour": "red"}, "colour"),
-        ({"title": 42, "summary": "long enough summary"}, "title"),
+        ({"title": "ok title", "summary": SUMMARY, "origin": "correction"}, "origin"),
+        ({"title": "ok title", "summary": SUMMARY, "colour": "red"}, "colour"),
+        ({"title": 42, "summary": SUMMARY}, "title"),
     ],
 )
 def test_bad_input_names_the_field_and_stores_nothing(
@@ -235,7 +243,7 @@ def test_a_failure_inside_the_transaction_leaves_neither_event_nor_entry(
 ) -> None:
     from grandbo.memory.models import NewEntry
 
-    new = NewEntry(title="Half written", summary="This write must roll back entirely.")
+    new = NewEntry(title="Half written", summary="This write must roll back entirely: " + SUMMARY)
     with pytest.raises(psycopg.errors.CheckViolation):
         # an empty tag fails the insert after the event row went in: all or nothing
         repository.create_entry(tenant, new, ["ok", ""], context())
@@ -269,12 +277,10 @@ def test_rebuild_from_events_equals_the_live_projection(
     service: MemoryService, tenant: str, repository: MemoryRepository
 ) -> None:
     a = service.record_entry(tenant, POOL, context())
-    b = service.record_entry(tenant, entry("DNS timeouts", "CoreDNS was CPU throttled."), context())
-    c = service.record_entry(tenant, entry("Redis evictions", "Sessions were evicted."), context())
+    b = service.record_entry(tenant, entry("DNS timeouts", DNS), context())
+    c = service.record_entry(tenant, entry("Redis evictions", REDIS), context())
     service.embed_pending(tenant)
-    service.correct_entry(
-        tenant, a.entry.entry_id, entry("Pool sizing", "Pool too small."), context()
-    )
+    service.correct_entry(tenant, a.entry.entry_id, entry("Pool sizing", SUMMARY), context())
     service.retire_entry(tenant, b.entry.entry_id, "duplicate", context())
     before = {e: repository.get_entry(tenant, e) for e in (a.entry.entry_id, c.entry.entry_id)}
 

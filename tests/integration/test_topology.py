@@ -244,7 +244,7 @@ def test_memory_scope_widens_the_service_filter_through_the_topology(
             tenant,
             entry(
                 f"Pool exhausted on {name}",
-                "requests waited for a database connection",
+                "requests waited for a database connection from the pool until they timed out",
                 service=name,
             ),
             context(),

@@ -14,6 +14,9 @@ from grandbo.storage.connections import DatabaseUrls
 from .helpers import context, entry
 
 TOPIC = "checkout requests wait for a database connection and time out"
+POOL = "checkout requests waited for a database connection from the pool"
+KAFKA = "kafka consumer lag grew for hours after a broker restart"
+DNS = "dns resolution failed for every pod while coredns was throttled"
 
 
 def test_a_tenant_past_the_threshold_gets_its_own_index_and_the_same_results(
@@ -23,8 +26,8 @@ def test_a_tenant_past_the_threshold_gets_its_own_index_and_the_same_results(
     admin_conn: psycopg.Connection[Any],
 ) -> None:
     for i in range(40):
-        words = "checkout database connection" if i % 3 == 0 else "kafka consumer lag"
-        service.record_entry(tenant, entry(f"Finding {i}", f"{words} case {i}"), context())
+        words = POOL if i % 3 == 0 else KAFKA
+        service.record_entry(tenant, entry(f"Finding {i}", f"{words}, case {i}"), context())
     service.embed_pending(tenant)
     exact = service.query_org_memory(tenant, TOPIC, limit=25)
 
@@ -49,7 +52,7 @@ def test_an_index_left_invalid_by_an_interrupted_build_is_built_again(
     admin_conn: psycopg.Connection[Any],
 ) -> None:
     for i in range(30):
-        service.record_entry(tenant, entry(f"Finding {i}", f"kafka consumer lag {i}"), context())
+        service.record_entry(tenant, entry(f"Finding {i}", f"{KAFKA}, case {i}"), context())
     service.embed_pending(tenant)
     assert tenant in ensure_hnsw_indexes(database.admin, min_entries=30)
     # what CREATE INDEX CONCURRENTLY leaves behind when the function times out mid-build
@@ -79,7 +82,7 @@ def test_the_hourly_schedule_indexes_organizations_that_grew_past_the_threshold(
     from grandbo.memory import vector_index
 
     for i in range(30):
-        service.record_entry(tenant, entry(f"Finding {i}", f"dns resolution failed {i}"), context())
+        service.record_entry(tenant, entry(f"Finding {i}", f"{DNS}, case {i}"), context())
     service.embed_pending(tenant)
     monkeypatch.setattr(vector_index, "HNSW_MIN_ENTRIES", 30)
     monkeypatch.setattr(migrations, "admin_url", lambda: database.admin)

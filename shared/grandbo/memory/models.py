@@ -7,8 +7,17 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
+from grandbo.memory.content import missing_content
 from grandbo.text.rules import reject_unsafe_text
 
 MAX_TITLE_CHARS = 300
@@ -100,6 +109,15 @@ class EntryText(_Command):
     @classmethod
     def _safe_tags(cls, value: list[str]) -> list[str]:
         return [reject_unsafe_text(tag) for tag in value]
+
+    @field_validator("summary")
+    @classmethod
+    def _informative(cls, value: str, info: ValidationInfo) -> str:
+        """Thin entries are refused (`grandbo.memory.content`), named at `summary`."""
+        problem = missing_content(info.data.get("title", ""), value)
+        if problem is not None:
+            raise PydanticCustomError("thin_entry", problem)
+        return value
 
 
 class NewEntry(EntryText):

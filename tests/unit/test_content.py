@@ -1,0 +1,76 @@
+"""The minimum informative content of an entry: where the line is, and what the error says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from grandbo.errors import invalid_input_from
+from grandbo.evaluation import entry_text, load_corpus
+from grandbo.memory.content import (
+    MIN_INFORMATIVE_TAGS,
+    MIN_SUMMARY_WORDS,
+    informative_tags,
+    missing_content,
+    summary_words,
+)
+from grandbo.memory.models import EntryText, NewEntry
+
+POSTMORTEMS = Path(__file__).resolve().parents[3] / "shared" / "eval" / "cloud_postmortems"
+
+
+def test_an_entry_exactly_at_the_minimum_is_accepted() -> None:
+    title, summary = "Disk full", "WAL volume filled while the replica was down"
+    assert summary_words(summary) == MIN_SUMMARY_WORDS
+    assert len(informative_tags(title, summary)) == MIN_INFORMATIVE_TAGS
+    assert missing_content(title, summary) is None
+    assert NewEntry(title=title, summary=summary).summary == summary
+
+
+@pytest.mark.parametrize(
+    ("title", "summary", "missing"),
+    [
+        # one word short of the minimum
+        ("Disk full", "WAL volume filled while the replica lagged", "is too short: 7 words"),
+        # enough words, one informative tag short: stopwords do not count
+        ("Disk full", "WAL volume filled while it was down again", "give 5 distinct informative"),
+        ("Network issue", "network issue again", "is too short: 3 words"),
+        ("Database outage", "it was the one that was down and then it was not", "give 2 distinct"),
+        ("Timeouts", " ".join(["timeout"] * 12), "give 1 distinct informative tags (timeout)"),
+    ],
+)
+def test_below_the_minimum_the_error_names_summary_and_what_is_missing(
+    title: str, summary: str, missing: str
+) -> None:
+    for model in (NewEntry, EntryText):  # a create and a correction
+        with pytest.raises(ValidationError) as error:
+            model(title=title, summary=summary)
+        problem = invalid_input_from(error.value)
+        assert problem.field == "summary"
+        assert missing in problem.message
+        assert "at least" in problem.message
+        assert "the mechanism" in problem.message  # and what to write instead
+
+
+def test_words_are_runs_with_a_letter_or_digit() -> None:
+    assert summary_words("the pool - was  exhausted ; 503s") == 5
+    assert summary_words(" \n ") == 0
+
+
+def test_a_missing_title_is_reported_as_the_title() -> None:
+    with pytest.raises(ValidationError) as error:
+        NewEntry.model_validate({"summary": "network issue"})
+    assert invalid_input_from(error.value).field == "title"
+
+
+@pytest.mark.skipif(not POSTMORTEMS.is_dir(), reason="the eval corpus is not next to the repo")
+def test_no_real_post_mortem_is_refused() -> None:
+    """Calibration (docs/EVAL.md): every post-mortem, written as `grandbo eval` writes it."""
+    refused = [
+        doc["_id"]
+        for doc in load_corpus(POSTMORTEMS)
+        if missing_content(*entry_text(doc)) is not None
+    ]
+    assert refused == []
