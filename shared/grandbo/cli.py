@@ -20,6 +20,7 @@ from grandbo.agent import command as agent_command
 from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.commands import audit as audit_command
 from grandbo.commands.common import keyring_path, print_result, settings_from
+from grandbo.commands.progress import terminal_progress
 from grandbo.commands.serve import cmd_serve
 from grandbo.errors import GrandboError, InvalidInputError, invalid_input_from
 from grandbo.local.bootstrap import open_service
@@ -146,7 +147,7 @@ def cmd_topology(args: argparse.Namespace, service: MemoryService) -> int:
 
 
 def cmd_embed_pending(args: argparse.Namespace, service: MemoryService) -> int:
-    stored = service.embed_pending(args.tenant)
+    stored = service.embed_pending(args.tenant, progress=terminal_progress("embedding", "batch"))
     print(f"stored {stored} embedding(s) with {service.provider.embed_rev}")
     return 0
 
@@ -223,7 +224,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with open_service(settings) as service:
             if args.no_consolidation:  # the baseline: every document its own entry and hit
                 service.provider.duplicate_distance = None
-            report = run_eval(service, Path(args.folder), args.task, cutoffs=args.sweep or ())
+            report = run_eval(
+                service,
+                Path(args.folder),
+                args.task,
+                cutoffs=args.sweep or (),
+                ignore_own=args.ignore_own,
+                progress=terminal_progress,
+            )
     finally:
         if scratch is not None:
             from grandbo.local.postgres import stop_embedded_postgres
@@ -359,6 +367,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also score hybrid at this vector cutoff (repeatable)",
     )
     ev.add_argument(
+        "--ignore-own",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="ignore the corpus document that is the query itself (auto: unless the "
+        "qrels name it relevant)",
+    )
+    ev.add_argument(
         "--no-consolidation",
         action="store_true",
         help="merge no recurrences and collapse no hits (the before of docs/EVAL.md)",
@@ -387,7 +402,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     from grandbo.local.bootstrap import resolve_urls
     from grandbo.memory.vector_index import ensure_hnsw_indexes
 
-    created = ensure_hnsw_indexes(resolve_urls(settings_from(args)).admin, args.min_entries)
+    created = ensure_hnsw_indexes(
+        resolve_urls(settings_from(args)).admin,
+        args.min_entries,
+        progress=terminal_progress("indexing", "tenant"),
+    )
     print(
         f"created HNSW index(es) for {len(created)} tenant(s)"
         + "".join(f"\n  {tenant}" for tenant in created)

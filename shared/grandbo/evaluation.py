@@ -17,7 +17,7 @@ import math
 import statistics
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,9 @@ from grandbo.memory.service import MemoryService
 from grandbo.memory.topic import validate_topic
 
 MODES = ("lexical", "vector", "hybrid")
+IGNORE_OWN = ("auto", "yes", "no")
+#: (description, unit) -> a wrapper of an iterable of a known length (a progress bar)
+ProgressFactory = Callable[[str, str], Callable[[Iterable[Any], int], Iterable[Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +127,7 @@ def entry_text(doc: dict[str, Any]) -> tuple[str, str]:
 def load_into_tenant(
     service: MemoryService,
     tenant: str,
-    corpus: list[dict[str, Any]],
+    corpus: Iterable[dict[str, Any]],
     refused: list[str] | None = None,
 ) -> dict[UUID, str]:
     """Write every document as an entry of `tenant`; return entry id -> document id.
@@ -157,18 +160,31 @@ def run_eval(
     task: str,
     *,
     cutoffs: Sequence[float] = (),
+    ignore_own: str = "auto",
+    progress: ProgressFactory | None = None,
 ) -> dict[str, Any]:
-    """Load, embed, query and score; returns the report (also the JSON output)."""
+    """Load, embed, query and score; returns the report (also the JSON output).
+
+    `ignore_own` (BEIR's ignore_identical_ids): the corpus document whose id is the
+    query's own id is the query itself. "auto" ignores it unless the qrels name it as
+    relevant (the data decides: `mechanism` and `duplicate` queries are corpus documents,
+    `symptom` queries are not); "yes" always ignores it, "no" never does.
+    """
+    if ignore_own not in IGNORE_OWN:
+        raise ValueError(f"ignore_own must be one of {IGNORE_OWN}, got {ignore_own!r}")
+    wrap = progress or (lambda _description, _unit: lambda items, _total: items)
     corpus = load_corpus(folder)
     queries = load_queries(folder, task)
     qrels = load_qrels(folder, task)
     tenant = f"eval-{uuid.uuid4().hex[:12]}"
     started = time.perf_counter()
     refused: list[str] = []
-    doc_of_entry = load_into_tenant(service, tenant, corpus, refused)
+    doc_of_entry = load_into_tenant(
+        service, tenant, wrap("loading", "doc")(corpus, len(corpus)), refused
+    )
     load_s = time.perf_counter() - started
     started = time.perf_counter()
-    embedded = service.embed_pending(tenant)
+    embedded = service.embed_pending(tenant, progress=wrap("embedding", "batch"))
     embed_s = time.perf_counter() - started
     # each entry's documents: its own, and those merged into it as its recurrences
     docs_of_entry = {entry_id: [doc] for entry_id, doc in doc_of_entry.items()}
@@ -179,18 +195,15 @@ def run_eval(
             docs_of_entry[into].append(doc)
             merged += 1
 
-    # BEIR ignore_identical_ids: the query's own document is in the corpus
-    ignore_own = task in ("mechanism", "duplicate")
     scores = {mode: ModeScores() for mode in MODES}
     sweeps: dict[float, ModeScores] = {c: ModeScores() for c in cutoffs}
     skipped: list[str] = []
     distances_relevant: list[float] = []
-    for query in queries:
-        relevant = {
-            d: g
-            for d, g in qrels.get(query.query_id, {}).items()
-            if not (ignore_own and d == query.query_id)
-        }
+    for query in wrap("querying", "query")(queries, len(queries)):
+        named = qrels.get(query.query_id, {})
+        own_ignored = ignore_own == "yes" or (ignore_own == "auto" and query.query_id not in named)
+        own = query.query_id if own_ignored else None  # the document left out of rankings
+        relevant = {d: g for d, g in named.items() if d != own}
         if not relevant:
             continue
         try:
@@ -209,9 +222,8 @@ def run_eval(
             skipped.append(f"{query.query_id}: {exc}")
             continue
 
-        def docs(ids: Sequence[UUID], own: str = query.query_id) -> list[str]:
-            out = [d for i in ids for d in docs_of_entry[i]]
-            return [d for d in out if d != own] if ignore_own else out
+        def docs(ids: Sequence[UUID], own: str | None = own) -> list[str]:
+            return [d for i in ids for d in docs_of_entry[i] if d != own]
 
         served = service.collapse(
             tenant, [ranked.legs.entries[i] for i in ranked.fused], ranked.serving, 10

@@ -63,3 +63,61 @@ def test_eval_reports_every_mode_and_skips_contract_violations(
     table = format_table(report)
     assert "hybrid" in table
     assert "skipped by the topic contract: 1" in table
+
+
+def test_malformed_documents_are_reported_by_id_and_the_eval_goes_on(
+    service: MemoryService, tmp_path: Path
+) -> None:
+    _write_beir(tmp_path)
+    with (tmp_path / "corpus.jsonl").open("a") as corpus:
+        corpus.write(json.dumps({"_id": "empty", "title": "Empty report", "text": ""}) + "\n")
+        corpus.write(json.dumps({"_id": "no-text", "title": "No description"}) + "\n")
+        corpus.write(
+            json.dumps({"_id": "ctl", "title": "Bell \x07 in title", "text": "x " * 20}) + "\n"
+        )
+    report = run_eval(service, tmp_path, "symptom")
+    refused = report["documents_refused"]
+    assert [line.split(":")[0] for line in refused] == ["empty", "no-text", "ctl"]
+    assert all(": summary:" in line or ": title:" in line for line in refused)
+    assert report["entries_embedded"] == 3
+    assert report["modes"]["hybrid"]["recall@5"] == 1.0
+    assert "documents refused by the entry contract (left out): 3" in format_table(report)
+
+
+def _write_duplicates(folder: Path) -> None:
+    """Queries that are corpus documents (GitBugs' `duplicate` task): d1 and d2 report one
+    failure, d3 another."""
+    docs = [
+        ("d1", "Checkout pool leak", "checkout leaked database connections on a retry path"),
+        (
+            "d2",
+            "Connections leaked",
+            "database connections leaked from the checkout pool on every retry",
+        ),
+        (
+            "d3",
+            "Certificate expired",
+            "the edge TLS certificate expired and every handshake failed",
+        ),
+    ]
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in docs)
+    )
+    (folder / "queries_duplicate.jsonl").write_text(
+        json.dumps({"_id": "d1", "text": "checkout leaked database connections on a retry path"})
+        + "\n"
+    )
+    (folder / "qrels_duplicate.tsv").write_text("query-id\tcorpus-id\tscore\nd1\td2\t1\n")
+
+
+def test_the_querys_own_document_is_ignored_when_the_data_says_it_is_the_query(
+    service: MemoryService, tmp_path: Path
+) -> None:
+    _write_duplicates(tmp_path)
+    auto = run_eval(service, tmp_path, "duplicate")  # d1 is the query: not a hit
+    assert auto["documents_refused"] == []
+    assert auto["modes"]["lexical"]["mrr@10"] == 1.0
+    kept = run_eval(service, tmp_path, "duplicate", ignore_own="no")  # d1 takes rank 1
+    assert kept["modes"]["lexical"]["mrr@10"] == 0.5
+    with pytest.raises(ValueError, match="ignore_own"):
+        run_eval(service, tmp_path, "duplicate", ignore_own="maybe")

@@ -7,7 +7,7 @@ them; they read the repository, the models (`BlueGreen`) and the clock it holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -17,6 +17,9 @@ from grandbo.memory.models import EmbedJob
 from grandbo.memory.reembed import BlueGreen
 from grandbo.memory.repository import MemoryRepository
 from grandbo.tenancy import require_tenant
+
+#: Wraps an iterable of a known number of items (a progress bar on a terminal).
+Progress = Callable[[Iterable[list[EmbedJob]], int], Iterable[list[EmbedJob]]]
 
 
 def tenants_of(repository: MemoryRepository, tenant_id: str | None) -> list[str]:
@@ -138,10 +141,19 @@ class EmbeddingJobs(Consolidation):
     def pending_jobs(self, tenant_id: str | None = None) -> list[EmbedJob]:
         return [job for page in self.pending_job_pages(tenant_id) for job in page]
 
-    def embed_pending(self, tenant_id: str | None = None, *, batch_size: int = 64) -> int:
-        """Backfill in-process: embed everything pending (the sweeper's work, synchronously)."""
+    def embed_pending(
+        self,
+        tenant_id: str | None = None,
+        *,
+        batch_size: int = 64,
+        progress: Progress | None = None,
+    ) -> int:
+        """Backfill in-process: embed everything pending (the sweeper's work, synchronously).
+        `progress` wraps the batches (with their count): `grandbo embed-pending` shows it."""
         jobs = self.pending_jobs(tenant_id)
-        stored = 0
-        for start in range(0, len(jobs), batch_size):
-            stored += self.embed_jobs(jobs[start : start + batch_size])
-        return stored
+        batches: Iterable[list[EmbedJob]] = (
+            jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)
+        )
+        if progress is not None:
+            batches = progress(batches, -(-len(jobs) // batch_size))
+        return sum(self.embed_jobs(batch) for batch in batches)

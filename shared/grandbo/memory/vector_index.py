@@ -15,6 +15,8 @@ gets its index), never from a request path.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -33,7 +35,12 @@ def index_name(tenant_id: str) -> str:
     return "org_memory_entries_hnsw_" + hashlib.sha256(tenant_id.encode()).hexdigest()[:16]
 
 
-def ensure_hnsw_indexes(admin_url: str, min_entries: int | None = None) -> list[str]:
+def ensure_hnsw_indexes(
+    admin_url: str,
+    min_entries: int | None = None,
+    *,
+    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
+) -> list[str]:
     """Create the missing per-tenant HNSW indexes (concurrently); return the tenants indexed.
 
     `min_entries` defaults to HNSW_MIN_ENTRIES; an index left invalid by an interrupted
@@ -56,7 +63,7 @@ def ensure_hnsw_indexes(admin_url: str, min_entries: int | None = None) -> list[
             )
         }
         conn.execute("SET maintenance_work_mem = '1GB'")
-        for (tenant_id,) in rows:
+        for (tenant_id,) in rows if progress is None else progress(rows, len(rows)):
             name = index_name(tenant_id)
             if existing.get(name):
                 continue
