@@ -23,6 +23,7 @@ Run: `.venv/bin/python -m bench.duplicate_rule --eval ../shared/eval`
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -59,7 +60,9 @@ def _docs(
             continue
         kept.append((row["_id"], entry))
         texts.append(render_entry_text(entry.title, entry.summary, None))
-    cache = None if cache_dir is None else cache_dir / f"{folder.name}.npy"
+    # keyed by the documents kept: another entry contract keeps others
+    kept_ids = hashlib.sha256("\n".join(doc_id for doc_id, _ in kept).encode()).hexdigest()
+    cache = None if cache_dir is None else cache_dir / f"{folder.name}-{kept_ids[:12]}.npy"
     if cache is not None and cache.exists():
         vectors = np.load(cache)
     else:

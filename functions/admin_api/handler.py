@@ -176,10 +176,15 @@ def promote_entry(entry_id: UUID) -> Response[Any]:
 
 @app.get("/v1/admin/entries/<entry_id>/recurrences")
 def recurrences(entry_id: UUID) -> dict[str, Any]:
-    """The entries merged into this one as its recurrences (each can be split back out)."""
+    """The latest entries merged into this one as its recurrences, newest first (each can
+    be split back out); `seen_count` says how many times the lesson was recorded in all."""
     caller: Caller = app.context["caller"]
-    merged = runtime().service().recurrences_of(caller.tenant_id, entry_id)
-    return {"entries": [entry.model_dump(mode="json") for entry in merged]}
+    service = runtime().service()
+    merged = service.recurrences_of(caller.tenant_id, entry_id)
+    return {
+        "seen_count": service.get_entry(caller.tenant_id, entry_id).seen_count,
+        "entries": [entry.model_dump(mode="json") for entry in merged],
+    }
 
 
 @app.post("/v1/admin/entries/<entry_id>/split")

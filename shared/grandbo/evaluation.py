@@ -225,8 +225,13 @@ def run_eval(
         def docs(ids: Sequence[UUID], own: str | None = own) -> list[str]:
             return [d for i in ids for d in docs_of_entry[i] if d != own]
 
+        # every candidate, as the query would serve it (scored on the first 10 documents
+        # once the query's own document is left out)
         served = service.collapse(
-            tenant, [ranked.legs.entries[i] for i in ranked.fused], ranked.serving, 10
+            tenant,
+            [ranked.legs.entries[i] for i in ranked.fused],
+            ranked.serving,
+            len(ranked.fused),
         )
         rankings = {
             "lexical": docs([c.entry_id for c in ranked.legs.lexical]),

@@ -6,13 +6,18 @@ hits that say one thing, and every new event replays (`rebuild --verify`)."""
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.errors import EntryNotActiveError, InvalidInputError, NotARecurrenceError
+from grandbo.errors import (
+    EntryNotActiveError,
+    InvalidInputError,
+    NotARecurrenceError,
+    StoreUnavailableError,
+)
 from grandbo.memory.incidents import parse_incident_closed, record_incident
 from grandbo.memory.models import EntryStatus, EventType
 from grandbo.memory.recurrence import DuplicateRule, conflicting_identifiers, tag_overlap
@@ -327,3 +332,110 @@ def test_the_rule() -> None:
     assert conflicting_identifiers({"jqueri", "3.5.1"}, {"jqueri", "3.6.0"})
     assert not conflicting_identifiers({"jqueri", "3.5.1"}, {"jqueri"})
     assert not rule.same_lesson(0.0, {"jqueri", "3.5.1"}, {"jqueri", "3.6.0"})
+
+
+def test_a_canonical_corrected_between_the_read_and_the_merge_takes_no_recurrence(
+    service: MemoryService, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    canonical = service.record_entry(tenant, entry(*LESSON), context()).entry
+    service.embed_pending(tenant)
+    new = service.record_entry(tenant, entry(*REWORDED), context()).entry
+    read = service.repository.recurrence_candidates
+    corrected: list[bool] = []
+
+    def then_an_admin_corrects(*args: Any, **kwargs: Any) -> Any:
+        found = read(*args, **kwargs)
+        if not corrected:  # the older entry now says another lesson
+            corrected.append(True)
+            service.correct_entry(tenant, canonical.entry_id, entry(*OTHER), context())
+        return found
+
+    monkeypatch.setattr(service.repository, "recurrence_candidates", then_an_admin_corrects)
+    service.embed_pending(tenant)
+    assert service.get_entry(tenant, new.entry_id).status is EntryStatus.ACTIVE
+    assert service.get_entry(tenant, canonical.entry_id).seen_count == 1
+    verified(service, tenant)
+
+
+def test_a_durable_recurrence_goes_to_the_durable_look_alike_not_the_older_episodic_one(
+    service: MemoryService, tenant: str
+) -> None:
+    service.record_entry(tenant, entry(*LESSON, kind="episodic"), context())
+    service.embed_pending(tenant)
+    durable = service.record_entry(tenant, entry(*REWORDED), context()).entry
+    service.embed_pending(tenant)
+    again = service.record_entry(tenant, entry(*LESSON), context()).entry
+    service.embed_pending(tenant)
+    assert service.get_entry(tenant, again.entry_id).merged_into == durable.entry_id
+
+
+def test_an_episodic_recurrence_is_not_merged_into_an_entry_expiring_before_it(
+    service: MemoryService, tenant: str
+) -> None:
+    service.set_episodic_ttl_days(tenant, 1)
+    first = service.record_entry(tenant, entry(*LESSON, kind="episodic"), context()).entry
+    service.embed_pending(tenant)
+    service.set_episodic_ttl_days(tenant, 30)
+    again = service.record_entry(tenant, entry(*REWORDED, kind="episodic"), context()).entry
+    service.embed_pending(tenant)
+    assert service.get_entry(tenant, again.entry_id).status is EntryStatus.ACTIVE
+    # while both are served, the query shows one lesson; once the first expired, the second
+    now = datetime.now(UTC)
+    [hit] = service.query_org_memory(tenant, TOPIC).hits
+    assert {hit.entry_id, *hit.collapsed} == {first.entry_id, again.entry_id}
+    later = MemoryService(
+        service.repository, service.provider, clock=lambda: now + timedelta(days=2)
+    )
+    assert [h.entry_id for h in later.query_org_memory(tenant, TOPIC).hits] == [again.entry_id]
+
+
+def test_an_entry_is_never_superseded_by_a_merged_one(service: MemoryService, tenant: str) -> None:
+    canonical = service.record_entry(tenant, entry(*LESSON), context()).entry
+    service.embed_pending(tenant)
+    merged = service.record_entry(tenant, entry(*REWORDED), context()).entry
+    service.embed_pending(tenant)
+    with pytest.raises(EntryNotActiveError, match="cannot supersede"):
+        service.retire_entry(
+            tenant, canonical.entry_id, "replaced", context(), superseded_by=merged.entry_id
+        )
+    with pytest.raises(EntryNotActiveError, match="cannot supersede"):
+        service.retire_entry(
+            tenant, canonical.entry_id, "replaced", context(), superseded_by=canonical.entry_id
+        )
+    assert service.get_entry(tenant, canonical.entry_id).status is EntryStatus.ACTIVE
+
+
+def test_a_merge_cut_short_fails_the_batch_and_its_redelivery_merges(
+    service: MemoryService, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    canonical = service.record_entry(tenant, entry(*LESSON), context()).entry
+    service.embed_pending(tenant)
+    new = service.record_entry(tenant, entry(*REWORDED), context()).entry
+    jobs = service.pending_jobs(tenant)
+    merge = service.repository.merge_recurrence
+
+    def lost_connection(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailableError("the connection was lost")
+
+    monkeypatch.setattr(service.repository, "merge_recurrence", lost_connection)
+    with pytest.raises(StoreUnavailableError):
+        service.embed_jobs(jobs)  # the vector is stored; the batch fails and is redelivered
+    assert service.get_entry(tenant, new.entry_id).status is EntryStatus.ACTIVE
+    monkeypatch.setattr(service.repository, "merge_recurrence", merge)
+    assert service.embed_jobs(jobs) == 0  # nothing more to store ...
+    assert service.get_entry(tenant, new.entry_id).merged_into == canonical.entry_id  # merged
+    verified(service, tenant)
+
+
+def test_the_listing_of_recurrences_is_bounded_and_newest_first(
+    service: MemoryService, tenant: str
+) -> None:
+    canonical = service.record_entry(tenant, entry(*LESSON), context()).entry
+    service.embed_pending(tenant)
+    repeats = []
+    for _ in range(4):
+        repeats.append(service.record_entry(tenant, entry(*REWORDED), context()).entry)
+        service.embed_pending(tenant)
+    listed = service.recurrences_of(tenant, canonical.entry_id, limit=3)
+    assert [e.entry_id for e in listed] == [r.entry_id for r in reversed(repeats)][:3]
+    assert service.get_entry(tenant, canonical.entry_id).seen_count == 5

@@ -30,7 +30,7 @@ THIN = [
     ),
     pytest.param(
         entry("Timeouts", " ".join(["timeout"] * 12)),
-        "1 distinct informative tags (timeout)",
+        "1 distinct informative tag (timeout)",
         id="one-word-repeated",
     ),
 ]

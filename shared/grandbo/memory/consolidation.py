@@ -20,7 +20,7 @@ from grandbo.embedding.base import EmbeddingProvider
 from grandbo.errors import InvalidInputError
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import MemoryEntry, WriteContext, WriteOutcome
-from grandbo.memory.recurrence import DuplicateRule, tag_overlap
+from grandbo.memory.recurrence import DuplicateRule, may_take_recurrence, tag_overlap
 from grandbo.memory.repository import MemoryRepository
 from grandbo.tenancy import require_tenant
 
@@ -28,6 +28,9 @@ _log = logging.getLogger(__name__)
 
 CONSOLIDATION_ACTOR = "grandbo-consolidation"
 MERGE_ATTEMPTS = 3
+# an admin's listing of an entry's recurrences: the latest this many (a response stays
+# far below Lambda's 6 MB however often a lesson recurs)
+MAX_LISTED_RECURRENCES = 100
 
 
 def duplicate_rule(provider: EmbeddingProvider) -> DuplicateRule | None:
@@ -95,7 +98,8 @@ class Consolidation:
                 same = [
                     (candidate, distance)
                     for candidate, distance in nearest
-                    if rule.same_lesson(
+                    if may_take_recurrence(candidate, entry)
+                    and rule.same_lesson(
                         distance, entry.tags, candidate.tags, entry.service, candidate.service
                     )
                 ]
@@ -109,6 +113,7 @@ class Consolidation:
                     tenant_id,
                     entry_id,
                     candidate.entry_id,
+                    candidate.revision,
                     {
                         "distance": round(distance, 6),
                         "tag_overlap": round(tag_overlap(entry.tags, candidate.tags), 4),
@@ -131,19 +136,13 @@ class Consolidation:
         return merged
 
     def consolidate_after_embedding(
-        self, tenant_id: str, embedded: Sequence[tuple[UUID, int]], provider: EmbeddingProvider
+        self, tenant_id: str, jobs: Sequence[tuple[UUID, int]], provider: EmbeddingProvider
     ) -> int:
-        """`consolidate` the new entries among those just embedded (entry id, revision); a
-        failure is logged, never raised: the vectors are stored, and the query collapses
-        what was not merged."""
-        new = [entry_id for entry_id, revision in embedded if revision == 1]
-        if not new:
-            return 0
-        try:
-            return self.consolidate(tenant_id, new, provider)
-        except Exception:
-            _log.exception("recurrence detection failed for %s entries; left unmerged", len(new))
-            return 0
+        """`consolidate` the new entries (revision 1) an embed batch named, whether this
+        delivery stored their vectors or an earlier one did: a merge cut short (a lost
+        connection, a lock timeout) fails the batch, and its redelivery merges."""
+        new = [entry_id for entry_id, revision in jobs if revision == 1]
+        return self.consolidate(tenant_id, new, provider) if new else 0
 
     def collapse(
         self,
@@ -201,5 +200,8 @@ class Consolidation:
             require_tenant(tenant_id), entry_id, never_merge, context
         )
 
-    def recurrences_of(self, tenant_id: str, entry_id: UUID) -> list[MemoryEntry]:
-        return self.repository.recurrences_of(require_tenant(tenant_id), entry_id)
+    def recurrences_of(
+        self, tenant_id: str, entry_id: UUID, *, limit: int = MAX_LISTED_RECURRENCES
+    ) -> list[MemoryEntry]:
+        """The latest recurrences of an entry, newest first (at most `limit`)."""
+        return self.repository.recurrences_of(require_tenant(tenant_id), entry_id, limit=limit)

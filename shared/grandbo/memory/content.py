@@ -25,13 +25,18 @@ Explicit tags and the service are left out: they are not embedded as prose.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from grandbo.text.tags import tokenize
 
 MIN_SUMMARY_WORDS = 8
 MIN_INFORMATIVE_TAGS = 6
+# of them, the summary's own: a rich title over a summary of nothing is still thin
+MIN_SUMMARY_TAGS = 3
 
-_WORD = re.compile(r"\w")
+_ALNUM = re.compile(r"[^\W_]")  # a letter or a digit (\w without the underscore)
+# Han, kana, Hangul: scripts written without spaces between words
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 GUIDANCE = (
     "say what happened, the mechanism behind it and the affected component, e.g. "
@@ -40,9 +45,24 @@ GUIDANCE = (
 )
 
 
+def _cjk_words(run: str) -> int:
+    """Scripts written without spaces: a word is about two characters."""
+    return len(_CJK.findall(run)) // 2
+
+
 def summary_words(summary: str) -> int:
-    """Words of `summary`: whitespace-separated runs containing a letter or digit."""
-    return sum(1 for word in summary.split() if _WORD.search(word))
+    """Words of `summary`: whitespace-separated runs with a letter or digit (invisible
+    format characters such as zero-width spaces separate words too; a run of Chinese,
+    Japanese or Korean counts a word per two characters). Single letters count: a summary
+    of them is refused by its informative tags instead."""
+    text = "".join(" " if unicodedata.category(ch) == "Cf" else ch for ch in summary)
+    words = 0
+    for run in text.split():
+        if _CJK.search(run):
+            words += max(1, _cjk_words(run))
+        elif _ALNUM.search(run):
+            words += 1
+    return words
 
 
 def informative_tags(title: str, summary: str) -> list[str]:
@@ -50,20 +70,37 @@ def informative_tags(title: str, summary: str) -> list[str]:
     return tokenize(f"{title}\n{summary}")
 
 
+def _units(tags: list[str]) -> int:
+    """Informative tags, a tag of a script without spaces counting as its words."""
+    return sum(max(1, _cjk_words(tag)) for tag in tags)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def missing_content(title: str, summary: str) -> str | None:
     """What keeps the entry below the minimum of informative content, or None if nothing."""
     words = summary_words(summary)
     if words < MIN_SUMMARY_WORDS:
         return (
-            f"is too short: {words} words, at least {MIN_SUMMARY_WORDS} are needed so the "
-            f"entry is not close to every topic; {GUIDANCE}"
+            f"is too short: {_plural(words, 'word')}, at least {MIN_SUMMARY_WORDS} are "
+            f"needed so the entry is not close to every topic; {GUIDANCE}"
         )
     tags = informative_tags(title, summary)
-    if len(tags) < MIN_INFORMATIVE_TAGS:
+    if _units(tags) < MIN_INFORMATIVE_TAGS:
         found = ", ".join(tags) or "none"
         return (
-            f"carries too little information: title and summary give {len(tags)} distinct "
-            f"informative tags ({found}), at least {MIN_INFORMATIVE_TAGS} are needed "
-            f"(stopwords and repeated words do not count); {GUIDANCE}"
+            f"carries too little information: title and summary give "
+            f"{_plural(len(tags), 'distinct informative tag')} ({found}), at least "
+            f"{MIN_INFORMATIVE_TAGS} are needed (stopwords and repeated words do not "
+            f"count); {GUIDANCE}"
+        )
+    own = informative_tags("", summary)
+    if _units(own) < MIN_SUMMARY_TAGS:
+        return (
+            f"says too little of its own: {_plural(len(own), 'informative tag')} "
+            f"({', '.join(own) or 'none'}) beyond the title, at least {MIN_SUMMARY_TAGS} "
+            f"are needed; {GUIDANCE}"
         )
     return None

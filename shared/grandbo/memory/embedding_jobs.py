@@ -81,10 +81,9 @@ class EmbeddingJobs(Consolidation):
                     [(e.entry_id, e.revision, v) for e, v in zip(entries, vectors, strict=True)],
                     while_serving=serving is not self.provider,
                 )
-                # a new entry that says what an older one says becomes its recurrence
-                self.consolidate_after_embedding(
-                    tenant, [(e.entry_id, e.revision) for e in entries], serving
-                )
+            # a new entry that says what an older one says becomes its recurrence (every
+            # job of the batch: a redelivery finishes a merge an earlier delivery lost)
+            self.consolidate_after_embedding(tenant, list(wanted.items()), serving)
             if serving is not self.provider:
                 stored += self.blue_green.stage(tenant, wanted)
         return stored

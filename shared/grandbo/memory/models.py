@@ -274,7 +274,10 @@ class MemoryHit(BaseModel):
     recurrences: int = Field(
         default=1, description="how many times this lesson was recorded (1: once)"
     )
-    last_seen_at: datetime = Field(description="when this lesson was last recorded")
+    # optional only so that a client reads an older server's answer (always set here)
+    last_seen_at: datetime | None = Field(
+        default=None, description="when this lesson was last recorded"
+    )
     also_seen_in: list[str] = Field(
         default_factory=list,
         description="other incidents this lesson was seen in: its recurrences, and hits "

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from grandbo.memory.models import EntryStatus, Kind, MemoryEntry
+
 #: Informative tags two texts of one lesson share, as a share of the smaller tag set.
 MIN_TAG_OVERLAP = 0.5
 
@@ -35,6 +37,28 @@ def tag_overlap(a: Collection[str], b: Collection[str]) -> float:
     if not left or not right:
         return 0.0
     return len(left & right) / min(len(left), len(right))
+
+
+def may_take_recurrence(canonical: MemoryEntry, new: MemoryEntry) -> bool:
+    """Whether `new` may be merged into `canonical` (the rule's distance and tags aside):
+    both active and not never-merge, `new` never corrected and without recurrences of its
+    own, and `canonical` serving at least as long as `new` would: a durable lesson is
+    never merged into an episodic entry, nor an episodic one into an entry expiring first
+    (the recurrence would vanish with it; the query collapses the two meanwhile)."""
+    if canonical.entry_id == new.entry_id:
+        return False
+    if canonical.status is not EntryStatus.ACTIVE or new.status is not EntryStatus.ACTIVE:
+        return False
+    if new.revision != 1 or new.seen_count != 1 or new.never_merge or canonical.never_merge:
+        return False
+    if canonical.kind is Kind.DURABLE:
+        return True
+    return (
+        new.kind is Kind.EPISODIC
+        and new.expires_at is not None
+        and canonical.expires_at is not None
+        and new.expires_at <= canonical.expires_at
+    )
 
 
 def _identifiers(tags: Collection[str]) -> set[str]:

@@ -16,11 +16,11 @@ from grandbo.errors import EntryNotActiveError, EntryNotFoundError, NotARecurren
 from grandbo.memory.models import (
     EntryStatus,
     EventType,
-    Kind,
     MemoryEntry,
     WriteContext,
     WriteOutcome,
 )
+from grandbo.memory.recurrence import may_take_recurrence
 from grandbo.memory.repository.entries import SELECT_ENTRIES, entry_columns
 from grandbo.memory.repository.search import VECTOR_LEG_SETTINGS
 from grandbo.memory.repository.writes import EntryWrites
@@ -96,11 +96,13 @@ class RecurrenceWrites(EntryWrites):
         tenant_id: str,
         entry_id: UUID,
         into: UUID,
+        into_revision: int,
         evidence: dict[str, Any],
         context: WriteContext,
     ) -> WriteOutcome:
         """Record `entry_id` as a recurrence of `into` (`entry_merged`), if both still
-        qualify once their rows are locked; applied=False (and nothing written) if not.
+        qualify once their rows are locked and `into` still says what was compared (its
+        revision is `into_revision`); applied=False (and nothing written) if not.
         The outcome's entry is the canonical one, with its count."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             if self._already_applied(cur, tenant_id, context) is not None:
@@ -109,15 +111,7 @@ class RecurrenceWrites(EntryWrites):
             if entry_id not in rows or into not in rows:
                 raise EntryNotFoundError(entry_id if entry_id not in rows else into)
             new, canonical = rows[entry_id], rows[into]
-            if (
-                new.status is not EntryStatus.ACTIVE
-                or canonical.status is not EntryStatus.ACTIVE
-                or new.revision != 1
-                or new.seen_count != 1
-                or new.never_merge
-                or canonical.never_merge
-                or (new.kind is Kind.DURABLE and canonical.kind is Kind.EPISODIC)
-            ):
+            if canonical.revision != into_revision or not may_take_recurrence(canonical, new):
                 return WriteOutcome(entry=canonical, applied=False)
             recorded_at = self._append_event(
                 cur,
@@ -210,13 +204,17 @@ class RecurrenceWrites(EntryWrites):
             )
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
 
-    def recurrences_of(self, tenant_id: str, entry_id: UUID) -> list[MemoryEntry]:
-        """The entries merged into `entry_id`, oldest first (each can be split back out)."""
+    def recurrences_of(
+        self, tenant_id: str, entry_id: UUID, *, limit: int = 100
+    ) -> list[MemoryEntry]:
+        """The latest `limit` entries merged into `entry_id`, newest first (each can be
+        split back out; the entry's `seen_count` says how many there are in all)."""
         with self._tenant_scope(tenant_id) as cur:
             self._get(cur, tenant_id, entry_id)  # must exist in this tenant
             cur.execute(
-                SELECT_ENTRIES + sql.SQL("merged_into = %s ORDER BY created_at, entry_id"),
-                (tenant_id, entry_id),
+                SELECT_ENTRIES
+                + sql.SQL("merged_into = %s ORDER BY created_at DESC, entry_id LIMIT %s"),
+                (tenant_id, entry_id, limit),
             )
             return [MemoryEntry.model_validate(row) for row in cur]
 

@@ -244,7 +244,14 @@ class EntryWrites(EntryReads):
             ):
                 return WriteOutcome(entry=current, applied=False)
             if superseded_by is not None:
-                self._get(cur, tenant_id, superseded_by)  # must exist in this tenant
+                # must exist in this tenant and be served: a lesson is never handed to an
+                # entry that is itself retired, superseded or merged away
+                successor = self._get(cur, tenant_id, superseded_by)
+                if successor.status is not EntryStatus.ACTIVE or superseded_by == entry_id:
+                    raise EntryNotActiveError(
+                        superseded_by,
+                        f"{successor.status.value}: it cannot supersede {entry_id}",
+                    )
                 event_type, status = EventType.SUPERSEDED, EntryStatus.SUPERSEDED
             else:
                 event_type, status = EventType.RETIRED, EntryStatus.RETIRED
