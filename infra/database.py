@@ -102,6 +102,22 @@ class Database(Construct):
             require_tls=True,
             debug_logging=False,
         )
+        # Reads scale out (a stage with readers): the proxy's read-only endpoint spreads
+        # connections over the Aurora readers; the query function reads through it, every
+        # write goes to the default (read/write) endpoint. Without a reader there is none.
+        self.read_endpoint: rds.CfnDBProxyEndpoint | None = None
+        if stage.failover_reader:
+            self.read_endpoint = rds.CfnDBProxyEndpoint(
+                self,
+                "ProxyReadOnly",
+                db_proxy_name=self.proxy.db_proxy_name,
+                db_proxy_endpoint_name=f"grandbo-{stage.name}-read-only",
+                vpc_subnet_ids=network.vpc.select_subnets(
+                    subnet_type=ec2.SubnetType.PRIVATE_ISOLATED
+                ).subnet_ids,
+                vpc_security_group_ids=[self.security_group.security_group_id],
+                target_role="READ_ONLY",
+            )
         self.security_group.add_ingress_rule(
             self.security_group, ec2.Port.tcp(5432), "RDS Proxy to Aurora"
         )

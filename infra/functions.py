@@ -180,6 +180,9 @@ class Functions(Construct):
             env["GRANDBO_XRAY_SDK"] = "true" if spec.xray_sdk else "false"
             if name in ("authorizer", "admin"):
                 env["GRANDBO_KEYRING_SECRET_ARN"] = self.keyring.secret_arn
+            if name == "query" and database.read_endpoint is not None:
+                # its searches on the readers (feedback, a write, still on the writer)
+                env["GRANDBO_DB_READ_HOST"] = database.read_endpoint.attr_endpoint
             if name == "migrations":
                 env = {
                     "GRANDBO_ADMIN_SECRET_ARN": database.admin_secret.secret_arn,

@@ -140,6 +140,32 @@ def test_every_function_reaching_the_database_goes_through_the_proxy(dev: Any) -
             assert env["GRANDBO_DB_HOST"] == {"Fn::GetAtt": [proxy_id, "Endpoint"]}
 
 
+def test_queries_read_through_the_proxys_read_only_endpoint_where_there_are_readers(
+    dev: Any, prod: Any
+) -> None:
+    """Reads scale out: prod (a reader) gives the query function the proxy's read-only
+    endpoint for its searches; every other function, and every function of dev (no
+    reader), reads and writes through the default endpoint only."""
+    _, t = prod
+    ((endpoint_id, endpoint),) = _resources(t, "AWS::RDS::DBProxyEndpoint").items()
+    (proxy_id,) = _resources(t, "AWS::RDS::DBProxy").keys()
+    assert endpoint["Properties"]["TargetRole"] == "READ_ONLY"
+    assert endpoint["Properties"]["DBProxyName"] == {"Ref": proxy_id}
+    for function in _functions(t).values():
+        env = function["Properties"].get("Environment", {}).get("Variables", {})
+        if function["Properties"]["Description"].startswith("grandbo query"):
+            assert env["GRANDBO_DB_READ_HOST"] == {"Fn::GetAtt": [endpoint_id, "Endpoint"]}
+            assert env["GRANDBO_DB_HOST"] == {"Fn::GetAtt": [proxy_id, "Endpoint"]}
+        else:
+            assert "GRANDBO_DB_READ_HOST" not in env
+    _, t = dev
+    assert _resources(t, "AWS::RDS::DBProxyEndpoint") == {}
+    assert (
+        "GRANDBO_DB_READ_HOST"
+        not in (_by_description(t, "grandbo query")["Environment"]["Variables"])
+    )
+
+
 def test_sizing_and_concurrency(dev: Any) -> None:
     _, t = dev
     assert _by_description(t, "grandbo query")["Timeout"] == 10

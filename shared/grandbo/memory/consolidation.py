@@ -75,6 +75,7 @@ class Consolidation:
     """Recurrences over the repository (a base of `MemoryService`)."""
 
     repository: MemoryRepository
+    reader: MemoryRepository  # where queries read (a reader when reads scale out)
 
     def consolidate(
         self, tenant_id: str, entry_ids: Sequence[UUID], provider: EmbeddingProvider
@@ -156,7 +157,7 @@ class Consolidation:
         rule = duplicate_rule(provider)
         if rule is None:
             return [Lesson(entry) for entry in ranked[:limit]]
-        distances = self.repository.distances_between(
+        distances = self.reader.distances_between(
             tenant_id, [e.entry_id for e in ranked], provider.embed_rev
         )
         lessons: list[Lesson] = []

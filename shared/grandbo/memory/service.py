@@ -134,8 +134,12 @@ class MemoryService(EmbeddingJobs):
         topology: ServiceScopes | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         previous_provider: EmbeddingProvider | None = None,
+        reader: MemoryRepository | None = None,
     ) -> None:
         self.repository = repository
+        # where a query's searches run: a reader when reads scale out (AWS: the proxy's
+        # read-only endpoint), else the one database; writes always go to `repository`
+        self.reader = reader or repository
         # the embedding models: `provider`, and during a model change the previous one
         # tenants not yet switched are served from (one place holds both)
         self.blue_green = BlueGreen(repository, provider, previous_provider)
@@ -262,7 +266,7 @@ class MemoryService(EmbeddingJobs):
         vector_error: str | None = None
         if use_vector:
             vector, vector_error = self._embed_topic(topic, serving)
-        legs = self.repository.search(
+        legs = self.reader.search(
             tenant_id,
             topic_tags=topic_tags if use_lexical else [],
             topic_vector=vector,

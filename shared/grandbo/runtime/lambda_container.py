@@ -11,6 +11,7 @@ connections than the pool holds and no two requests share a transaction.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import threading
@@ -27,7 +28,7 @@ from grandbo.api.auth import Keyring
 from grandbo.api.nonces import NonceStore
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
-from grandbo.errors import GrandboError
+from grandbo.errors import GrandboError, StoreUnavailableError
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
@@ -38,6 +39,8 @@ from grandbo.topology.service import TopologyService
 
 IDLE_PING_AFTER_S = 60.0
 KEYRING_CACHE_S = 300
+
+_log = logging.getLogger(__name__)
 
 
 class ContainersBusyError(GrandboError):
@@ -53,6 +56,10 @@ class LambdaEnvironment(BaseModel):
     database_secret_arn: str | None = Field(default=None, alias="GRANDBO_DB_SECRET_ARN")
     # RDS Proxy's endpoint: the secret names the cluster, connections go through the proxy
     database_host: str | None = Field(default=None, alias="GRANDBO_DB_HOST")
+    # where a query's searches go (reads scale out): the proxy's read-only endpoint in AWS,
+    # or a read-only URL; unset, every statement goes to the one database
+    database_read_host: str | None = Field(default=None, alias="GRANDBO_DB_READ_HOST")
+    database_read_url: str | None = Field(default=None, alias="DATABASE_READ_URL")
     provider: str = Field(
         default="titan", alias="GRANDBO_EMBEDDING_PROVIDER", pattern=PROVIDER_SPEC
     )
@@ -103,7 +110,9 @@ def database_url_from_secret(secret_string: str, host: str | None = None) -> str
 @dataclass
 class _Slot:
     conn: psycopg.Connection[Any] | None = None
+    read_conn: psycopg.Connection[Any] | None = None
     used_at: float = 0.0
+    read_used_at: float = 0.0
     service: MemoryService | None = None
     topology: TopologyService | None = None
     nonces: NonceStore | None = None
@@ -165,35 +174,78 @@ class LambdaRuntime:
             self._queue = SqsEmbedQueue(self.environment.embed_queue_url)
         return self._queue
 
-    def _database_url(self) -> str:
+    def _database_url(self, *, reader: bool = False) -> str:
         env = self.environment
+        if reader and env.database_read_url:
+            return env.database_read_url
         if env.database_url:
             return env.database_url
         from aws_lambda_powertools.utilities.parameters import get_secret
 
         assert env.database_secret_arn is not None
         secret = str(get_secret(env.database_secret_arn, max_age=300))
-        return database_url_from_secret(secret, env.database_host)
+        host = env.database_read_host if reader else env.database_host
+        return database_url_from_secret(secret, host)
+
+    @property
+    def reads_scale_out(self) -> bool:
+        """Whether queries search a reader (a connection of their own) instead of the writer."""
+        env = self.environment
+        return bool(env.database_read_url or (env.database_read_host and not env.database_url))
 
     def connection(self) -> psycopg.Connection[Any]:
+        """This container's connection to the writer (every write, and reads that must see
+        them)."""
         slot: _Slot = self._slot()
-        conn = slot.conn
+        conn = self._live(slot.conn, slot.used_at)
+        if conn is None:
+            slot.conn = conn = self._connect(self._database_url())
+            slot.service = slot.topology = slot.nonces = None
+        slot.used_at = time.monotonic()
+        return conn
+
+    def read_connection(self) -> psycopg.Connection[Any]:
+        """This container's connection to a reader, when reads scale out (else the writer's)."""
+        if not self.reads_scale_out:
+            return self.connection()
+        slot: _Slot = self._slot()
+        conn = self._live(slot.read_conn, slot.read_used_at)
+        if conn is None:
+            try:
+                conn = self._connect(self._database_url(reader=True))
+            except StoreUnavailableError:
+                # no reader to be had (one restarting, a failover): the writer answers
+                _log.warning("no reader reachable; this request reads from the writer")
+                slot.service = None
+                return self.connection()
+            slot.read_conn = conn
+            slot.service = None
+        slot.read_used_at = time.monotonic()
+        return conn
+
+    def _connect(self, url: str) -> psycopg.Connection[Any]:
+        conn = connect(url)
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    @staticmethod
+    def _live(
+        conn: psycopg.Connection[Any] | None, used_at: float
+    ) -> psycopg.Connection[Any] | None:
+        """`conn` if it can serve the next request, else None (closed where it must be)."""
         if conn is not None and not conn.closed and not is_idle(conn):
             # a failed request left it inside a transaction (or a pipeline): whatever it
             # holds is released by closing it, never inherited by the next request
             conn.close()
-        idle = time.monotonic() - slot.used_at > IDLE_PING_AFTER_S
+        idle = time.monotonic() - used_at > IDLE_PING_AFTER_S
         if conn is not None and not conn.closed and not conn.broken and idle:
             try:
                 conn.execute("SELECT 1")
             except psycopg.Error:
                 conn.close()
         if conn is None or conn.closed or conn.broken:
-            slot.conn = conn = connect(self._database_url())
-            slot.service = slot.topology = slot.nonces = None
-            with self._lock:
-                self._connections.append(conn)
-        slot.used_at = time.monotonic()
+            return None
         return conn
 
     def close(self) -> None:
@@ -221,15 +273,16 @@ class LambdaRuntime:
         self._local.slot = slot
         # a pooled container may have sat out a database restart: its first use in this
         # request pings (~0.1 ms on the local socket) and saves the request a 503
-        slot.used_at = 0.0
+        slot.used_at = slot.read_used_at = 0.0
         try:
             yield
         finally:
             self._local.slot = None
-            if slot.conn is not None and not slot.conn.closed and not is_idle(slot.conn):
-                # the request left its connection inside a transaction: close it now, so
-                # the locks it holds are freed before anyone queues behind them
-                slot.conn.close()
+            for conn in (slot.conn, slot.read_conn):
+                if conn is not None and not conn.closed and not is_idle(conn):
+                    # the request left its connection inside a transaction: close it now,
+                    # so the locks it holds are freed before anyone queues behind them
+                    conn.close()
             self._idle.put(slot)
 
     def _slot(self) -> _Slot:
@@ -240,11 +293,13 @@ class LambdaRuntime:
 
     def service(self) -> MemoryService:
         conn = self.connection()
+        read_conn = self.read_connection()
         slot = self._slot()
         if slot.service is None:
             slot.service = MemoryService(
                 MemoryRepository(conn),
                 self.provider,
+                reader=None if read_conn is conn else MemoryRepository(read_conn),
                 topic_embed_timeout_s=self.environment.topic_embed_timeout_s,
                 embed_queue=self.embed_queue,
                 topology=self.topology(),
