@@ -224,14 +224,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with open_service(settings) as service:
             if args.no_consolidation:  # the baseline: every document its own entry and hit
                 service.provider.duplicate_distance = None
-            report = run_eval(
-                service,
-                Path(args.folder),
-                args.task,
-                cutoffs=args.sweep or (),
-                ignore_own=args.ignore_own,
-                progress=terminal_progress,
-            )
+            if args.replay:
+                from grandbo.replay import run_replay
+
+                report = run_replay(
+                    service, Path(args.folder), task=args.task, progress=terminal_progress
+                )
+            else:
+                report = run_eval(
+                    service,
+                    Path(args.folder),
+                    args.task,
+                    cutoffs=args.sweep or (),
+                    ignore_own=args.ignore_own,
+                    progress=terminal_progress,
+                )
     finally:
         if scratch is not None:
             from grandbo.local.postgres import stop_embedded_postgres
@@ -372,6 +379,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="ignore the corpus document that is the query itself (auto: unless the "
         "qrels name it relevant)",
+    )
+    ev.add_argument(
+        "--replay",
+        action="store_true",
+        help="replay the incidents in date order, each query seeing only earlier ones "
+        "(the task's queries name their own incident; relevant: earlier incidents "
+        "sharing a root-cause label)",
     )
     ev.add_argument(
         "--no-consolidation",

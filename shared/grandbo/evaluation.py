@@ -29,7 +29,7 @@ from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.memory.fusion import reciprocal_rank_fusion
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
-from grandbo.memory.service import MemoryService
+from grandbo.memory.service import MemoryService, RankedCandidates
 from grandbo.memory.topic import validate_topic
 
 MODES = ("lexical", "vector", "hybrid")
@@ -154,6 +154,66 @@ def load_into_tenant(
     return doc_of_entry
 
 
+def add_documents(
+    service: MemoryService,
+    tenant: str,
+    doc_of_entry: dict[UUID, str],
+    docs_of_entry: dict[UUID, list[str]],
+) -> int:
+    """Add newly loaded entries to `docs_of_entry` (entry -> the documents it stands for:
+    its own, and those merged into it as its recurrences); returns how many merged."""
+    merged = 0
+    for entry_id, doc in doc_of_entry.items():
+        if entry_id in docs_of_entry:
+            continue
+        into = service.get_entry(tenant, entry_id).merged_into
+        if into is None:
+            docs_of_entry[entry_id] = [doc]
+        else:
+            docs_of_entry.setdefault(into, []).append(doc)
+            merged += 1
+    return merged
+
+
+def timed_rank(
+    service: MemoryService, tenant: str, text: str
+) -> tuple[RankedCandidates, dict[str, float]]:
+    """Hybrid candidates for `text`, and each mode's latency (the legs run alone too)."""
+    validate_topic(text)  # the same contract query_org_memory enforces
+    timings: dict[str, float] = {}
+    for mode in ("lexical", "vector"):
+        t0 = time.perf_counter()
+        service.rank(tenant, text, use_lexical=mode == "lexical", use_vector=mode == "vector")
+        timings[mode] = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    ranked = service.rank(tenant, text)
+    timings["hybrid"] = (time.perf_counter() - t0) * 1000
+    return ranked, timings
+
+
+def document_rankings(
+    service: MemoryService,
+    tenant: str,
+    ranked: RankedCandidates,
+    docs_of_entry: dict[UUID, list[str]],
+    own: str | None = None,
+) -> dict[str, list[str]]:
+    """Each mode's ranking as documents: the two legs, and hybrid as the query serves it
+    (every candidate, hits saying one thing collapsed), `own` left out."""
+
+    def docs(ids: Sequence[UUID]) -> list[str]:
+        return [d for i in ids for d in docs_of_entry[i] if d != own]
+
+    served = service.collapse(
+        tenant, [ranked.legs.entries[i] for i in ranked.fused], ranked.serving, len(ranked.fused)
+    )
+    return {
+        "lexical": docs([c.entry_id for c in ranked.legs.lexical]),
+        "vector": docs([c.entry_id for c in ranked.legs.vector]),
+        "hybrid": docs([e.entry_id for lesson in served for e in lesson.entries]),
+    }
+
+
 def run_eval(
     service: MemoryService,
     folder: Path,
@@ -186,14 +246,8 @@ def run_eval(
     started = time.perf_counter()
     embedded = service.embed_pending(tenant, progress=wrap("embedding", "batch"))
     embed_s = time.perf_counter() - started
-    # each entry's documents: its own, and those merged into it as its recurrences
-    docs_of_entry = {entry_id: [doc] for entry_id, doc in doc_of_entry.items()}
-    merged = 0
-    for entry_id, doc in doc_of_entry.items():
-        into = service.get_entry(tenant, entry_id).merged_into
-        if into is not None:
-            docs_of_entry[into].append(doc)
-            merged += 1
+    docs_of_entry: dict[UUID, list[str]] = {}
+    merged = add_documents(service, tenant, doc_of_entry, docs_of_entry)
 
     scores = {mode: ModeScores() for mode in MODES}
     sweeps: dict[float, ModeScores] = {c: ModeScores() for c in cutoffs}
@@ -207,17 +261,7 @@ def run_eval(
         if not relevant:
             continue
         try:
-            validate_topic(query.text)  # the same contract query_org_memory enforces
-            timings: dict[str, float] = {}
-            for mode in ("lexical", "vector"):
-                t0 = time.perf_counter()
-                service.rank(
-                    tenant, query.text, use_lexical=mode == "lexical", use_vector=mode == "vector"
-                )
-                timings[mode] = (time.perf_counter() - t0) * 1000
-            t0 = time.perf_counter()
-            ranked = service.rank(tenant, query.text)
-            timings["hybrid"] = (time.perf_counter() - t0) * 1000
+            ranked, timings = timed_rank(service, tenant, query.text)
         except InvalidInputError as exc:
             skipped.append(f"{query.query_id}: {exc}")
             continue
@@ -225,28 +269,16 @@ def run_eval(
         def docs(ids: Sequence[UUID], own: str | None = own) -> list[str]:
             return [d for i in ids for d in docs_of_entry[i] if d != own]
 
-        # every candidate, as the query would serve it (scored on the first 10 documents
-        # once the query's own document is left out)
-        served = service.collapse(
-            tenant,
-            [ranked.legs.entries[i] for i in ranked.fused],
-            ranked.serving,
-            len(ranked.fused),
-        )
-        rankings = {
-            "lexical": docs([c.entry_id for c in ranked.legs.lexical]),
-            "vector": docs([c.entry_id for c in ranked.legs.vector]),
-            "hybrid": docs([e.entry_id for lesson in served for e in lesson.entries]),
-        }
+        rankings = document_rankings(service, tenant, ranked, docs_of_entry, own)
         for mode, ranking in rankings.items():
-            _add(scores[mode], score_ranking(ranking, relevant), timings[mode])
+            record_scores(scores[mode], score_ranking(ranking, relevant), timings[mode])
         for candidate in ranked.legs.vector:
             if relevant.keys() & set(docs_of_entry[candidate.entry_id]):
                 distances_relevant.append(candidate.distance)
         for cutoff, sweep in sweeps.items():
             kept = [c.entry_id for c in ranked.legs.vector if c.distance < cutoff]
             fused = reciprocal_rank_fusion([[c.entry_id for c in ranked.legs.lexical], kept])
-            _add(sweep, score_ranking(docs([f.key for f in fused]), relevant), 0.0)
+            record_scores(sweep, score_ranking(docs([f.key for f in fused]), relevant), 0.0)
 
     report: dict[str, Any] = {
         "dataset": folder.name,
@@ -279,7 +311,7 @@ def run_eval(
     return report
 
 
-def _add(scores: ModeScores, values: tuple[float, ...], latency_ms: float) -> None:
+def record_scores(scores: ModeScores, values: tuple[float, ...], latency_ms: float) -> None:
     scores.recall_at_5.append(values[0])
     scores.recall_at_10.append(values[1])
     scores.mrr_at_10.append(values[2])
@@ -311,6 +343,11 @@ def format_table(report: dict[str, Any]) -> str:
         f"entries merged as recurrences: {report.get('entries_merged_as_recurrences', 0)} "
         f"(duplicate distance {report.get('duplicate_distance')})"
     )
+    if "queries_without_an_earlier_incident_of_their_cause" in report:
+        lines.append(
+            "replayed in date order; queries with no earlier incident of their cause (not "
+            f"scored): {report['queries_without_an_earlier_incident_of_their_cause']}"
+        )
     if report.get("queries_skipped"):
         lines.append(f"skipped by the topic contract: {len(report['queries_skipped'])}")
     for cutoff, s in report.get("cutoff_sweep", {}).items():
