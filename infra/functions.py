@@ -13,9 +13,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
+from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from grandbo.embedding.factory import PROVIDER_SPEC
+from grandbo.embedding.rerank import RERANKER_SPEC
 from infra.checkov import ENV_KMS, LOG_GROUP_KMS, SECRET_CMK, skip_checks
 from infra.config import StageConfig
 from infra.database import Database
@@ -29,6 +31,9 @@ PROVIDER = "titan"
 # `-c previous_embedding_provider=titan:<old model id>` during a model change: tenants are
 # served from that model until each has switched (blue/green, docs/OPERATIONS.md)
 PREVIOUS_PROVIDER_CONTEXT = "previous_embedding_provider"
+# `-c reranker=<Bedrock reranking model ARN>`: the query function reranks its fused
+# candidates with it (off without; issue 13's reranker stage, README)
+RERANKER_CONTEXT = "reranker"
 
 
 def bedrock_models(*specs: str | None) -> list[str]:
@@ -174,12 +179,17 @@ class Functions(Construct):
         }
         if previous is not None:
             common_env["GRANDBO_PREVIOUS_EMBEDDING_PROVIDER"] = str(previous)
+        reranker = self.node.try_get_context(RERANKER_CONTEXT)
+        if reranker is not None and not re.fullmatch(RERANKER_SPEC, f"bedrock:{reranker}"):
+            raise ValueError(f"{RERANKER_CONTEXT}: not a Bedrock model ARN: {reranker!r}")
         self.functions: dict[str, lambda_.Function] = {}
         for name, spec in SPECS.items():
             env = dict(common_env)
             env["GRANDBO_XRAY_SDK"] = "true" if spec.xray_sdk else "false"
             if name in ("authorizer", "admin"):
                 env["GRANDBO_KEYRING_SECRET_ARN"] = self.keyring.secret_arn
+            if name == "query" and reranker is not None:
+                env["GRANDBO_RERANKER"] = f"bedrock:{reranker}"
             if name == "query" and database.read_endpoint is not None:
                 # its searches on the readers (feedback, a write, still on the writer)
                 env["GRANDBO_DB_READ_HOST"] = database.read_endpoint.attr_endpoint
@@ -237,6 +247,26 @@ class Functions(Construct):
         )
         for name in ("query", "embed"):
             self.functions[name].add_to_role_policy(titan)
+        if reranker is not None:
+            query = self.functions["query"]
+            query.add_to_role_policy(
+                iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[str(reranker)])
+            )
+            query.add_to_role_policy(
+                iam.PolicyStatement(actions=["bedrock:Rerank"], resources=["*"])
+            )
+            NagSuppressions.add_resource_suppressions(
+                query,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-IAM5",
+                        reason="bedrock:Rerank has no resource-level permissions; the model "
+                        "it may use is bounded by the InvokeModel statement on its one ARN.",
+                        applies_to=["Resource::*"],
+                    )
+                ],
+                apply_to_children=True,
+            )
 
     def _log_group(self, construct_id: str, stage: StageConfig) -> logs.LogGroup:
         group = logs.LogGroup(self, construct_id, retention=retention(stage.log_retention_days))

@@ -12,7 +12,7 @@ from infra.checkov import LOG_GROUP_KMS, skip_checks
 class Network(Construct):
     """No NAT: Lambdas reach SQS, Bedrock, Secrets Manager and X-Ray through endpoints."""
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, rerank: bool = False) -> None:
         super().__init__(scope, construct_id)
         self.vpc = ec2.Vpc(
             self,
@@ -45,6 +45,12 @@ class Network(Construct):
             "BedrockRuntime": ec2.InterfaceVpcEndpointAwsService.BEDROCK_RUNTIME,
             "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
             "XRay": ec2.InterfaceVpcEndpointAwsService.XRAY,
+            # the optional reranker (`-c reranker=<model ARN>`): Bedrock's Rerank API
+            **(
+                {"BedrockAgentRuntime": ec2.InterfaceVpcEndpointAwsService.BEDROCK_AGENT_RUNTIME}
+                if rerank
+                else {}
+            ),
         }.items():
             self.vpc.add_interface_endpoint(
                 f"{name}Endpoint",

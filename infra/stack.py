@@ -13,7 +13,7 @@ from infra.api import MemoryApi
 from infra.checkov import NOT_IN_VPC, UNCAPPED, skip_checks
 from infra.config import StageConfig
 from infra.database import Database
-from infra.functions import Functions
+from infra.functions import RERANKER_CONTEXT, Functions
 from infra.messaging import EmbedQueue, EventWiring
 from infra.network import Network
 from infra.schema import SchemaMigrations
@@ -72,7 +72,9 @@ class GrandboStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.stage = stage
-        self.network = Network(self, "Network")
+        self.network = Network(
+            self, "Network", rerank=self.node.try_get_context(RERANKER_CONTEXT) is not None
+        )
         self.database = Database(self, "Database", network=self.network, stage=stage)
         self.embed = EmbedQueue(self, "Embed")
         self.functions = Functions(

@@ -22,6 +22,7 @@ from grandbo.commands import audit as audit_command
 from grandbo.commands.common import keyring_path, print_result, settings_from
 from grandbo.commands.progress import terminal_progress
 from grandbo.commands.serve import cmd_serve
+from grandbo.embedding.rerank import reranker_named
 from grandbo.errors import GrandboError, InvalidInputError, invalid_input_from
 from grandbo.local.bootstrap import open_service
 from grandbo.local.demo import DEMO_TENANT
@@ -224,6 +225,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with open_service(settings) as service:
             if args.no_consolidation:  # the baseline: every document its own entry and hit
                 service.provider.duplicate_distance = None
+            if args.reranker:  # needs AWS credentials; fails open (and says so) without
+                service.reranker = reranker_named(args.reranker)
             if args.replay:
                 from grandbo.replay import run_replay
 
@@ -386,6 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay the incidents in date order, each query seeing only earlier ones "
         "(the task's queries name their own incident; relevant: earlier incidents "
         "sharing a root-cause label)",
+    )
+    ev.add_argument(
+        "--reranker",
+        help="hybrid reranked by this reranker ('bedrock:<model ARN>', AWS credentials "
+        "needed; without them every query serves the fused order and the report says so)",
     )
     ev.add_argument(
         "--no-consolidation",

@@ -29,6 +29,7 @@ from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.memory.fusion import reciprocal_rank_fusion
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
+from grandbo.memory.reranking import rerank_entries
 from grandbo.memory.service import MemoryService, RankedCandidates
 from grandbo.memory.topic import validate_topic
 
@@ -194,9 +195,11 @@ def timed_rank(
 def document_rankings(
     service: MemoryService,
     tenant: str,
+    topic: str,
     ranked: RankedCandidates,
     docs_of_entry: dict[UUID, list[str]],
     own: str | None = None,
+    reranker_failures: list[str] | None = None,
 ) -> dict[str, list[str]]:
     """Each mode's ranking as documents: the two legs, and hybrid as the query serves it
     (every candidate, hits saying one thing collapsed), `own` left out."""
@@ -204,9 +207,15 @@ def document_rankings(
     def docs(ids: Sequence[UUID]) -> list[str]:
         return [d for i in ids for d in docs_of_entry[i] if d != own]
 
-    served = service.collapse(
-        tenant, [ranked.legs.entries[i] for i in ranked.fused], ranked.serving, len(ranked.fused)
+    reranked = rerank_entries(
+        service.reranker,
+        topic,
+        [ranked.legs.entries[i] for i in ranked.fused],
+        service.rerank_timeout_s,
     )
+    if reranked.error is not None and reranker_failures is not None:
+        reranker_failures.append(reranked.error)
+    served = service.collapse(tenant, reranked.entries, ranked.serving, len(ranked.fused))
     return {
         "lexical": docs([c.entry_id for c in ranked.legs.lexical]),
         "vector": docs([c.entry_id for c in ranked.legs.vector]),
@@ -252,6 +261,7 @@ def run_eval(
     scores = {mode: ModeScores() for mode in MODES}
     sweeps: dict[float, ModeScores] = {c: ModeScores() for c in cutoffs}
     skipped: list[str] = []
+    reranker_failures: list[str] = []
     distances_relevant: list[float] = []
     for query in wrap("querying", "query")(queries, len(queries)):
         named = qrels.get(query.query_id, {})
@@ -269,7 +279,9 @@ def run_eval(
         def docs(ids: Sequence[UUID], own: str | None = own) -> list[str]:
             return [d for i in ids for d in docs_of_entry[i] if d != own]
 
-        rankings = document_rankings(service, tenant, ranked, docs_of_entry, own)
+        rankings = document_rankings(
+            service, tenant, query.text, ranked, docs_of_entry, own, reranker_failures
+        )
         for mode, ranking in rankings.items():
             record_scores(scores[mode], score_ranking(ranking, relevant), timings[mode])
         for candidate in ranked.legs.vector:
@@ -289,6 +301,9 @@ def run_eval(
         "documents_refused": refused,
         "entries_merged_as_recurrences": merged,
         "duplicate_distance": service.provider.duplicate_distance,
+        "reranker": None if service.reranker is None else service.reranker.name,
+        "reranker_failures": len(reranker_failures),
+        "reranker_first_failure": reranker_failures[0] if reranker_failures else None,
         "queries_scored": len(scores["hybrid"].recall_at_5),
         "queries_skipped": skipped,
         "entries_embedded": embedded,
@@ -339,14 +354,21 @@ def format_table(report: dict[str, Any]) -> str:
             f"documents refused by the entry contract (left out): "
             f"{len(report['documents_refused'])}, e.g. {report['documents_refused'][0]}"
         )
-    lines.append(
-        f"entries merged as recurrences: {report.get('entries_merged_as_recurrences', 0)} "
-        f"(duplicate distance {report.get('duplicate_distance')})"
-    )
+    if "entries_merged_as_recurrences" in report:
+        lines.append(
+            f"entries merged as recurrences: {report['entries_merged_as_recurrences']} "
+            f"(duplicate distance {report.get('duplicate_distance')})"
+        )
     if "queries_without_an_earlier_incident_of_their_cause" in report:
         lines.append(
             "replayed in date order; queries with no earlier incident of their cause (not "
             f"scored): {report['queries_without_an_earlier_incident_of_their_cause']}"
+        )
+    if report.get("reranker"):
+        lines.append(
+            f"hybrid reranked by {report['reranker']}; it failed (fused order served) for "
+            f"{report['reranker_failures']} queries"
+            + (f", e.g. {report['reranker_first_failure']}" if report["reranker_failures"] else "")
         )
     if report.get("queries_skipped"):
         lines.append(f"skipped by the topic contract: {len(report['queries_skipped'])}")

@@ -116,7 +116,7 @@ def run_replay(
             except InvalidInputError as exc:
                 skipped.append(f"{query.query_id}: {exc}")
                 continue
-            rankings = document_rankings(service, tenant, ranked, docs_of_entry)
+            rankings = document_rankings(service, tenant, query.text, ranked, docs_of_entry)
             later = {d for ranking in rankings.values() for d in ranking} - in_memory.keys()
             if later or any(in_memory[d] >= day for r in rankings.values() for d in r):
                 raise LaterIncidentInMemoryError(

@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 
-def _synth(stage: str) -> tuple[Any, Any]:
+def _synth(stage: str, **context: str) -> tuple[Any, Any]:
     cdk = pytest.importorskip(
         "aws_cdk", reason="install the infra extra: pip install -e '.[infra]'"
     )
@@ -18,7 +18,7 @@ def _synth(stage: str) -> tuple[Any, Any]:
     from aws_cdk.assertions import Template
 
     # skip asset bundling: the layer's pip step runs on `cdk deploy`, not in tests
-    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": stage})
+    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": stage, **context})
     _, stack = build_app(app)
     return stack, Template.from_stack(stack)
 
@@ -31,3 +31,12 @@ def dev() -> tuple[Any, Any]:
 @pytest.fixture(scope="session")
 def prod() -> tuple[Any, Any]:
     return _synth("prod")
+
+
+RERANK_MODEL = "arn:aws:bedrock:us-west-2::foundation-model/amazon.rerank-v1:0"
+
+
+@pytest.fixture(scope="session")
+def reranking() -> tuple[Any, Any]:
+    """dev with the optional reranker: `-c reranker=<model ARN>`."""
+    return _synth("dev", reranker=RERANK_MODEL)

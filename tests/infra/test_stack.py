@@ -507,3 +507,45 @@ def test_python_313_is_one_context_value_away() -> None:
     assert runtimes == {"python3.13"}
     (layer,) = template.find_resources("AWS::Lambda::LayerVersion").values()
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+
+
+def test_the_reranker_is_off_unless_a_deployment_names_one(dev: Any, reranking: Any) -> None:
+    """Off by default: no environment, permission or endpoint. `-c reranker=<ARN>`: the
+    query function (only) gets it, may invoke that model and call Rerank, and reaches
+    Bedrock's agent runtime through an interface endpoint (the VPC has no NAT)."""
+    from tests.infra.conftest import RERANK_MODEL
+
+    def endpoints(t: Any) -> list[str]:
+        return [
+            str(e["Properties"]["ServiceName"])
+            for e in _resources(t, "AWS::EC2::VPCEndpoint").values()
+        ]
+
+    _, t = dev
+    assert all(
+        "GRANDBO_RERANKER" not in f["Properties"]["Environment"]["Variables"]
+        for f in _functions(t).values()
+        if "Environment" in f["Properties"]
+    )
+    assert not any("bedrock-agent-runtime" in e for e in endpoints(t))
+    stack, t = reranking
+    for function in _functions(t).values():
+        env = function["Properties"].get("Environment", {}).get("Variables", {})
+        if function["Properties"]["Description"].startswith("grandbo query"):
+            assert env["GRANDBO_RERANKER"] == f"bedrock:{RERANK_MODEL}"
+        else:
+            assert "GRANDBO_RERANKER" not in env
+    assert any("bedrock-agent-runtime" in e for e in endpoints(t))
+    statements = [
+        s
+        for policy in _resources(t, "AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert {"Action": "bedrock:InvokeModel", "Effect": "Allow", "Resource": RERANK_MODEL} in (
+        statements
+    )
+    assert any(s["Action"] == "bedrock:Rerank" for s in statements)
+    errors = Annotations.from_stack(stack).find_error(
+        "*", Match.string_like_regexp("AwsSolutions-.*")
+    )
+    assert [e.entry.data for e in errors] == []

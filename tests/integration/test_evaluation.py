@@ -121,3 +121,26 @@ def test_the_querys_own_document_is_ignored_when_the_data_says_it_is_the_query(
     assert kept["modes"]["lexical"]["mrr@10"] == 0.5
     with pytest.raises(ValueError, match="ignore_own"):
         run_eval(service, tmp_path, "duplicate", ignore_own="maybe")
+
+
+def test_a_failing_reranker_is_reported_and_the_fused_order_scored(
+    service: MemoryService, tmp_path: Path
+) -> None:
+    from collections.abc import Sequence
+
+    from grandbo.embedding.rerank import Reranker, RerankError
+
+    class NoCredentials(Reranker):
+        name = "bedrock:amazon.rerank-v1:0"
+
+        def rerank(self, query: str, documents: Sequence[str]) -> list[int]:
+            raise RerankError("NoCredentialsError: Unable to locate credentials")
+
+    _write_duplicates(tmp_path)  # one query, with two candidates or more to reorder
+    fused = run_eval(service, tmp_path, "duplicate")
+    service.reranker = NoCredentials()
+    report = run_eval(service, tmp_path, "duplicate")
+    assert report["reranker"] == "bedrock:amazon.rerank-v1:0"
+    assert report["reranker_failures"] == report["queries_scored"] == 1
+    assert report["modes"]["hybrid"]["mrr@10"] == fused["modes"]["hybrid"]["mrr@10"]
+    assert "it failed (fused order served) for 1 queries" in format_table(report)

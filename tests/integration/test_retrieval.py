@@ -403,3 +403,29 @@ def test_a_hung_embedding_never_delays_the_next_query(
     assert service.query_org_memory(tenant, TOPIC).metadata.vector_leg == "unavailable"
     # the hung call is still sleeping: the next query embeds on its own thread at once
     assert service.query_org_memory(tenant, TOPIC).metadata.vector_leg == "ok"
+
+
+def test_a_configured_reranker_reorders_the_hits_and_says_so(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    from collections.abc import Sequence
+
+    from grandbo.embedding.fake import FakeEmbeddingProvider
+    from grandbo.embedding.rerank import Reranker
+
+    class Reversing(Reranker):
+        name = "reversing"
+
+        def rerank(self, query: str, documents: Sequence[str]) -> list[int]:
+            return list(range(len(documents)))[::-1]
+
+    plain = MemoryService(repository, FakeEmbeddingProvider())
+    for cause in ("leak", "resize", "failover"):
+        _add(plain, tenant, f"Checkout pool {cause}", f"{POOL}, this time by a {cause}")
+    plain.embed_pending(tenant)
+    fused = plain.query_org_memory(tenant, TOPIC)
+    assert fused.metadata.reranker == "off"
+    reranked = MemoryService(repository, FakeEmbeddingProvider(), reranker=Reversing())
+    answer = reranked.query_org_memory(tenant, TOPIC)
+    assert answer.metadata.reranker == "ok"
+    assert [h.entry_id for h in answer.hits] == [h.entry_id for h in fused.hits][::-1]

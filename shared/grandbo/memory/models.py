@@ -310,6 +310,12 @@ class QueryMetadata(BaseModel):
     active_entries_without_current_vector: int
     services_in_scope: list[str] | None = None
     fusion: str = "rrf(k=60) over lexical top 25 and vector top 25, sliced after fusion"
+    reranker: str = Field(
+        default="off",
+        description="off (none configured), ok (the fused top 25 reordered by the "
+        "reranker) or unavailable (it failed or timed out: the fused order was served)",
+    )
+    reranker_error: str | None = None
 
 
 class MemoryQueryResult(BaseModel):

@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
@@ -19,12 +17,14 @@ from uuid import UUID
 from pydantic import TypeAdapter, ValidationError
 
 from grandbo.embedding.base import Embedding, EmbeddingProvider
+from grandbo.embedding.rerank import Reranker
 from grandbo.errors import (
     EmbeddingError,
     EntryNotActiveError,
     InvalidInputError,
     invalid_input_from,
 )
+from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.embedding_jobs import EmbeddingJobs, tenants_of
 from grandbo.memory.fusion import RRF_K, reciprocal_rank_fusion
@@ -46,6 +46,7 @@ from grandbo.memory.models import (
 )
 from grandbo.memory.reembed import BlueGreen
 from grandbo.memory.repository import MemoryRepository, SearchLegs
+from grandbo.memory.reranking import rerank_entries
 from grandbo.memory.topic import validate_topic
 from grandbo.tenancy import require_tenant
 from grandbo.text.rules import reject_unsafe_text
@@ -135,7 +136,11 @@ class MemoryService(EmbeddingJobs):
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         previous_provider: EmbeddingProvider | None = None,
         reader: MemoryRepository | None = None,
+        reranker: Reranker | None = None,
+        rerank_timeout_s: float = 1.0,
     ) -> None:
+        self.reranker = reranker
+        self.rerank_timeout_s = rerank_timeout_s
         self.repository = repository
         # where a query's searches run: a reader when reads scale out (AWS: the proxy's
         # read-only endpoint), else the one database; writes always go to `repository`
@@ -184,12 +189,13 @@ class MemoryService(EmbeddingJobs):
         vector = {c.entry_id: (rank, c) for rank, c in enumerate(legs.vector, start=1)}
         now = self._clock()
         hits = []
-        lessons = self.collapse(
-            tenant,
+        reranked = rerank_entries(
+            self.reranker,
+            text,
             [legs.entries[entry_id] for entry_id in ranked.fused],
-            ranked.serving,
-            limit,
+            self.rerank_timeout_s,
         )
+        lessons = self.collapse(tenant, reranked.entries, ranked.serving, limit)
         for lesson in lessons:
             entry = lesson.entry
             entry_id = entry.entry_id
@@ -236,6 +242,8 @@ class MemoryService(EmbeddingJobs):
             active_entries=legs.active_entries,
             active_entries_without_current_vector=legs.active_without_current_vector,
             services_in_scope=services,
+            reranker=reranked.status,
+            reranker_error=reranked.error,
         )
         return MemoryQueryResult(hits=hits, metadata=metadata)
 
@@ -298,32 +306,18 @@ class MemoryService(EmbeddingJobs):
     def _embed_topic(
         self, topic: str, provider: EmbeddingProvider
     ) -> tuple[Embedding | None, str | None]:
-        # A thread of its own per call: a hung provider call can only ever delay itself,
-        # never queue the next query's embedding behind it. The threads are bounded for the
-        # whole process: past MAX_TOPIC_EMBED_THREADS calls still outstanding (a hung
-        # provider), a query answers from tags at once instead of leaving one more behind.
-        if not _TOPIC_EMBED_SLOTS.acquire(blocking=False):
-            reason = (
-                f"embedding the topic skipped: {MAX_TOPIC_EMBED_THREADS} earlier calls "
-                "to the provider are still outstanding"
-            )
-            _log.warning("vector leg unavailable, answering from tags only: %s", reason)
-            return None, reason
-        future: Future[Embedding] = Future()
-
-        def run() -> None:
-            try:
-                future.set_result(provider.embed_one(topic))
-            except BaseException as exc:  # handed to the waiting caller
-                future.set_exception(exc)
-            finally:
-                _TOPIC_EMBED_SLOTS.release()
-
-        threading.Thread(target=run, name="grandbo-topic-embed", daemon=True).start()
         try:
-            return future.result(timeout=self.topic_embed_timeout_s), None
-        except FutureTimeout:
-            reason = f"embedding the topic timed out after {self.topic_embed_timeout_s}s"
+            vector = call_with_deadline(
+                lambda: provider.embed_one(topic),
+                self.topic_embed_timeout_s,
+                _TOPIC_EMBED_SLOTS,
+                what="embedding the topic",
+                outstanding=MAX_TOPIC_EMBED_THREADS,
+                thread_name="grandbo-topic-embed",
+            )
+            return vector, None
+        except DeadlineExceeded as exc:
+            reason = str(exc)
         except EmbeddingError as exc:
             reason = f"embedding the topic failed: {exc}"
         _log.warning("vector leg unavailable, answering from tags only: %s", reason)

@@ -28,6 +28,7 @@ from grandbo.api.auth import Keyring
 from grandbo.api.nonces import NonceStore
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
+from grandbo.embedding.rerank import RERANKER_SPEC, Reranker, reranker_named
 from grandbo.errors import GrandboError, StoreUnavailableError
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.repository import MemoryRepository
@@ -72,6 +73,11 @@ class LambdaEnvironment(BaseModel):
     keyring_secret_arn: str | None = Field(default=None, alias="GRANDBO_KEYRING_SECRET_ARN")
     keyring_file: str | None = Field(default=None, alias="GRANDBO_KEYRING_FILE")
     topic_embed_timeout_s: float = Field(default=2.0, alias="GRANDBO_TOPIC_EMBED_TIMEOUT_S")
+    # the optional reranker stage (off unless a deployment names one: `bedrock:<model ARN>`)
+    reranker: str | None = Field(
+        default=None, alias="GRANDBO_RERANKER", pattern=f"^off$|{RERANKER_SPEC}"
+    )
+    rerank_timeout_s: float = Field(default=1.0, alias="GRANDBO_RERANK_TIMEOUT_S", gt=0, le=10)
 
     @model_validator(mode="after")
     def _one_database(self) -> LambdaEnvironment:
@@ -134,6 +140,7 @@ class LambdaRuntime:
         self._environment = environment
         self._provider = provider
         self._previous_provider = previous_provider
+        self._reranker: Reranker | None = None
         self._queue = embed_queue
         self._keyring = keyring
         self._keyring_loaded_at = 0.0
@@ -167,6 +174,14 @@ class LambdaRuntime:
             if self._previous_provider is None and name is not None:
                 self._previous_provider = provider_named(name)
             return self._previous_provider
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The configured reranker (one per container), or None."""
+        with self._lock:
+            if self._reranker is None and self.environment.reranker not in (None, "off"):
+                self._reranker = reranker_named(self.environment.reranker)
+            return self._reranker
 
     @property
     def embed_queue(self) -> EmbedQueue | None:
@@ -300,6 +315,8 @@ class LambdaRuntime:
                 MemoryRepository(conn),
                 self.provider,
                 reader=None if read_conn is conn else MemoryRepository(read_conn),
+                reranker=self.reranker,
+                rerank_timeout_s=self.environment.rerank_timeout_s,
                 topic_embed_timeout_s=self.environment.topic_embed_timeout_s,
                 embed_queue=self.embed_queue,
                 topology=self.topology(),
