@@ -245,7 +245,8 @@ class Functions(Construct):
                 for model in bedrock_models(PROVIDER, previous)
             ],
         )
-        for name in ("query", "embed"):
+        # the admin function embeds titles when it calibrates an organization's cutoff
+        for name in ("query", "embed", "admin"):
             self.functions[name].add_to_role_policy(titan)
         if reranker is not None:
             query = self.functions["query"]

@@ -22,6 +22,7 @@ from grandbo.api.http_errors import (
     register_error_handlers,
 )
 from grandbo.api.models import (
+    CalibrationRequest,
     CorrectEntryRequest,
     CreateEntryRequest,
     MergePolicyRequest,
@@ -217,6 +218,16 @@ def set_merge_policy(entry_id: UUID, request: MergePolicyRequest) -> Response[An
         )
     )
     return _written(outcome, 200)
+
+
+@app.post("/v1/admin/calibration")
+@tracer.capture_method
+def calibrate(request: CalibrationRequest) -> dict[str, Any]:
+    """Measure the organization's vector cutoff on its own lake (no labels), keep it for
+    its queries, and report it (`grandbo.memory.calibration`)."""
+    caller: Caller = app.context["caller"]
+    report = runtime().service().calibrate(caller.tenant_id, sample=request.sample)
+    return report.as_dict()
 
 
 @app.post("/v1/admin/settings")

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from grandbo.agent import command as agent_command
 from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.commands import audit as audit_command
+from grandbo.commands import calibrate as calibrate_command
 from grandbo.commands.common import keyring_path, print_result, settings_from
 from grandbo.commands.progress import terminal_progress
 from grandbo.commands.serve import cmd_serve
@@ -241,6 +242,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     cutoffs=args.sweep or (),
                     ignore_own=args.ignore_own,
                     progress=terminal_progress,
+                    calibrate=args.calibrate,
                 )
     finally:
         if scratch is not None:
@@ -351,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
     agent_command.add_parser(sub)
     audit_command.add_parser(sub)
+    calibrate_command.add_parser(sub)
 
     idx = sub.add_parser("index", help="HNSW indexes for tenants past a size threshold")
     idx.add_argument("--min-entries", type=int, default=HNSW_MIN_ENTRIES)
@@ -382,6 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="ignore the corpus document that is the query itself (auto: unless the "
         "qrels name it relevant)",
+    )
+    ev.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="also report the cutoff `grandbo calibrate` derives from the corpus (no labels)",
     )
     ev.add_argument(
         "--replay",
@@ -417,6 +425,7 @@ _SERVICE_COMMANDS = {
     "demo": cmd_demo,
     "topology": cmd_topology,
     "audit": cmd_audit,
+    "calibrate": calibrate_command.cmd_calibrate,
 }
 
 

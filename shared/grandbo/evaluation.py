@@ -231,6 +231,7 @@ def run_eval(
     cutoffs: Sequence[float] = (),
     ignore_own: str = "auto",
     progress: ProgressFactory | None = None,
+    calibrate: bool = False,
 ) -> dict[str, Any]:
     """Load, embed, query and score; returns the report (also the JSON output).
 
@@ -317,6 +318,8 @@ def run_eval(
             str(c): {k: v for k, v in s.summary().items() if not k.startswith("latency")}
             for c, s in sweeps.items()
         }
+    if calibrate:  # measured after scoring: the figures above are at the default cutoff
+        report["calibration"] = service.calibrate(tenant, sample=200).as_dict()
     if distances_relevant:
         ordered = sorted(distances_relevant)
         report["relevant_distance_p50_p95"] = [
@@ -363,6 +366,13 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append(
             "replayed in date order; queries with no earlier incident of their cause (not "
             f"scored): {report['queries_without_an_earlier_incident_of_their_cause']}"
+        )
+    if report.get("calibration"):
+        c = report["calibration"]
+        lines.append(
+            f"calibrated cutoff (no labels, {c['sample_size']} entries): {c['vector_cutoff']} "
+            f"(own p50/p95 {c['own_p50']}/{c['own_p95']}, other p5/p50 "
+            f"{c['other_p5']}/{c['other_p50']}, separation {c['separation']})"
         )
     if report.get("reranker"):
         lines.append(

@@ -307,7 +307,7 @@ def _statements(t: Template) -> list[tuple[str, dict[str, Any]]]:
 def test_bedrock_invoke_only_on_the_titan_v2_model(dev: Any) -> None:
     _, t = dev
     bedrock = [s for _, s in _statements(t) if "bedrock" in str(s["Action"])]
-    assert len(bedrock) == 2  # query + embed worker
+    assert len(bedrock) == 3  # query, embed worker, admin (it calibrates: embeds titles)
     for statement in bedrock:
         assert statement["Action"] == "bedrock:InvokeModel"
         assert "foundation-model/amazon.titan-embed-text-v2:0" in str(statement["Resource"])

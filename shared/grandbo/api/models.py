@@ -58,6 +58,12 @@ class SettingsRequest(_Body):
     episodic_ttl_days: Annotated[StrictInt, Field(ge=1, le=3650)]
 
 
+class CalibrationRequest(_Body):
+    """How many entries to measure the organization's vector cutoff on."""
+
+    sample: Annotated[StrictInt, Field(ge=20, le=1000)] = 100
+
+
 class MergePolicyRequest(_Body):
     """Whether an entry is kept apart from its look-alikes: never merged, never collapsed."""
 

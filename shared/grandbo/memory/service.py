@@ -24,6 +24,7 @@ from grandbo.errors import (
     InvalidInputError,
     invalid_input_from,
 )
+from grandbo.memory.calibration import Calibration
 from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.embedding_jobs import EmbeddingJobs, tenants_of
@@ -88,14 +89,11 @@ class RankedCandidates:
     topic_tags: list[str]
     vector_error: str | None
     serving: EmbeddingProvider  # the model the tenant is served from
+    vector_cutoff: float  # the tenant's calibrated cutoff, or the model's default
 
     @property
     def embed_rev(self) -> str:
         return self.serving.embed_rev
-
-    @property
-    def vector_cutoff(self) -> float:
-        return self.serving.vector_cutoff
 
 
 def validate_limit(limit: object) -> int:
@@ -122,7 +120,7 @@ def _tags(text: EntryText) -> list[str]:
     return tags_for([text.title, text.summary, text.service or ""], text.tags)
 
 
-class MemoryService(EmbeddingJobs):
+class MemoryService(EmbeddingJobs, Calibration):
     """Hybrid recall and event-sourced writes over one repository and one provider."""
 
     def __init__(
@@ -141,6 +139,7 @@ class MemoryService(EmbeddingJobs):
     ) -> None:
         self.reranker = reranker
         self.rerank_timeout_s = rerank_timeout_s
+        self._cutoff_cache = {}
         self.repository = repository
         # where a query's searches run: a reader when reads scale out (AWS: the proxy's
         # read-only endpoint), else the one database; writes always go to `repository`
@@ -274,12 +273,13 @@ class MemoryService(EmbeddingJobs):
         vector_error: str | None = None
         if use_vector:
             vector, vector_error = self._embed_topic(topic, serving)
+        cutoff = self.vector_cutoff(tenant_id, serving)
         legs = self.reader.search(
             tenant_id,
             topic_tags=topic_tags if use_lexical else [],
             topic_vector=vector,
             embed_rev=serving.embed_rev,
-            vector_cutoff=serving.vector_cutoff,
+            vector_cutoff=cutoff,
             services=services,
             leg_limit=LEG_LIMIT,
             # an episodic entry past its expiry is not served, even before the sweeper
@@ -301,6 +301,7 @@ class MemoryService(EmbeddingJobs):
             topic_tags=topic_tags,
             vector_error=vector_error,
             serving=serving,
+            vector_cutoff=cutoff,
         )
 
     def _embed_topic(

@@ -8,6 +8,7 @@ search legs, embeddings, recurrences, blue/green re-embedding, and the projectio
 
 from __future__ import annotations
 
+from grandbo.memory.repository.calibration import CalibrationStore
 from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
 from grandbo.memory.repository.recurrences import RecurrenceReads
@@ -34,6 +35,11 @@ __all__ = [
 
 
 class MemoryRepository(
-    RecurrenceReads, EntrySearch, EmbeddingStore, VectorStaging, ProjectionRebuild
+    RecurrenceReads,
+    EntrySearch,
+    EmbeddingStore,
+    VectorStaging,
+    ProjectionRebuild,
+    CalibrationStore,
 ):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

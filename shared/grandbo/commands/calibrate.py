@@ -1,0 +1,46 @@
+"""`grandbo calibrate [--tenant T] [--sample N] [--json]`: measure each organization's
+vector cutoff on its own lake (no labels), keep it, and report it
+(`grandbo.memory.calibration`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from grandbo.errors import GrandboError
+from grandbo.memory.calibration import DEFAULT_CALIBRATION_SAMPLE
+from grandbo.memory.service import MemoryService
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "calibrate",
+        help="measure and keep each organization's vector cutoff (no labels needed)",
+        description="For a sample of entries: each title's distance to its own entry's "
+        "vector against its distance to another entry's; the cutoff that separates them "
+        "best is kept per organization and model and used by its queries.",
+    )
+    parser.add_argument("--tenant", help="one organization (default: every one)")
+    parser.add_argument("--sample", type=int, default=DEFAULT_CALIBRATION_SAMPLE)
+    parser.add_argument("--json", action="store_true")
+
+
+def cmd_calibrate(args: argparse.Namespace, service: MemoryService) -> int:
+    known = service.repository.tenant_ids()
+    if args.tenant and args.tenant not in known:
+        raise GrandboError(f"no organization {args.tenant!r} has memory here")
+    reports = [
+        service.calibrate(tenant, sample=args.sample).as_dict()
+        for tenant in ([args.tenant] if args.tenant else known)
+    ]
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    for report in [] if args.json else reports:
+        print(
+            f"{report['tenant_id']}: cutoff {report['vector_cutoff']} (model default "
+            f"{report['provider_default']}) from {report['sample_size']} entries; own "
+            f"distance p50/p95 {report['own_p50']}/{report['own_p95']}, other entries' "
+            f"p5/p50 {report['other_p5']}/{report['other_p50']}, separation "
+            f"{report['separation']}"
+        )
+    return 0

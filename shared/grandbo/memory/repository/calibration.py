@@ -1,0 +1,59 @@
+"""Calibrated vector cutoffs: a sample of the lake to measure, and the measurement kept
+per tenant and embedding revision."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from grandbo.storage.tenant_scope import TenantScopedRepository
+
+
+class CalibrationStore(TenantScopedRepository):
+    def calibration_sample(
+        self, tenant_id: str, embed_rev: str, limit: int
+    ) -> list[tuple[UUID, str, list[float]]]:
+        """Up to `limit` active entries with a vector of `embed_rev`, at random: id, title,
+        vector."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT entry_id, title, embedding FROM org_memory_entries"
+                " WHERE tenant_id = %s AND status = 'active' AND embed_rev = %s"
+                " ORDER BY random() LIMIT %s",
+                (tenant_id, embed_rev, limit),
+            )
+            return [
+                (row["entry_id"], row["title"], [float(x) for x in row["embedding"].to_list()])
+                for row in cur
+            ]
+
+    def store_calibration(
+        self,
+        tenant_id: str,
+        embed_rev: str,
+        vector_cutoff: float,
+        sample_size: int,
+        details: dict[str, Any],
+    ) -> None:
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "INSERT INTO org_memory_calibrations"
+                " (tenant_id, embed_rev, vector_cutoff, sample_size, details)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, embed_rev) DO UPDATE"
+                " SET vector_cutoff = excluded.vector_cutoff,"
+                "     sample_size = excluded.sample_size, details = excluded.details,"
+                "     measured_at = now()",
+                (tenant_id, embed_rev, vector_cutoff, sample_size, Jsonb(details)),
+            )
+
+    def calibrated_cutoff(self, tenant_id: str, embed_rev: str) -> float | None:
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT vector_cutoff FROM org_memory_calibrations"
+                " WHERE tenant_id = %s AND embed_rev = %s",
+                (tenant_id, embed_rev),
+            )
+            row = cur.fetchone()
+            return None if row is None else float(row["vector_cutoff"])

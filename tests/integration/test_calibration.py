@@ -1,0 +1,104 @@
+"""The cutoff from a tenant's own lake (issue 13, item 3): on a synthetic lake whose titles
+sit 0.1-0.3 from their own entries and 1.0 from every other, the calibrated cutoff is the
+middle of the gap (0.65), kept per tenant and model, and used by the tenant's queries."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from grandbo.embedding.base import EMBEDDING_DIMENSIONS, render_entry_text
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.errors import InvalidInputError
+from grandbo.memory.calibration import separating_cutoff
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import MemoryService
+
+from .helpers import context, entry
+
+WORDS = [
+    "checkout", "payments", "ledger", "search", "billing", "catalog", "inventory", "shipping",
+    "identity", "gateway", "pricing", "reviews", "wishlist", "coupons", "returns", "invoices",
+    "tax", "fraud", "loyalty", "orders", "carts", "sessions", "feeds", "media", "alerts",
+    "reports", "exports", "imports", "quotas", "tokens",
+]  # fmt: skip
+N = len(WORDS)
+
+
+def unit(*weights: tuple[int, float]) -> list[float]:
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for index, weight in weights:
+        vector[index] = weight
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector]
+
+
+def synthetic_lake() -> tuple[FakeEmbeddingProvider, list[dict[str, str]]]:
+    """Entry i's vector is axis i; its title is at distance 0.1-0.3 from it (towards axis
+    500 + i), so at distance 1.0 from every other entry's vector."""
+    pinned: dict[str, list[float]] = {}
+    entries = []
+    for i, word in enumerate(WORDS):
+        title = f"The {word} service stopped answering"
+        summary = (
+            f"The {word} service stopped answering because its {word} database ran out of "
+            f"connections during incident {i}; raising the {word} pool size fixed it."
+        )
+        own = 0.1 + 0.2 * i / (N - 1)  # distances 0.1 .. 0.3
+        pinned[render_entry_text(title, summary, None)] = unit((i, 1.0))
+        pinned[title] = unit((i, 1 - own), (500 + i, math.sqrt(1 - (1 - own) ** 2)))
+        entries.append(entry(title, summary))
+    return FakeEmbeddingProvider(pinned=pinned), entries
+
+
+def test_the_calibrated_cutoff_is_the_middle_of_the_gap_and_queries_use_it(
+    repository: MemoryRepository, tenant: str, other_tenant: str
+) -> None:
+    provider, entries = synthetic_lake()
+    service = MemoryService(repository, provider)
+    for item in entries:
+        service.record_entry(tenant, item, context())
+    service.embed_pending(tenant)
+    assert service.query_org_memory(tenant, "the checkout service stopped answering")
+    before = service.query_org_memory(tenant, "checkout database connections ran out")
+    assert before.metadata.vector_cutoff == provider.vector_cutoff  # the model's default
+
+    report = service.calibrate(tenant, sample=N)
+    assert report.sample_size == N
+    assert report.vector_cutoff == pytest.approx(0.65, abs=0.01)  # (0.3 + 1.0) / 2
+    assert report.separation == 1.0
+    assert (report.own_p95, report.other_p5) == (pytest.approx(0.29, abs=0.01), 1.0)
+    answer = service.query_org_memory(tenant, "checkout database connections ran out")
+    assert answer.metadata.vector_cutoff == report.vector_cutoff
+    # per tenant: another organization keeps the model's default
+    service.record_entry(other_tenant, entries[0], context())
+    service.embed_pending(other_tenant)
+    other = service.query_org_memory(other_tenant, "checkout database connections ran out")
+    assert other.metadata.vector_cutoff == provider.vector_cutoff
+    # per model: a tenant served by another model revision is not calibrated for it
+    renamed = MemoryService(repository, FakeEmbeddingProvider(model_id="another-model"))
+    assert renamed.vector_cutoff(tenant, renamed.provider) == renamed.provider.vector_cutoff
+
+
+def test_calibrating_needs_enough_entries_and_a_sane_sample(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    provider, entries = synthetic_lake()
+    service = MemoryService(repository, provider)
+    for item in entries[:5]:
+        service.record_entry(tenant, item, context())
+    service.embed_pending(tenant)
+    with pytest.raises(InvalidInputError, match="has 5 embedded entries"):
+        service.calibrate(tenant)
+    for bad in (0, 5, 5000, True, "100"):
+        with pytest.raises(InvalidInputError, match="sample"):
+            service.calibrate(tenant, sample=bad)  # type: ignore[arg-type]
+
+
+def test_the_separating_cutoff() -> None:
+    assert separating_cutoff([0.1, 0.2, 0.3], [0.9, 1.0]) == (0.6, 1.0)
+    # overlapping distributions: the best split, not a perfect one
+    cutoff, separation = separating_cutoff([0.1, 0.2, 0.5], [0.4, 0.8, 0.9])
+    assert cutoff == pytest.approx(0.3)
+    assert separation == pytest.approx(2 / 3)
