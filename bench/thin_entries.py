@@ -42,16 +42,10 @@ from uuid import UUID
 import numpy as np
 from pydantic import ValidationError
 
+from grandbo.beir import load_corpus, load_qrels, load_queries
 from grandbo.embedding.base import render_entry_text
 from grandbo.errors import InvalidInputError
-from grandbo.evaluation import (
-    entry_text,
-    load_corpus,
-    load_into_tenant,
-    load_qrels,
-    load_queries,
-    score_ranking,
-)
+from grandbo.evaluation import entry_text, load_into_tenant, score_ranking
 from grandbo.local.bootstrap import open_service
 from grandbo.local.postgres import stop_embedded_postgres
 from grandbo.local.settings import Settings

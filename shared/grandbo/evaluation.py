@@ -11,8 +11,6 @@ A document the entry contract refuses (an empty description) is reported and lef
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import statistics
 import time
@@ -25,6 +23,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
+from grandbo.beir import load_corpus, load_qrels, load_queries
 from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.memory.fusion import reciprocal_rank_fusion
 from grandbo.memory.idempotency import KeySpace, idempotency_key
@@ -37,12 +36,6 @@ MODES = ("lexical", "vector", "hybrid")
 IGNORE_OWN = ("auto", "yes", "no")
 #: (description, unit) -> a wrapper of an iterable of a known length (a progress bar)
 ProgressFactory = Callable[[str, str], Callable[[Iterable[Any], int], Iterable[Any]]]
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    query_id: str
-    text: str
 
 
 @dataclass
@@ -75,27 +68,6 @@ def _percentile(sorted_values: Sequence[float], pct: float) -> float:
         return 0.0
     index = min(len(sorted_values) - 1, math.ceil(pct / 100 * len(sorted_values)) - 1)
     return sorted_values[max(index, 0)]
-
-
-def load_corpus(folder: Path) -> list[dict[str, Any]]:
-    with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-def load_queries(folder: Path, task: str) -> list[Query]:
-    with (folder / f"queries_{task}.jsonl").open(encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    return [Query(row["_id"], row["text"]) for row in rows]
-
-
-def load_qrels(folder: Path, task: str) -> dict[str, dict[str, int]]:
-    qrels: dict[str, dict[str, int]] = {}
-    with (folder / f"qrels_{task}.tsv").open(encoding="utf-8") as handle:
-        for row in csv.DictReader(handle, delimiter="\t"):
-            score = int(row["score"])
-            if score > 0:
-                qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = score
-    return qrels
 
 
 def score_ranking(ranking: Sequence[str], relevant: dict[str, int]) -> tuple[float, ...]:
@@ -138,19 +110,16 @@ def load_into_tenant(
         title, summary = entry_text(doc)
         try:
             entry = NewEntry(title=title, summary=summary, origin=Origin.INCIDENT)
+            context = WriteContext(
+                actor="grandbo-eval", idempotency_key=idempotency_key(KeySpace.EVAL, doc["_id"])
+            )
         except ValidationError as exc:
             if refused is None:
                 raise
             problem = invalid_input_from(exc)
             refused.append(f"{doc['_id']}: {problem.field}: {problem.message}")
             continue
-        outcome = service.record_entry(
-            tenant,
-            entry,
-            WriteContext(
-                actor="grandbo-eval", idempotency_key=idempotency_key(KeySpace.EVAL, doc["_id"])
-            ),
-        )
+        outcome = service.record_entry(tenant, entry, context)
         doc_of_entry[outcome.entry.entry_id] = doc["_id"]
     return doc_of_entry
 
@@ -243,9 +212,10 @@ def run_eval(
     if ignore_own not in IGNORE_OWN:
         raise ValueError(f"ignore_own must be one of {IGNORE_OWN}, got {ignore_own!r}")
     wrap = progress or (lambda _description, _unit: lambda items, _total: items)
-    corpus = load_corpus(folder)
-    queries = load_queries(folder, task)
-    qrels = load_qrels(folder, task)
+    malformed: list[str] = []  # rows of the folder's files that could not be read
+    corpus = load_corpus(folder, malformed)
+    queries = load_queries(folder, task, malformed)
+    qrels = load_qrels(folder, task, malformed)
     tenant = f"eval-{uuid.uuid4().hex[:12]}"
     started = time.perf_counter()
     refused: list[str] = []
@@ -258,6 +228,8 @@ def run_eval(
     embed_s = time.perf_counter() - started
     docs_of_entry: dict[UUID, list[str]] = {}
     merged = add_documents(service, tenant, doc_of_entry, docs_of_entry)
+    loaded = set(doc_of_entry.values())  # a qrel naming any other document cannot be found
+    unfindable = 0
 
     scores = {mode: ModeScores() for mode in MODES}
     sweeps: dict[float, ModeScores] = {c: ModeScores() for c in cutoffs}
@@ -268,8 +240,11 @@ def run_eval(
         named = qrels.get(query.query_id, {})
         own_ignored = ignore_own == "yes" or (ignore_own == "auto" and query.query_id not in named)
         own = query.query_id if own_ignored else None  # the document left out of rankings
-        relevant = {d: g for d, g in named.items() if d != own}
+        relevant = {d: g for d, g in named.items() if d != own and d in loaded}
+        unfindable += sum(1 for d in named if d != own and d not in loaded)
         if not relevant:
+            if named.keys() - {own}:  # only documents memory does not hold: not scorable
+                skipped.append(f"{query.query_id}: its relevant documents are not in memory")
             continue
         try:
             ranked, timings = timed_rank(service, tenant, query.text)
@@ -300,6 +275,8 @@ def run_eval(
         "vector_cutoff": service.provider.vector_cutoff,
         "documents": len(corpus),
         "documents_refused": refused,
+        "rows_malformed": malformed,
+        "relevant_documents_not_in_memory": unfindable,
         "entries_merged_as_recurrences": merged,
         "duplicate_distance": service.provider.duplicate_distance,
         "reranker": None if service.reranker is None else service.reranker.name,
@@ -351,6 +328,16 @@ def format_table(report: dict[str, Any]) -> str:
             f"{mode:<8} {s['recall@5']:>7.4f} {s['recall@10']:>7.4f} {s['mrr@10']:>7.4f} "
             f"{s['ndcg@10']:>8.4f} {s['capped_recall@5']:>7.4f} "
             f"{s['latency_p50_ms']:>8.2f} {s['latency_p95_ms']:>8.2f}"
+        )
+    if report.get("rows_malformed"):
+        lines.append(
+            f"rows that could not be read (left out): {len(report['rows_malformed'])}, "
+            f"e.g. {report['rows_malformed'][0]}"
+        )
+    if report.get("relevant_documents_not_in_memory"):
+        lines.append(
+            "relevant documents named by the qrels but not in memory (unknown or refused; "
+            f"not counted): {report['relevant_documents_not_in_memory']}"
         )
     if report.get("documents_refused"):
         lines.append(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from grandbo.beir import load_corpus, load_qrels, load_queries
 from grandbo.errors import InvalidInputError
 from grandbo.evaluation import (
     MODES,
@@ -26,10 +27,7 @@ from grandbo.evaluation import (
     ProgressFactory,
     add_documents,
     document_rankings,
-    load_corpus,
     load_into_tenant,
-    load_qrels,
-    load_queries,
     record_scores,
     score_ranking,
     timed_rank,
@@ -41,7 +39,8 @@ DATE_FORMATS = ("%m/%d/%Y", "%Y-%m-%d")
 
 def incident_date(doc: dict[str, Any]) -> date | None:
     """The day the incident happened, from `metadata.time` (MM/DD/YYYY or ISO)."""
-    raw = str((doc.get("metadata") or {}).get("time") or "").strip()
+    metadata = doc.get("metadata")
+    raw = str((metadata.get("time") if isinstance(metadata, dict) else None) or "").strip()
     for fmt in DATE_FORMATS:
         try:
             return datetime.strptime(raw, fmt).date()
@@ -52,7 +51,10 @@ def incident_date(doc: dict[str, Any]) -> date | None:
 
 def root_causes(doc: dict[str, Any]) -> set[str]:
     """Fine-grained root-cause labels: each label's full path (layer-1/layer-2/...)."""
-    labels = (doc.get("metadata") or {}).get("root_cause_labels") or []
+    metadata = doc.get("metadata")
+    labels = metadata.get("root_cause_labels") if isinstance(metadata, dict) else None
+    if not isinstance(labels, list):
+        return set()
     return {
         "/".join(str(label[key]) for key in sorted(label))
         for label in labels
@@ -73,12 +75,13 @@ def run_replay(
 ) -> dict[str, Any]:
     """Replay `folder`'s incidents in date order; returns the report."""
     wrap = progress or (lambda _description, _unit: lambda items, _total: items)
-    corpus = load_corpus(folder)
-    queries = {q.query_id: q for q in load_queries(folder, task)}
+    malformed: list[str] = []
+    corpus = load_corpus(folder, malformed)  # a repeated `_id` keeps its first document
+    queries = {q.query_id: q for q in load_queries(folder, task, malformed)}
     # a symptom query names exactly one document: its own incident
     query_of_doc = {
         next(iter(docs)): queries[query_id]
-        for query_id, docs in load_qrels(folder, task).items()
+        for query_id, docs in load_qrels(folder, task, malformed).items()
         if len(docs) == 1 and query_id in queries
     }
     undated = [doc["_id"] for doc in corpus if incident_date(doc) is None]
@@ -103,10 +106,12 @@ def run_replay(
             if query is None:
                 continue
             causes = root_causes(doc)
-            relevant = {
+            relevant = {  # never the incident itself, whatever its id says
                 earlier["_id"]: 1
                 for earlier in dated
-                if earlier["_id"] in in_memory and causes & root_causes(earlier)
+                if earlier["_id"] in in_memory
+                and earlier["_id"] != doc["_id"]
+                and causes & root_causes(earlier)
             }
             if not relevant:
                 without_history += 1
@@ -138,6 +143,7 @@ def run_replay(
         "documents": len(corpus),
         "documents_undated": undated,
         "documents_refused": refused,
+        "rows_malformed": malformed,
         "queries_scored": len(scores["hybrid"].recall_at_5),
         "queries_without_an_earlier_incident_of_their_cause": without_history,
         "queries_skipped": skipped,

@@ -144,3 +144,41 @@ def test_a_failing_reranker_is_reported_and_the_fused_order_scored(
     assert report["reranker_failures"] == report["queries_scored"] == 1
     assert report["modes"]["hybrid"]["mrr@10"] == fused["modes"]["hybrid"]["mrr@10"]
     assert "it failed (fused order served) for 1 queries" in format_table(report)
+
+
+def test_malformed_rows_of_every_file_are_reported_by_line_and_the_eval_goes_on(
+    service: MemoryService, tmp_path: Path
+) -> None:
+    _write_beir(tmp_path)
+    with (tmp_path / "corpus.jsonl").open("a") as corpus:
+        corpus.write("{not json\n")
+        corpus.write(json.dumps(["a", "list"]) + "\n")
+        corpus.write(json.dumps({"title": "no id", "text": "x " * 20}) + "\n")
+        corpus.write(json.dumps({"_id": "t", "title": 7, "text": "x " * 20}) + "\n")
+        corpus.write(json.dumps({"_id": 42, "title": "An integer id", "text": "y " * 20}) + "\n")
+        corpus.write(json.dumps({"_id": "d1", "title": "Twice", "text": "another text"}) + "\n")
+        corpus.write(json.dumps({"_id": "m", "text": "z " * 20, "metadata": "oops"}) + "\n")
+    with (tmp_path / "queries_symptom.jsonl").open("a") as queries:
+        queries.write("]\n")
+        queries.write(json.dumps({"_id": "q9"}) + "\n")
+    with (tmp_path / "qrels_symptom.tsv").open("a") as qrels:
+        qrels.write("q1\td1\thigh\n")
+        qrels.write("q1\tghost\t1\n")  # a document the corpus does not have
+    report = run_eval(service, tmp_path, "symptom")
+    lines = report["rows_malformed"]
+    assert [line.split(":")[:2] for line in lines] == [
+        ["corpus.jsonl", "4"],
+        ["corpus.jsonl", "5"],
+        ["corpus.jsonl", "6"],
+        ["corpus.jsonl", "7"],
+        ["corpus.jsonl", "9"],
+        ["corpus.jsonl", "10"],
+        ["queries_symptom.jsonl", "4"],
+        ["queries_symptom.jsonl", "5"],
+        ["qrels_symptom.tsv", "5"],
+    ]
+    assert "repeated (the first kept)" in lines[4]
+    assert report["relevant_documents_not_in_memory"] == 1
+    assert report["modes"]["lexical"]["recall@5"] == 1.0  # the ghost is not counted
+    assert report["documents"] == 4  # d1-d3 and the integer id, read as "42"
+    assert "rows that could not be read (left out): 9" in format_table(report)

@@ -4,6 +4,8 @@ the reader unreachable, queries are answered from the writer."""
 
 from __future__ import annotations
 
+import socket
+import time
 from typing import Any
 
 import psycopg
@@ -11,6 +13,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.memory.repository import MemoryRepository
 from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime
 from grandbo.storage.connections import DatabaseUrls
 
@@ -60,17 +63,16 @@ def test_a_query_searches_the_reader_and_writes_go_to_the_writer(
         created = service.record_entry(tenant, LESSON, context()).entry
         service.embed_pending(tenant)
         searched: list[str] = []
-        for name, repository in (("reader", service.reader), ("writer", service.repository)):
-            search = repository.search
+        search = MemoryRepository.search
 
-            def observed(*args: Any, _name: str = name, _search: Any = search, **kw: Any) -> Any:
-                searched.append(_name)
-                return _search(*args, **kw)
+        def observed(self: MemoryRepository, *args: Any, **kw: Any) -> Any:
+            searched.append(self._conn.info.parameter_status("application_name") or "")
+            return search(self, *args, **kw)
 
-            monkeypatch.setattr(repository, "search", observed)
+        monkeypatch.setattr(MemoryRepository, "search", observed)
         [hit] = service.query_org_memory(tenant, TOPIC).hits
         assert hit.entry_id == created.entry_id
-        assert searched == ["reader"]  # and read-only there: the search wrote nothing
+        assert searched == ["grandbo-test-reader"]  # read-only there: the search wrote nothing
         assert last_statement(admin_conn, "grandbo-test-reader") == "COMMIT"
         # the query path's write (feedback) goes to the writer, and succeeds
         assert service.record_feedback(
@@ -109,7 +111,7 @@ def test_an_unreachable_reader_leaves_queries_to_the_writer(
     runtime = runtime_with(database, DATABASE_READ_URL=unreachable)
     try:
         service = runtime.service()
-        assert service.reader is service.repository
+        assert service.reader._conn is service.repository._conn  # the writer's
         created = service.record_entry(tenant, LESSON, context()).entry
         service.embed_pending(tenant)
         assert [h.entry_id for h in service.query_org_memory(tenant, TOPIC).hits] == [
@@ -117,3 +119,45 @@ def test_an_unreachable_reader_leaves_queries_to_the_writer(
         ]
     finally:
         runtime.close()
+
+
+def test_a_reader_that_never_answers_costs_one_connect_timeout_then_is_skipped(
+    database: DatabaseUrls, tenant: str
+) -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts connections, never says a word
+    port = silent.getsockname()[1]
+    reader_url = make_conninfo(database.app, host="127.0.0.1", port=str(port), connect_timeout="1")
+    runtime = runtime_with(database, DATABASE_READ_URL=reader_url)
+    try:
+        service = runtime.service()
+        created = service.record_entry(tenant, LESSON, context()).entry
+        service.embed_pending(tenant)
+        # routes that never search never wait on the reader
+        started = time.monotonic()
+        assert service.get_entry(tenant, created.entry_id).entry_id == created.entry_id
+        assert service.record_feedback(
+            tenant, created.entry_id, {"verdict": "helpful", "incident_id": "INC-1"}, context()
+        ).applied
+        assert time.monotonic() - started < 0.5
+        # the first query waits out the connect timeout, then the writer answers
+        started = time.monotonic()
+        assert service.query_org_memory(tenant, TOPIC).hits[0].entry_id == created.entry_id
+        assert time.monotonic() - started < 3.0
+        # and the next ones skip the reader while it is down
+        started = time.monotonic()
+        for _ in range(3):
+            assert service.query_org_memory(tenant, TOPIC).hits
+        assert time.monotonic() - started < 1.0
+    finally:
+        runtime.close()
+        silent.close()
+
+
+def test_the_reader_url_from_the_secret_has_a_connect_timeout() -> None:
+    from grandbo.runtime.lambda_container import database_url_from_secret
+
+    secret = '{"host": "h", "port": 5432, "username": "u", "password": "p"}'
+    assert "connect_timeout=2" in database_url_from_secret(secret, "r", connect_timeout_s=2)
+    assert "connect_timeout" not in database_url_from_secret(secret, "w")

@@ -116,3 +116,27 @@ def test_dates_and_labels_are_read_from_the_metadata() -> None:
     assert root_causes({"metadata": {"root_cause_labels": [POOL, {}]}}) == {
         "internal causes/software bugs/resource leak"
     }
+
+
+def test_a_repeated_id_is_reported_and_never_answers_its_own_query(
+    service: MemoryService, tmp_path: Path
+) -> None:
+    write_folder(tmp_path)
+    with (tmp_path / "corpus.jsonl").open("a") as corpus:
+        corpus.write(
+            json.dumps(
+                {
+                    "_id": "leak-again",
+                    "title": "An earlier report under the same id",
+                    "text": "Another incident filed under the id of a later one, which a "
+                    "replay must not let answer that later incident's query.",
+                    "metadata": {"time": "01/01/2019", "root_cause_labels": [POWER]},
+                }
+            )
+            + "\n"
+        )
+        corpus.write("{broken\n")
+    report = run_replay(service, tmp_path)
+    assert any("repeated (the first kept)" in line for line in report["rows_malformed"])
+    assert any("not JSON" in line for line in report["rows_malformed"])
+    assert "leak-again" not in report["answers"]["sym-leak-again"]

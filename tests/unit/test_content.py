@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from grandbo.beir import load_corpus
 from grandbo.errors import invalid_input_from
-from grandbo.evaluation import entry_text, load_corpus
+from grandbo.evaluation import entry_text
 from grandbo.memory.content import (
     MIN_INFORMATIVE_TAGS,
     MIN_SUMMARY_WORDS,

@@ -248,3 +248,48 @@ def test_a_deployment_names_its_reranker_in_the_environment() -> None:
     for bad in ({"GRANDBO_RERANKER": "cohere"}, {"GRANDBO_RERANK_TIMEOUT_S": "0"}):
         with pytest.raises(ValidationError):
             LambdaEnvironment.model_validate({**base, **bad})
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [None, ["0", "1"], [0, 0, 1], [True, 0], [9], iter([]), "012"],
+    ids=["none", "strings", "twice", "bool", "out-of-range", "generator", "a-string"],
+)
+def test_any_reranker_answer_is_checked_and_a_bad_one_serves_the_fused_order(
+    answer: Any,
+) -> None:
+    class Misbehaving(Reranker):
+        name = "misbehaving"
+
+        def rerank(self, query: str, documents: Sequence[str]) -> list[int]:
+            return answer  # type: ignore[no-any-return]
+
+    fused = _entries(3)
+    result = rerank_entries(Misbehaving(), "a topic", fused, timeout_s=1.0)
+    if answer is not None and not isinstance(answer, str) and list(answer) == []:
+        assert result.status == "ok"  # an empty answer: the fused order, completed
+    assert result.entries == fused
+    assert result.status in ("ok", "unavailable")
+
+
+@pytest.mark.parametrize("error", [ValueError("bug"), SystemExit(3)])
+def test_a_reranker_raising_anything_serves_the_fused_order(error: BaseException) -> None:
+    class Raising(Reranker):
+        name = "raising"
+
+        def rerank(self, query: str, documents: Sequence[str]) -> list[int]:
+            raise error
+
+    fused = _entries(3)
+    result = rerank_entries(Raising(), "a topic", fused, timeout_s=1.0)
+    assert (result.status, result.entries) == ("unavailable", fused)
+
+
+def test_hostile_specs_are_refused() -> None:
+    for bad in (
+        "bedrock:arn:aws-----:bedrock:us-west-2::foundation-model/amazon.rerank-v1:0",
+        "bedrock:arn:aws:bedrock:us-west-2:\u0661\u0662\u0663:foundation-model/amazon.rerank-v1:0",
+        "bedrock:arn:aws:bedrock:nowhere::foundation-model/amazon.rerank-v1:0",
+    ):
+        with pytest.raises(GrandboError):
+            reranker_named(bad)

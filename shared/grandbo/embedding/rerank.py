@@ -19,7 +19,10 @@ from grandbo.errors import GrandboError
 
 # `bedrock:<model ARN>`: a Bedrock reranking model, e.g.
 # arn:aws:bedrock:us-west-2::foundation-model/amazon.rerank-v1:0
-RERANKER_SPEC = r"^bedrock:arn:aws[a-z-]*:bedrock:[a-z0-9-]+:\d{0,12}:[A-Za-z0-9./:_-]{1,200}$"
+RERANKER_SPEC = (
+    r"^bedrock:arn:aws(-[a-z]+)*:bedrock:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{0,12}:"
+    r"[A-Za-z0-9./:_-]{1,200}$"
+)
 # Bedrock's Rerank API takes up to 1,000 sources; a query reranks at most its fused top 25
 MAX_SOURCE_CHARS = 4_000
 
@@ -106,9 +109,13 @@ class BedrockReranker(Reranker):
             score = result.get("relevanceScore") if isinstance(result, dict) else None
             if isinstance(score, bool) or not isinstance(score, int | float):
                 raise RerankError(f"{self.name} answered a result without a relevance score")
-            if not math.isfinite(score):
+            try:
+                value = float(score)
+            except OverflowError:
+                value = math.inf
+            if not math.isfinite(value):
                 raise RerankError(f"{self.name} answered a non-finite relevance score")
-            scored.append((float(score), result.get("index")))
+            scored.append((value, result.get("index")))
         scored.sort(key=lambda pair: -pair[0])  # stable: ties keep the answer's order
         return checked_order([index for _, index in scored], len(documents), source=self.name)
 

@@ -81,7 +81,12 @@ class Calibration:
     """Measure, keep and serve each tenant's cutoff (a base of `MemoryService`)."""
 
     repository: MemoryRepository
-    reader: MemoryRepository
+
+    @property
+    def reader(self) -> MemoryRepository:
+        """Where queries read (a reader when reads scale out); MemoryService's."""
+        return self.repository
+
     blue_green: BlueGreen
     # (tenant, embed_rev) -> (when read, the calibrated cutoff or None)
     _cutoff_cache: dict[tuple[str, str], tuple[float, float | None]]

@@ -75,7 +75,11 @@ class Consolidation:
     """Recurrences over the repository (a base of `MemoryService`)."""
 
     repository: MemoryRepository
-    reader: MemoryRepository  # where queries read (a reader when reads scale out)
+
+    @property
+    def reader(self) -> MemoryRepository:
+        """Where queries read (a reader when reads scale out); MemoryService's."""
+        return self.repository
 
     def consolidate(
         self, tenant_id: str, entry_ids: Sequence[UUID], provider: EmbeddingProvider

@@ -41,8 +41,10 @@ def call_with_deadline(
     def run() -> None:
         try:
             future.set_result(call())
-        except BaseException as exc:  # handed to the waiting caller
+        except Exception as exc:  # handed to the waiting caller
             future.set_exception(exc)
+        except BaseException as exc:  # SystemExit and the like end this thread, not the caller
+            future.set_exception(DeadlineExceeded(f"{what} aborted: {type(exc).__name__}"))
         finally:
             slots.release()
 

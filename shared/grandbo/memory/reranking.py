@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grandbo.embedding.base import render_entry_text
-from grandbo.embedding.rerank import Reranker, RerankError
+from grandbo.embedding.rerank import Reranker, RerankError, checked_order
 from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
 from grandbo.memory.models import MemoryEntry
 
@@ -43,7 +43,10 @@ def rerank_entries(
     texts = [render_entry_text(e.title, e.summary, e.service) for e in head]
     try:
         order = call_with_deadline(
-            lambda: reranker.rerank(topic, texts),
+            # its answer is checked here whatever the reranker: each index once, in range
+            lambda: checked_order(
+                list(reranker.rerank(topic, texts)), len(texts), source=reranker.name
+            ),
             timeout_s,
             _RERANK_SLOTS,
             what=f"reranking with {reranker.name}",
@@ -53,6 +56,9 @@ def rerank_entries(
     except (DeadlineExceeded, RerankError) as exc:
         _log.warning("reranker unavailable, serving the fused order: %s", exc)
         return Reranked(list(fused), "unavailable", str(exc))
+    except Exception as exc:  # a reranker is another service: its bug never fails a query
+        _log.exception("reranker failed, serving the fused order")
+        return Reranked(list(fused), "unavailable", f"{type(exc).__name__}: {exc}")
     named = set(order)
     reordered = [head[i] for i in order] + [e for i, e in enumerate(head) if i not in named]
     return Reranked(reordered + tail, "ok")

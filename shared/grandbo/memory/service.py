@@ -133,7 +133,7 @@ class MemoryService(EmbeddingJobs, Calibration):
         topology: ServiceScopes | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         previous_provider: EmbeddingProvider | None = None,
-        reader: MemoryRepository | None = None,
+        reader: MemoryRepository | Callable[[], MemoryRepository] | None = None,
         reranker: Reranker | None = None,
         rerank_timeout_s: float = 1.0,
     ) -> None:
@@ -142,8 +142,9 @@ class MemoryService(EmbeddingJobs, Calibration):
         self._cutoff_cache = {}
         self.repository = repository
         # where a query's searches run: a reader when reads scale out (AWS: the proxy's
-        # read-only endpoint), else the one database; writes always go to `repository`
-        self.reader = reader or repository
+        # read-only endpoint; a callable is asked at each search), else the one database;
+        # writes always go to `repository`
+        self._reader = reader
         # the embedding models: `provider`, and during a model change the previous one
         # tenants not yet switched are served from (one place holds both)
         self.blue_green = BlueGreen(repository, provider, previous_provider)
@@ -156,6 +157,13 @@ class MemoryService(EmbeddingJobs, Calibration):
     @property
     def previous_provider(self) -> EmbeddingProvider | None:
         return self.blue_green.previous
+
+    @property
+    def reader(self) -> MemoryRepository:
+        """The repository queries search."""
+        if self._reader is None:
+            return self.repository
+        return self._reader if isinstance(self._reader, MemoryRepository) else self._reader()
 
     def now(self) -> datetime:
         """The service's clock (injected in tests)."""

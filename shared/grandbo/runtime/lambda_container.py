@@ -42,6 +42,10 @@ IDLE_PING_AFTER_S = 60.0
 KEYRING_CACHE_S = 300
 
 _log = logging.getLogger(__name__)
+# a reader (RDS Proxy's read-only endpoint) that does not connect this fast is skipped;
+# one that could not be reached is tried again after this long
+READER_CONNECT_TIMEOUT_S = 2
+READER_RETRY_AFTER_S = 30.0
 
 
 class ContainersBusyError(GrandboError):
@@ -90,7 +94,9 @@ class LambdaEnvironment(BaseModel):
         return cls.model_validate({k: v for k, v in os.environ.items() if v})
 
 
-def database_url_from_secret(secret_string: str, host: str | None = None) -> str:
+def database_url_from_secret(
+    secret_string: str, host: str | None = None, *, connect_timeout_s: int | None = None
+) -> str:
     """An RDS-style secret (host, port, username, password, dbname) as a connection URL.
 
     TLS is verify-full: the server's certificate must chain to a CA of certifi's bundle
@@ -110,6 +116,7 @@ def database_url_from_secret(secret_string: str, host: str | None = None) -> str
         dbname=secret.get("dbname", "postgres"),
         sslmode="verify-full",
         sslrootcert=certifi.where(),
+        **({} if connect_timeout_s is None else {"connect_timeout": str(connect_timeout_s)}),
     )
 
 
@@ -141,6 +148,7 @@ class LambdaRuntime:
         self._provider = provider
         self._previous_provider = previous_provider
         self._reranker: Reranker | None = None
+        self._reader_down_until = 0.0
         self._queue = embed_queue
         self._keyring = keyring
         self._keyring_loaded_at = 0.0
@@ -199,8 +207,11 @@ class LambdaRuntime:
 
         assert env.database_secret_arn is not None
         secret = str(get_secret(env.database_secret_arn, max_age=300))
-        host = env.database_read_host if reader else env.database_host
-        return database_url_from_secret(secret, host)
+        if reader:  # a reader that does not answer soon is skipped: the writer answers
+            return database_url_from_secret(
+                secret, env.database_read_host, connect_timeout_s=READER_CONNECT_TIMEOUT_S
+            )
+        return database_url_from_secret(secret, env.database_host)
 
     @property
     def reads_scale_out(self) -> bool:
@@ -220,8 +231,10 @@ class LambdaRuntime:
         return conn
 
     def read_connection(self) -> psycopg.Connection[Any]:
-        """This container's connection to a reader, when reads scale out (else the writer's)."""
-        if not self.reads_scale_out:
+        """This container's connection to a reader, when reads scale out (else the
+        writer's). Opened only when a query searches; a reader that cannot be reached is
+        left alone for READER_RETRY_AFTER_S, the writer answering meanwhile."""
+        if not self.reads_scale_out or time.monotonic() < self._reader_down_until:
             return self.connection()
         slot: _Slot = self._slot()
         conn = self._live(slot.read_conn, slot.read_used_at)
@@ -230,13 +243,18 @@ class LambdaRuntime:
                 conn = self._connect(self._database_url(reader=True))
             except StoreUnavailableError:
                 # no reader to be had (one restarting, a failover): the writer answers
-                _log.warning("no reader reachable; this request reads from the writer")
-                slot.service = None
+                self._reader_down_until = time.monotonic() + READER_RETRY_AFTER_S
+                _log.warning(
+                    "no reader reachable; reads go to the writer for %s s", READER_RETRY_AFTER_S
+                )
                 return self.connection()
             slot.read_conn = conn
-            slot.service = None
         slot.read_used_at = time.monotonic()
         return conn
+
+    def read_repository(self) -> MemoryRepository:
+        """The repository a query searches (`read_connection`), resolved when it searches."""
+        return MemoryRepository(self.read_connection())
 
     def _connect(self, url: str) -> psycopg.Connection[Any]:
         conn = connect(url)
@@ -308,13 +326,13 @@ class LambdaRuntime:
 
     def service(self) -> MemoryService:
         conn = self.connection()
-        read_conn = self.read_connection()
         slot = self._slot()
         if slot.service is None:
             slot.service = MemoryService(
                 MemoryRepository(conn),
                 self.provider,
-                reader=None if read_conn is conn else MemoryRepository(read_conn),
+                # resolved at each search: routes that never search never open a reader
+                reader=self.read_repository if self.reads_scale_out else None,
                 reranker=self.reranker,
                 rerank_timeout_s=self.environment.rerank_timeout_s,
                 topic_embed_timeout_s=self.environment.topic_embed_timeout_s,
