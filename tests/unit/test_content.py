@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pydantic import ValidationError
 
@@ -16,8 +14,6 @@ from grandbo.memory.content import (
     summary_words,
 )
 from grandbo.memory.models import EntryText, NewEntry
-
-POSTMORTEMS = Path(__file__).resolve().parents[3] / "shared" / "eval" / "cloud_postmortems"
 
 
 def test_an_entry_exactly_at_the_minimum_is_accepted() -> None:
