@@ -296,7 +296,10 @@ def run_eval(
             for c, s in sweeps.items()
         }
     if calibrate:  # measured after scoring: the figures above are at the default cutoff
-        report["calibration"] = service.calibrate(tenant, sample=200).as_dict()
+        try:
+            report["calibration"] = service.calibrate(tenant, sample=200).as_dict()
+        except InvalidInputError as exc:
+            report["calibration_error"] = exc.message
     if distances_relevant:
         ordered = sorted(distances_relevant)
         report["relevant_distance_p50_p95"] = [
@@ -361,6 +364,8 @@ def format_table(report: dict[str, Any]) -> str:
             f"(own p50/p95 {c['own_p50']}/{c['own_p95']}, other p5/p50 "
             f"{c['other_p5']}/{c['other_p50']}, separation {c['separation']})"
         )
+    if report.get("calibration_error"):
+        lines.append(f"not calibrated: {report['calibration_error']}")
     if report.get("reranker"):
         lines.append(
             f"hybrid reranked by {report['reranker']}; it failed (fused order served) for "

@@ -36,3 +36,22 @@ def test_an_admin_calibrates_the_organizations_cutoff(
     assert query.body["metadata"]["vector_cutoff"] == answer.body["vector_cutoff"]
     other = gateway.query(other_tenant, {"topic": "the checkout service stopped answering"})
     assert other.body["metadata"]["vector_cutoff"] == PROVIDER.vector_cutoff
+
+
+def test_a_provider_failure_while_calibrating_is_a_503(
+    gateway: Gateway, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from grandbo.errors import EmbeddingError
+
+    for item in ENTRIES:
+        gateway.admin(tenant, "POST", "/v1/admin/entries", item)
+    gateway.drain()
+
+    def throttled(texts: object) -> object:
+        raise EmbeddingError("amazon.titan-embed-text-v2:0 failed: ThrottlingException")
+
+    monkeypatch.setattr(PROVIDER, "embed", throttled)
+    answer = gateway.admin(tenant, "POST", "/v1/admin/calibration", {})
+    assert answer.status == 503
+    assert answer.body["error"] == "unavailable"
+    assert gateway.admin(tenant, "POST", "/v1/admin/calibration", {"sample": 101}).status == 422

@@ -102,3 +102,48 @@ def test_the_separating_cutoff() -> None:
     cutoff, separation = separating_cutoff([0.1, 0.2, 0.5], [0.4, 0.8, 0.9])
     assert cutoff == pytest.approx(0.3)
     assert separation == pytest.approx(2 / 3)
+
+
+def test_a_lake_whose_titles_say_nothing_is_not_calibrated_and_keeps_the_default(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    # every title the same: its distance to its own entry is its distance to any other
+    service = MemoryService(repository, FakeEmbeddingProvider())
+    for word in WORDS:
+        service.record_entry(
+            tenant,
+            entry(
+                "Deploy rolled back after errors",
+                f"The {word} deploy was rolled back after its error rate rose during the "
+                f"{word} rollout window; the previous {word} build was restored.",
+            ),
+            context(),
+        )
+    service.embed_pending(tenant)
+    with pytest.raises(InvalidInputError, match="cannot be calibrated"):
+        service.calibrate(tenant)
+    assert repository.calibrated_cutoff(tenant, service.provider.embed_rev) is None
+    answer = service.query_org_memory(tenant, "the deploy was rolled back after errors rose")
+    assert answer.metadata.vector_cutoff == service.provider.vector_cutoff
+
+
+def test_calibrating_every_organization_names_the_ones_it_cannot_and_goes_on(
+    repository: MemoryRepository, tenant: str, other_tenant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from grandbo.commands.calibrate import cmd_calibrate
+
+    provider, entries = synthetic_lake()
+    service = MemoryService(repository, provider)
+    service.record_entry(other_tenant, entries[0], context())  # too small to calibrate
+    for item in entries:
+        service.record_entry(tenant, item, context())
+    service.embed_pending()
+    known = [tenant, other_tenant]
+    repository.tenant_ids = lambda: known  # type: ignore[method-assign]  # these two only
+    assert cmd_calibrate(argparse.Namespace(tenant=None, sample=N, json=False), service) == 0
+    out = capsys.readouterr().out
+    assert f"{other_tenant}: not calibrated, the model's default stays" in out
+    assert f"{tenant}: cutoff 0.65" in out
+    assert repository.calibrated_cutoff(tenant, provider.embed_rev) == 0.65

@@ -22,6 +22,7 @@ from grandbo.api.models import MAX_BODY_BYTES
 from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.errors import (
     AuthenticationError,
+    EmbeddingError,
     EntryNotActiveError,
     EntryNotFoundError,
     InvalidInputError,
@@ -175,6 +176,12 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(NotARecurrenceError)
     def _not_recurrence(exc: NotARecurrenceError) -> Response[Any]:
         return error_response(409, "not_a_recurrence", str(exc))
+
+    @app.exception_handler(EmbeddingError)
+    def _embedding(exc: EmbeddingError) -> Response[Any]:
+        # a route that embeds (calibration): the provider failed, throttled or refused
+        logger.warning("embedding provider unavailable", extra={"reason": str(exc)})
+        return error_response(503, "unavailable", "the embedding provider is unavailable; retry")
 
     @app.exception_handler(StoreUnavailableError)
     def _database(exc: StoreUnavailableError) -> Response[Any]:

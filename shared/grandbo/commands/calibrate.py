@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from grandbo.errors import GrandboError
+from grandbo.errors import GrandboError, InvalidInputError
 from grandbo.memory.calibration import DEFAULT_CALIBRATION_SAMPLE
 from grandbo.memory.service import MemoryService
 
@@ -27,12 +27,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def cmd_calibrate(args: argparse.Namespace, service: MemoryService) -> int:
     known = service.repository.tenant_ids()
-    if args.tenant and args.tenant not in known:
+    if args.tenant is not None and args.tenant not in known:
         raise GrandboError(f"no organization {args.tenant!r} has memory here")
-    reports = [
-        service.calibrate(tenant, sample=args.sample).as_dict()
-        for tenant in ([args.tenant] if args.tenant else known)
-    ]
+    if args.tenant is not None:
+        reports = [service.calibrate(args.tenant, sample=args.sample).as_dict()]
+    else:  # every organization that can be: the others are named, and keep the default
+        reports = []
+        for tenant in known:
+            try:
+                reports.append(service.calibrate(tenant, sample=args.sample).as_dict())
+            except InvalidInputError as exc:
+                print(f"{tenant}: not calibrated, the model's default stays: {exc.message}")
     if args.json:
         print(json.dumps(reports, indent=2))
     for report in [] if args.json else reports:

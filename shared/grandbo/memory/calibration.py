@@ -26,6 +26,11 @@ from grandbo.memory.repository import MemoryRepository
 from grandbo.tenancy import require_tenant
 
 MIN_CALIBRATION_SAMPLE = 20
+# below this separation the titles say nothing about their entries (identical titles, a
+# lake whose titles sit nearer other entries): nothing is stored, the default stays
+MIN_SEPARATION = 0.5
+# a stored cutoff stays within what a cosine cutoff can sensibly be
+CUTOFF_RANGE = (0.05, 1.0)
 DEFAULT_CALIBRATION_SAMPLE = 100
 MAX_CALIBRATION_SAMPLE = 1000
 # a cutoff's reads are cached this long per service (a Lambda container): one indexed
@@ -120,6 +125,14 @@ class Calibration:
             for i, title in enumerate(titles)
         ]
         cutoff, separation = separating_cutoff(own, other)
+        if separation < MIN_SEPARATION:
+            raise InvalidInputError(
+                "tenant",
+                f"cannot be calibrated: its titles separate their own entries from others "
+                f"by {separation:.2f} (at least {MIN_SEPARATION} is needed; identical or "
+                "uninformative titles); the model's default cutoff stays",
+            )
+        cutoff = round(min(max(cutoff, CUTOFF_RANGE[0]), CUTOFF_RANGE[1]), 4)
         report = CalibrationReport(
             tenant_id=tenant,
             embed_rev=provider.embed_rev,
