@@ -20,7 +20,7 @@ from grandbo.embedding.base import EmbeddingProvider
 from grandbo.errors import InvalidInputError
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import MemoryEntry, WriteContext, WriteOutcome
-from grandbo.memory.recurrence import DuplicateRule, may_take_recurrence, tag_overlap
+from grandbo.memory.recurrence import DuplicateRule, Words, may_take_recurrence, tag_overlap
 from grandbo.memory.repository import MemoryRepository
 from grandbo.tenancy import require_tenant
 
@@ -161,8 +161,21 @@ class Consolidation:
         rule = duplicate_rule(provider)
         if rule is None:
             return [Lesson(entry) for entry in ranked[:limit]]
-        distances = self.reader.distances_between(
-            tenant_id, [e.entry_id for e in ranked], provider.embed_rev
+        # the rule's word checks first (tags, identifiers, services: no vectors needed);
+        # only the entries of pairs passing them need their distances read, usually none
+        words = {e.entry_id: Words.of(e.tags, e.service) for e in ranked}
+        agree: set[tuple[UUID, UUID]] = set()
+        for i, entry in enumerate(ranked):
+            for other in ranked[:i]:
+                if not (entry.never_merge or other.never_merge) and rule.words_agree(
+                    words[entry.entry_id], words[other.entry_id]
+                ):
+                    agree.add((entry.entry_id, other.entry_id))
+        paired = {entry_id for pair in agree for entry_id in pair}
+        distances = (
+            self.reader.distances_between(tenant_id, sorted(paired), provider.embed_rev)
+            if paired
+            else {}
         )
         lessons: list[Lesson] = []
         for entry in ranked:
@@ -170,15 +183,9 @@ class Consolidation:
                 (
                     lesson
                     for lesson in lessons
-                    if not (entry.never_merge or lesson.entry.never_merge)
-                    and (entry.entry_id, lesson.entry.entry_id) in distances
-                    and rule.same_lesson(
-                        distances[entry.entry_id, lesson.entry.entry_id],
-                        entry.tags,
-                        lesson.entry.tags,
-                        entry.service,
-                        lesson.entry.service,
-                    )
+                    if (entry.entry_id, lesson.entry.entry_id) in agree
+                    and distances.get((entry.entry_id, lesson.entry.entry_id), 2.0)
+                    <= rule.max_distance
                 ),
                 None,
             )

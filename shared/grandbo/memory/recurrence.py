@@ -86,10 +86,29 @@ class DuplicateRule:
         service: str | None = None,
         other_service: str | None = None,
     ) -> bool:
-        if service and other_service and service != other_service:
-            return False
-        return (
-            distance <= self.max_distance
-            and tag_overlap(tags, other_tags) >= self.min_tag_overlap
-            and not conflicting_identifiers(tags, other_tags)
+        return distance <= self.max_distance and self.words_agree(
+            Words.of(tags, service), Words.of(other_tags, other_service)
         )
+
+    def words_agree(self, a: Words, b: Words) -> bool:
+        """The rule without the distance: tags, identifiers, services."""
+        if a.service and b.service and a.service != b.service:
+            return False
+        if not a.tags or not b.tags:
+            return False
+        overlap = len(a.tags & b.tags) / min(len(a.tags), len(b.tags))
+        conflict = bool(a.identifiers - b.identifiers) and bool(b.identifiers - a.identifiers)
+        return overlap >= self.min_tag_overlap and not conflict
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """An entry's side of the rule, computed once (a query compares many pairs)."""
+
+    tags: frozenset[str]
+    identifiers: frozenset[str]
+    service: str | None
+
+    @classmethod
+    def of(cls, tags: Collection[str], service: str | None = None) -> Words:
+        return cls(frozenset(tags), frozenset(_identifiers(tags)), service)
