@@ -380,3 +380,26 @@ def test_an_answer_closes_the_breaker(gateway: Gateway, tenant: str) -> None:
     # a refused token is the caller's problem, not the service's: it never opens it
     bad = RecallHook(base, "gbq1.nobody.9999999999." + "0" * 64, timeout_s=5)
     assert [bad.recall(PROMPT).reason for _ in range(4)] == ["unauthorized"] * 4
+
+
+def test_a_recurring_lesson_says_how_often_it_was_seen() -> None:
+    from grandbo.api.recall import RecalledMemory, _memory, context_block
+
+    hit = {
+        "entry_id": "e",
+        "title": "Checkout pool exhausted by a connection leak",
+        "summary": "The checkout service leaked connections on a retry path.",
+        "age_days": 3.0,
+        "recurrences": 4,
+        "why": {"fused_score": 0.03, "shared_tags": ["checkout"]},
+    }
+    memory = _memory(hit)
+    assert memory is not None
+    assert memory.recurrences == 4
+    assert "(seen 4 times, 3 days ago;" in context_block([memory])
+    once = RecalledMemory("e", "A title", "A summary", 3.0, 0.03, "shared tags a")
+    assert "seen" not in context_block([once])
+    for odd in (None, "4", True, 0, -2):  # an older server, or a malformed count
+        parsed = _memory({**hit, "recurrences": odd})
+        assert parsed is not None
+        assert parsed.recurrences == 1

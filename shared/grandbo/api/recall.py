@@ -84,6 +84,7 @@ class RecalledMemory:
     age_days: float
     score: float
     why: str
+    recurrences: int = 1  # how many times the lesson was recorded (an older server: 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,8 +263,9 @@ def context_block(memories: list[RecalledMemory]) -> str:
         summary = _one_line(memory.summary)
         if len(summary) > BLOCK_SUMMARY_CHARS:
             summary = summary[:BLOCK_SUMMARY_CHARS].rsplit(" ", 1)[0] + " ..."
+        seen = f"seen {memory.recurrences} times, " if memory.recurrences > 1 else ""
         lines.append(
-            f"{number}. {_one_line(memory.title)} ({_age(memory.age_days)}; "
+            f"{number}. {_one_line(memory.title)} ({seen}{_age(memory.age_days)}; "
             f"matched on {_one_line(memory.why)})\n   {summary}"
         )
     return "\n".join(lines)
@@ -295,7 +297,10 @@ def _memory(hit: object) -> RecalledMemory | None:
         return None
     if not all(isinstance(value, str) for value in (title, summary, entry_id)):
         return None
-    return RecalledMemory(str(entry_id), title, summary, age, score, _why(why))
+    recurrences = hit.get("recurrences", 1)
+    if isinstance(recurrences, bool) or not isinstance(recurrences, int) or recurrences < 1:
+        recurrences = 1  # a malformed count is not worth dropping the memory for
+    return RecalledMemory(str(entry_id), title, summary, age, score, _why(why), recurrences)
 
 
 def _why(why: dict[str, Any]) -> str:
