@@ -161,6 +161,13 @@ def timed_rank(
     return ranked, timings
 
 
+def documents(
+    ids: Sequence[UUID], docs_of_entry: dict[UUID, list[str]], own: str | None = None
+) -> list[str]:
+    """Entries as the documents they stand for, in order, `own` left out."""
+    return [d for i in ids for d in docs_of_entry[i] if d != own]
+
+
 def document_rankings(
     service: MemoryService,
     tenant: str,
@@ -173,9 +180,6 @@ def document_rankings(
     """Each mode's ranking as documents: the two legs, and hybrid as the query serves it
     (every candidate, hits saying one thing collapsed), `own` left out."""
 
-    def docs(ids: Sequence[UUID]) -> list[str]:
-        return [d for i in ids for d in docs_of_entry[i] if d != own]
-
     reranked = rerank_entries(
         service.reranker,
         topic,
@@ -186,9 +190,11 @@ def document_rankings(
         reranker_failures.append(reranked.error)
     served = service.collapse(tenant, reranked.entries, ranked.serving, len(ranked.fused))
     return {
-        "lexical": docs([c.entry_id for c in ranked.legs.lexical]),
-        "vector": docs([c.entry_id for c in ranked.legs.vector]),
-        "hybrid": docs([e.entry_id for lesson in served for e in lesson.entries]),
+        "lexical": documents([c.entry_id for c in ranked.legs.lexical], docs_of_entry, own),
+        "vector": documents([c.entry_id for c in ranked.legs.vector], docs_of_entry, own),
+        "hybrid": documents(
+            [e.entry_id for lesson in served for e in lesson.entries], docs_of_entry, own
+        ),
     }
 
 
@@ -252,9 +258,6 @@ def run_eval(
             skipped.append(f"{query.query_id}: {exc}")
             continue
 
-        def docs(ids: Sequence[UUID], own: str | None = own) -> list[str]:
-            return [d for i in ids for d in docs_of_entry[i] if d != own]
-
         rankings = document_rankings(
             service, tenant, query.text, ranked, docs_of_entry, own, reranker_failures
         )
@@ -266,7 +269,8 @@ def run_eval(
         for cutoff, sweep in sweeps.items():
             kept = [c.entry_id for c in ranked.legs.vector if c.distance < cutoff]
             fused = reciprocal_rank_fusion([[c.entry_id for c in ranked.legs.lexical], kept])
-            record_scores(sweep, score_ranking(docs([f.key for f in fused]), relevant), 0.0)
+            ranking = documents([f.key for f in fused], docs_of_entry, own)
+            record_scores(sweep, score_ranking(ranking, relevant), 0.0)
 
     report: dict[str, Any] = {
         "dataset": folder.name,

@@ -8,14 +8,14 @@ import math
 
 import pytest
 
-from grandbo.embedding.base import EMBEDDING_DIMENSIONS, render_entry_text
+from grandbo.embedding.base import render_entry_text
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import InvalidInputError
 from grandbo.memory.calibration import separating_cutoff
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 
-from .helpers import context, entry
+from .helpers import context, direction, entry
 
 WORDS = [
     "checkout", "payments", "ledger", "search", "billing", "catalog", "inventory", "shipping",
@@ -24,14 +24,6 @@ WORDS = [
     "reports", "exports", "imports", "quotas", "tokens",
 ]  # fmt: skip
 N = len(WORDS)
-
-
-def unit(*weights: tuple[int, float]) -> list[float]:
-    vector = [0.0] * EMBEDDING_DIMENSIONS
-    for index, weight in weights:
-        vector[index] = weight
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
 
 
 def synthetic_lake() -> tuple[FakeEmbeddingProvider, list[dict[str, str]]]:
@@ -46,8 +38,8 @@ def synthetic_lake() -> tuple[FakeEmbeddingProvider, list[dict[str, str]]]:
             f"connections during incident {i}; raising the {word} pool size fixed it."
         )
         own = 0.1 + 0.2 * i / (N - 1)  # distances 0.1 .. 0.3
-        pinned[render_entry_text(title, summary, None)] = unit((i, 1.0))
-        pinned[title] = unit((i, 1 - own), (500 + i, math.sqrt(1 - (1 - own) ** 2)))
+        pinned[render_entry_text(title, summary, None)] = direction((i, 1.0))
+        pinned[title] = direction((i, 1 - own), (500 + i, math.sqrt(1 - (1 - own) ** 2)))
         entries.append(entry(title, summary))
     return FakeEmbeddingProvider(pinned=pinned), entries
 

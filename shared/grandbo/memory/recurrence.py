@@ -23,6 +23,7 @@ measured `duplicate_distance` (None) merges nothing.
 from __future__ import annotations
 
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from grandbo.memory.models import EntryStatus, Kind, MemoryEntry
@@ -33,7 +34,10 @@ MIN_TAG_OVERLAP = 0.5
 
 def tag_overlap(a: Collection[str], b: Collection[str]) -> float:
     """|A ∩ B| / min(|A|, |B|): 1.0 when one tag set holds the other."""
-    left, right = set(a), set(b)
+    return _overlap(frozenset(a), frozenset(b))
+
+
+def _overlap(left: frozenset[str], right: frozenset[str]) -> float:
     if not left or not right:
         return 0.0
     return len(left & right) / min(len(left), len(right))
@@ -67,7 +71,10 @@ def _identifiers(tags: Collection[str]) -> set[str]:
 
 def conflicting_identifiers(a: Collection[str], b: Collection[str]) -> bool:
     """Each names an identifier (a tag with a digit) the other does not."""
-    left, right = _identifiers(a), _identifiers(b)
+    return _conflict(_identifiers(a), _identifiers(b))
+
+
+def _conflict(left: AbstractSet[str], right: AbstractSet[str]) -> bool:
     return bool(left - right) and bool(right - left)
 
 
@@ -94,11 +101,9 @@ class DuplicateRule:
         """The rule without the distance: tags, identifiers, services."""
         if a.service and b.service and a.service != b.service:
             return False
-        if not a.tags or not b.tags:
-            return False
-        overlap = len(a.tags & b.tags) / min(len(a.tags), len(b.tags))
-        conflict = bool(a.identifiers - b.identifiers) and bool(b.identifiers - a.identifiers)
-        return overlap >= self.min_tag_overlap and not conflict
+        return _overlap(a.tags, b.tags) >= self.min_tag_overlap and not _conflict(
+            a.identifiers, b.identifiers
+        )
 
 
 @dataclass(frozen=True, slots=True)
