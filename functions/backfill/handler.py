@@ -1,5 +1,6 @@
-"""Backfill and sweeper: enqueue every active entry lacking a current vector, and retire
-the episodic entries past their lifetime (an event each, never a delete).
+"""Backfill and sweeper: enqueue every active entry lacking a current vector, retire
+the episodic entries past their lifetime (an event each, never a delete), and fill the
+title flag of tag postings written before migration 0014.
 
 Invoked on demand with `{"tenant_id": "acme"}` (one tenant) or `{}` (all), and by the
 schedule as the sweeper (all tenants). Each job names its own tenant.
@@ -22,6 +23,8 @@ IN_FLIGHT_S = 30 * 60
 # Expired episodic entries retired per run (~10 ms each): a backlog is worked off over a
 # few runs and never holds up the embed backfill that follows
 EXPIRED_PER_RUN = 5_000
+# Entries whose pre-0014 postings get their title flag per run (one UPDATE each, ~1 ms)
+TITLE_TAGS_PER_RUN = 5_000
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -39,6 +42,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     window = None if event.get("force") is True else IN_FLIGHT_S
     expired = runtime().service().retire_expired(tenant, limit=EXPIRED_PER_RUN)
     metrics.add_metric("EpisodicEntriesExpired", MetricUnit.Count, expired)
+    titled = runtime().service().mark_title_tags(tenant, limit=TITLE_TAGS_PER_RUN)
     enqueued = 0
     for page in runtime().service().pending_job_pages(tenant, claim_for_s=window):
         queue.send(page)
@@ -48,11 +52,17 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     metrics.add_metric("OldestUnembeddedAgeSeconds", MetricUnit.Seconds, oldest)
     logger.info(
         "backfill enqueued",
-        extra={"tenant_id": tenant or "*", "jobs": enqueued, "expired": expired},
+        extra={
+            "tenant_id": tenant or "*",
+            "jobs": enqueued,
+            "expired": expired,
+            "title_tags_marked": titled,
+        },
     )
     return {
         "enqueued": enqueued,
         "expired": expired,
+        "title_tags_marked": titled,
         "tenant_id": tenant,
         "oldest_unembedded_age_s": oldest,
     }

@@ -11,6 +11,7 @@ A document the entry contract refuses (an empty description) is reported and lef
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -25,11 +26,11 @@ from pydantic import ValidationError
 
 from grandbo.beir import load_corpus, load_qrels, load_queries
 from grandbo.errors import InvalidInputError, invalid_input_from
-from grandbo.memory.fusion import reciprocal_rank_fusion
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
+from grandbo.memory.repository import SearchLegs
 from grandbo.memory.reranking import rerank_entries
-from grandbo.memory.service import MemoryService, RankedCandidates
+from grandbo.memory.service import MemoryService, RankedCandidates, fuse
 from grandbo.memory.topic import validate_topic
 
 MODES = ("lexical", "vector", "hybrid")
@@ -168,6 +169,23 @@ def documents(
     return [d for i in ids for d in docs_of_entry[i] if d != own]
 
 
+def only_as(
+    own: str | None, ids: Sequence[UUID], docs_of_entry: dict[UUID, list[str]]
+) -> set[UUID]:
+    """The entries among `ids` that stand for the document `own` alone."""
+    return {entry_id for entry_id in ids if docs_of_entry[entry_id] == [own]}
+
+
+def fused_without(legs: SearchLegs, excluded: set[UUID]) -> list[UUID]:
+    """The legs fused as if memory did not hold the `excluded` entries."""
+    kept = dataclasses.replace(
+        legs,
+        lexical=[c for c in legs.lexical if c.entry_id not in excluded],
+        vector=[c for c in legs.vector if c.entry_id not in excluded],
+    )
+    return [f.key for f in fuse(kept)]
+
+
 def document_rankings(
     service: MemoryService,
     tenant: str,
@@ -178,17 +196,22 @@ def document_rankings(
     reranker_failures: list[str] | None = None,
 ) -> dict[str, list[str]]:
     """Each mode's ranking as documents: the two legs, and hybrid as the query serves it
-    (every candidate, hits saying one thing collapsed), `own` left out."""
+    (every candidate, hits saying one thing collapsed), `own` left out.
 
+    `own` is the query itself: hybrid is fused as if memory did not hold it, so it
+    neither takes a candidate's place nor sets the best scores the fusion divides by (a
+    topic Beacon sends is never an entry of memory word for word)."""
+    alone = only_as(own, ranked.fused, docs_of_entry)
+    fused = fused_without(ranked.legs, alone) if alone else ranked.fused
     reranked = rerank_entries(
         service.reranker,
         topic,
-        [ranked.legs.entries[i] for i in ranked.fused],
+        [ranked.legs.entries[i] for i in fused],
         service.rerank_timeout_s,
     )
     if reranked.error is not None and reranker_failures is not None:
         reranker_failures.append(reranked.error)
-    served = service.collapse(tenant, reranked.entries, ranked.serving, len(ranked.fused))
+    served = service.collapse(tenant, reranked.entries, ranked.serving, len(fused))
     return {
         "lexical": documents([c.entry_id for c in ranked.legs.lexical], docs_of_entry, own),
         "vector": documents([c.entry_id for c in ranked.legs.vector], docs_of_entry, own),
@@ -267,9 +290,12 @@ def run_eval(
             if relevant.keys() & set(docs_of_entry[candidate.entry_id]):
                 distances_relevant.append(candidate.distance)
         for cutoff, sweep in sweeps.items():
-            kept = [c.entry_id for c in ranked.legs.vector if c.distance < cutoff]
-            fused = reciprocal_rank_fusion([[c.entry_id for c in ranked.legs.lexical], kept])
-            ranking = documents([f.key for f in fused], docs_of_entry, own)
+            kept = [c for c in ranked.legs.vector if c.distance < cutoff]
+            fused = fused_without(
+                dataclasses.replace(ranked.legs, vector=kept),
+                only_as(own, ranked.fused, docs_of_entry),
+            )
+            ranking = documents(fused, docs_of_entry, own)
             record_scores(sweep, score_ranking(ranking, relevant), 0.0)
 
     report: dict[str, Any] = {

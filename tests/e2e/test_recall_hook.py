@@ -70,7 +70,8 @@ def test_recall_returns_a_framed_block_of_at_most_three_memories(
     assert ENTRIES[0]["summary"] in block
     assert "Checkout pool exhausted" not in block  # nothing in common with the prompt
 
-    strict = RecallHook(hook.client.base_url, hook.client.token, timeout_s=5, min_score=1.0)
+    # above the best fused score there is (1.0: best on both legs)
+    strict = RecallHook(hook.client.base_url, hook.client.token, timeout_s=5, min_score=1.5)
     nothing = strict.recall(PROMPT)
     assert (nothing.block, nothing.memories, nothing.reason) == ("", (), "no_match")
 

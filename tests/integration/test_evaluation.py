@@ -86,7 +86,7 @@ def test_malformed_documents_are_reported_by_id_and_the_eval_goes_on(
 
 def _write_duplicates(folder: Path) -> None:
     """Queries that are corpus documents (GitBugs' `duplicate` task): d1 and d2 report one
-    failure, d3 another."""
+    failure, d3 another, d4 another in some of d1's words."""
     docs = [
         ("d1", "Checkout pool leak", "checkout leaked database connections on a retry path"),
         (
@@ -98,6 +98,11 @@ def _write_duplicates(folder: Path) -> None:
             "d3",
             "Certificate expired",
             "the edge TLS certificate expired and every handshake failed",
+        ),
+        (
+            "d4",
+            "Checkout retries slow",
+            "the checkout retry path waited on database locks during the spring sale",
         ),
     ]
     (folder / "corpus.jsonl").write_text(
@@ -182,3 +187,31 @@ def test_malformed_rows_of_every_file_are_reported_by_line_and_the_eval_goes_on(
     assert report["modes"]["lexical"]["recall@5"] == 1.0  # the ghost is not counted
     assert report["documents"] == 4  # d1-d3 and the integer id, read as "42"
     assert "rows that could not be read (left out): 9" in format_table(report)
+
+
+def test_the_querys_own_entry_neither_takes_a_place_nor_sets_the_best_scores() -> None:
+    """Fused as if memory did not hold the query's own entry: the rest is normalized by
+    the best of the rest, so its order is what a memory without it would serve."""
+    from uuid import uuid4
+
+    from grandbo.evaluation import fused_without
+    from grandbo.memory.repository import LexicalCandidate, SearchLegs, VectorCandidate
+
+    own, lexical_strong, vector_strong = uuid4(), uuid4(), uuid4()
+    lexical = {own: 40.0, lexical_strong: 4.0, vector_strong: 1.0}
+    distance = {own: 0.0, lexical_strong: 0.6, vector_strong: 0.3}
+    legs = SearchLegs(
+        lexical=[LexicalCandidate(i, score, []) for i, score in lexical.items()],
+        vector=[VectorCandidate(i, d) for i, d in sorted(distance.items(), key=lambda x: x[1])],
+        entries={},
+        active_entries=3,
+        active_without_current_vector=0,
+        lexical_scores=lexical,
+        distances=distance,
+    )
+    # with the query's own entry setting the best scores, the nearer entry leads ...
+    from grandbo.memory.service import fuse
+
+    assert [f.key for f in fuse(legs)] == [own, vector_strong, lexical_strong]
+    # ... without it, the rest is measured against the rest: the lexical one leads
+    assert fused_without(legs, {own}) == [lexical_strong, vector_strong]

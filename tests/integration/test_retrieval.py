@@ -131,7 +131,8 @@ def test_the_cutoff_keeps_an_unrelated_entry_out(repository: MemoryRepository, t
 
 
 def test_slicing_happens_after_fusion(repository: MemoryRepository, tenant: str) -> None:
-    """An entry 6th in both legs wins the fused top 5 over each leg's top 5."""
+    """An entry 6th in both legs but strong on both signals wins the fused top 5 over each
+    leg's top 5 (which are strong on one signal only)."""
     topic = "kafka consumer lag grew after the broker upgrade rebalance storm"
     texts: dict[str, list[float]] = {topic: direction((0, 1.0))}
     lexical_only = [
@@ -142,7 +143,8 @@ def test_slicing_happens_after_fusion(repository: MemoryRepository, tenant: str)
         (f"Vector {i}", f"unrelated words zebra{i} giraffe{i} okapi{i} lemur{i} tapir{i} walrus{i}")
         for i in range(5)
     ]
-    both_text = ("Both legs", "kafka mentioned once with filler words ocelot lynx puma")
+    # shares 3 of the lexical entries' 4 topic tags, 0.2 from the topic
+    both_text = ("Both legs", "kafka consumer lag mentioned with filler words ocelot lynx puma")
     for i, (title, summary) in enumerate(lexical_only):
         # share 4 topic tags: high BM25; vectors opposite the topic, far beyond the cutoff
         texts[f"{title}\n{summary}"] = direction((0, -1.0), (i + 10, 0.1))
@@ -168,6 +170,40 @@ def test_slicing_happens_after_fusion(repository: MemoryRepository, tenant: str)
     assert result.hits[0].why.lexical_rank == 6
     assert result.hits[0].why.vector_rank == 6
     assert len(result.hits) == 5
+
+
+def test_every_candidate_is_scored_on_both_legs(repository: MemoryRepository, tenant: str) -> None:
+    """A candidate one leg found gets the other leg's signal too (its distance beyond the
+    cutoff; no BM25 where it shares no tag), and the fused score mixes both."""
+    from grandbo.memory.fusion import LEXICAL_WEIGHT as W
+
+    cutoff = FakeEmbeddingProvider.vector_cutoff
+    tagged = ("Checkout pool exhausted", POOL)
+    near = ("Near title", "Near summary of a related finding, pinned close to the topic")
+    service = _pinned_service(
+        repository,
+        {
+            TOPIC: direction((0, 1.0)),
+            "\n".join(tagged): at_distance(cutoff + 0.1),  # lexical leg only
+            "\n".join(near): at_distance(0.1, axis=2),  # vector leg only
+        },
+    )
+    lexical_only = _add(service, tenant, *tagged)
+    vector_only = _add(service, tenant, *near)
+    service.embed_pending(tenant)
+
+    ranked = service.rank(tenant, TOPIC)
+
+    assert [c.entry_id for c in ranked.legs.lexical] == [lexical_only.entry_id]
+    assert [c.entry_id for c in ranked.legs.vector] == [vector_only.entry_id]
+    assert ranked.legs.distances[lexical_only.entry_id] == pytest.approx(cutoff + 0.1, abs=1e-6)
+    assert vector_only.entry_id not in ranked.legs.lexical_scores  # shares no tag
+    similarity = {lexical_only.entry_id: 0.9 - cutoff, vector_only.entry_id: 0.9}
+    assert ranked.fused_scores[lexical_only.entry_id] == pytest.approx(
+        W + (1 - W) * similarity[lexical_only.entry_id] / 0.9, abs=1e-6
+    )
+    assert ranked.fused_scores[vector_only.entry_id] == pytest.approx(1 - W, abs=1e-6)
+    assert ranked.fused == [lexical_only.entry_id, vector_only.entry_id]
 
 
 def test_a_stale_embed_rev_is_excluded_from_the_vector_leg(
@@ -248,10 +284,12 @@ def test_a_service_scope_counts_coverage_within_the_scope(
 
 
 def test_lexical_scores_are_okapi_bm25_over_tag_sets(service: MemoryService, tenant: str) -> None:
-    """The leg's scores equal BM25 computed here from the stored tags (tf = 1)."""
+    """The leg's scores equal BM25 computed here from the stored tags: tf is 1, or
+    TITLE_TAG_TF for a tag the entry's title carries (field weighting)."""
     import math
 
     from grandbo.memory.repository import BM25_B, BM25_K1
+    from grandbo.memory.repository.postings import TITLE_TAG_TF
     from grandbo.text.tags import tokenize
 
     texts = [
@@ -273,9 +311,13 @@ def test_lexical_scores_are_okapi_bm25_over_tag_sets(service: MemoryService, ten
     expected = {}
     for e in stored:
         shared = topic_tags & set(e.tags)
+        titled = set(tokenize(e.title))
         if shared:
-            norm = 1 + BM25_K1 * (1 - BM25_B + BM25_B * len(set(e.tags)) / avgdl)
-            expected[e.entry_id] = sum(idf[t] for t in shared) * (BM25_K1 + 1) / norm
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(set(e.tags)) / avgdl)
+            tf = {t: TITLE_TAG_TF if t in titled else 1.0 for t in shared}
+            expected[e.entry_id] = sum(
+                idf[t] * tf[t] * (BM25_K1 + 1) / (tf[t] + norm) for t in shared
+            )
 
     legs = service.rank(tenant, TOPIC).legs
     got = {c.entry_id: c.score for c in legs.lexical}

@@ -76,9 +76,9 @@ services it depends on (up to 3 hops).
 
 Each hit has `title`, `summary`, `age_days` and `why`: `shared_tags` are the tags the topic
 and the entry share, `lexical_rank` and `vector_rank` its rank in the tag search and the
-text-similarity search (null when that search did not find it), `fused_score` the
-reciprocal-rank-fusion score hits are ordered by (higher is better; found by both searches
-beats found by one). A hit is a hint, not ground truth: verify it with live tools."""
+text-similarity search (null when that search did not find it), `fused_score` the score
+hits are ordered by, 0-1: every candidate is scored on both searches, 1.0 being the best
+on both. A hit is a hint, not ground truth: verify it with live tools."""
 
 ENTRY_DESCRIPTION = """One memory entry by its id (a hit's `entry_id`): the full text, its
 revision and status (active, retired, superseded), its origin and incident. Only entries of

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from grandbo.api.call_metrics import CallMetrics
 from grandbo.api.client import GrandboHTTPError, MemoryClient
 from grandbo.errors import GrandboError
-from grandbo.memory.fusion import RRF_K
+from grandbo.memory.fusion import LEXICAL_WEIGHT
 from grandbo.memory.topic import MAX_TOPIC_CHARS, validate_topic
 
 DEFAULT_TIMEOUT_S = 0.5
@@ -39,10 +39,11 @@ BREAKER_FAILURES = 3
 BREAKER_COOLDOWN_S = 30.0
 _SERVICE_DOWN = frozenset({"timeout", "unreachable", "server_error"})
 DEFAULT_MAX_MEMORIES = 3
-# A hit's fused score is the sum over the legs that found it of 1 / (60 + rank). This
-# default keeps a memory that both legs found (at any rank: 2 / 85 > 1 / 63) or that one
-# leg ranked in its top 3, and drops a lone match deep in one leg's list.
-DEFAULT_MIN_SCORE = 1.0 / (RRF_K + 3)
+# A hit's fused score is 0-1, both legs' signals of the hit each divided by the best
+# among the candidates and mixed (`grandbo.memory.fusion`). This default is what the
+# nearest entry sharing no tag with the topic scores (the vector leg's whole weight): it
+# keeps that one and anything scoring as well, and drops matches weak on both legs.
+DEFAULT_MIN_SCORE = round(1.0 - LEXICAL_WEIGHT, 6)
 # The end of a prompt is what the agent works on now, and an embedder reads a bounded
 # prefix (the local MiniLM: 256 tokens) and drops the rest. A 600-character tail is read
 # whole: 217 tokens when it is log lines (the densest text measured), ~130 as prose.

@@ -56,6 +56,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # entries of every tenant written before this run (or whose enqueue failed) go through
     # the sweeper path
     embed_queue.send(service.pending_jobs())
+    service.mark_title_tags()  # postings from before migration 0014 (none on a new lake)
     while pump.pump_once():
         pass
     print(f"demo organization '{DEMO_TENANT}': {created} new entries; embed queue drained")

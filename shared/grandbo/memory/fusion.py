@@ -1,12 +1,32 @@
-"""Reciprocal Rank Fusion of the lexical and vector legs."""
+"""Fusion of the lexical and vector legs: every candidate scored on both signals.
+
+The candidates are the union of the two legs' top lists. Each is scored on both legs,
+whichever leg found it (its BM25 over tag sets, 0 when it shares no tag with the topic;
+its cosine similarity to the topic, 0 without a current vector), each signal divided by
+its best value among the candidates, and the two mixed:
+
+    score = LEXICAL_WEIGHT * bm25 / best bm25 + (1 - LEXICAL_WEIGHT) * similarity / best similarity
+
+So 1.0 is a candidate best on both signals. This replaced Reciprocal Rank Fusion (k = 60)
+of the two rank lists, the seed's fusion, after it was measured to win on both
+development corpora (docs/EVAL.md, "Rank deeper"): ranks throw away how far apart two
+candidates are, and a candidate found by one leg only had no say from the other.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-RRF_K = 60
+# Measured on the development corpora (bench/rank_depth.py): 0.5 drops GitBugs recall@5,
+# 0.7 the mechanism task; 0.6 lifts post-mortem symptoms and GitBugs and holds mechanism.
+LEXICAL_WEIGHT = 0.6
+FUSION = (
+    f"{LEXICAL_WEIGHT} x bm25/best + {1 - LEXICAL_WEIGHT:.1f} x cosine similarity/best over "
+    "every candidate of lexical top 25 and vector top 25, each scored on both legs; "
+    "sliced after fusion"
+)
 
 K = TypeVar("K", bound=Hashable)
 
@@ -15,25 +35,39 @@ K = TypeVar("K", bound=Hashable)
 class FusedRank(Generic[K]):
     key: K
     score: float
-    ranks: tuple[int | None, ...]
+    ranks: tuple[int | None, ...]  # its rank in each leg's own list (None: not in it)
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[K]], k: int = RRF_K) -> list[FusedRank[K]]:
-    """Fuse ranked id lists: each list adds 1 / (k + rank) for each id it holds (rank from 1).
+def score_fusion(
+    legs: Sequence[Sequence[K]],
+    lexical_scores: Mapping[K, float],
+    similarities: Mapping[K, float],
+    *,
+    lexical_weight: float = LEXICAL_WEIGHT,
+) -> list[FusedRank[K]]:
+    """Fuse the legs' lists (lexical first, then vector) by both signals of every candidate.
 
-    The whole fused list is returned, best first; callers slice only after fusion. Ties on
-    score keep the order of first appearance (list by list, rank by rank), so the result is
+    `lexical_scores` and `similarities` hold each candidate's BM25 and cosine similarity
+    (a candidate missing from one counts 0 there; negative similarities count 0). The
+    whole fused list is returned, best first; callers slice only after fusion. Ties keep
+    the order of first appearance (list by list, rank by rank), so the result is
     deterministic.
     """
-    scores: dict[K, float] = {}
     ranks: dict[K, list[int | None]] = {}
-    for list_index, ranking in enumerate(rankings):
+    for list_index, ranking in enumerate(legs):
         for rank, key in enumerate(ranking, start=1):
-            slots = ranks.setdefault(key, [None] * len(rankings))
-            if slots[list_index] is not None:
-                continue  # a duplicate within one list counts once, at its best rank
-            slots[list_index] = rank
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
-    order = {key: i for i, key in enumerate(scores)}
-    fused = sorted(scores, key=lambda key: (-scores[key], order[key]))
+            slots = ranks.setdefault(key, [None] * len(legs))
+            if slots[list_index] is None:  # a repeat within one list keeps its best rank
+                slots[list_index] = rank
+    lexical = {key: max(0.0, lexical_scores.get(key, 0.0)) for key in ranks}
+    similar = {key: max(0.0, similarities.get(key, 0.0)) for key in ranks}
+    best_lexical = max(lexical.values(), default=0.0)
+    best_similar = max(similar.values(), default=0.0)
+    scores = {
+        key: lexical_weight * (lexical[key] / best_lexical if best_lexical else 0.0)
+        + (1.0 - lexical_weight) * (similar[key] / best_similar if best_similar else 0.0)
+        for key in ranks
+    }
+    order = {key: i for i, key in enumerate(ranks)}
+    fused = sorted(ranks, key=lambda key: (-round(scores[key], 12), order[key]))
     return [FusedRank(key, scores[key], tuple(ranks[key])) for key in fused]

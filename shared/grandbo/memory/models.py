@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from grandbo.memory.content import missing_content
+from grandbo.memory.fusion import FUSION
 from grandbo.text.rules import reject_unsafe_text
 
 MAX_TITLE_CHARS = 300
@@ -309,7 +310,7 @@ class QueryMetadata(BaseModel):
     active_entries: int
     active_entries_without_current_vector: int
     services_in_scope: list[str] | None = None
-    fusion: str = "rrf(k=60) over lexical top 25 and vector top 25, sliced after fusion"
+    fusion: str = FUSION
     reranker: str = Field(
         default="off",
         description="off (none configured), ok (the fused top 25 reordered by the "

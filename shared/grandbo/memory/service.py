@@ -28,7 +28,7 @@ from grandbo.memory.calibration import Calibration
 from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.embedding_jobs import EmbeddingJobs, tenants_of
-from grandbo.memory.fusion import RRF_K, reciprocal_rank_fusion
+from grandbo.memory.fusion import FusedRank, score_fusion
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import (
     MAX_EPISODIC_TTL_DAYS,
@@ -58,6 +58,8 @@ _log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
 LEG_LIMIT = 25
+# Entries whose postings get their title flag per transaction (mark_title_tags)
+TITLE_TAG_BATCH = 500
 # An entry called misleading by more investigations than this is listed for admin review
 # (feedback is shown on hits, never used to rank them until an evaluation shows it helps).
 MISLEADING_REVIEW_THRESHOLD = 1
@@ -94,6 +96,15 @@ class RankedCandidates:
     @property
     def embed_rev(self) -> str:
         return self.serving.embed_rev
+
+
+def fuse(legs: SearchLegs) -> list[FusedRank[UUID]]:
+    """The legs' candidates fused by both signals of each (`grandbo.memory.fusion`)."""
+    return score_fusion(
+        [[c.entry_id for c in legs.lexical], [c.entry_id for c in legs.vector]],
+        legs.lexical_scores,
+        {entry_id: 1.0 - distance for entry_id, distance in legs.distances.items()},
+    )
 
 
 def validate_limit(limit: object) -> int:
@@ -274,7 +285,7 @@ class MemoryService(EmbeddingJobs, Calibration):
         use_lexical: bool = True,
         use_vector: bool = True,
     ) -> RankedCandidates:
-        """Both legs (top LEG_LIMIT each) and their RRF fusion, unsliced."""
+        """Both legs (top LEG_LIMIT each) and their fusion (`grandbo.memory.fusion`), unsliced."""
         topic_tags = tokenize(topic)
         serving = self.serving_provider(tenant_id)
         vector: Embedding | None = None
@@ -299,9 +310,7 @@ class MemoryService(EmbeddingJobs, Calibration):
             return self.rank(
                 tenant_id, topic, services=services, use_lexical=use_lexical, use_vector=use_vector
             )
-        fused = reciprocal_rank_fusion(
-            [[c.entry_id for c in legs.lexical], [c.entry_id for c in legs.vector]], k=RRF_K
-        )
+        fused = fuse(legs)
         return RankedCandidates(
             legs=legs,
             fused=[f.key for f in fused],
@@ -439,6 +448,19 @@ class MemoryService(EmbeddingJobs, Calibration):
                         continue
                     retired += int(outcome.applied)
         return retired
+
+    def mark_title_tags(self, tenant_id: str | None = None, *, limit: int | None = None) -> int:
+        """Fill the title flag of postings written before migration 0014 (ranked as body
+        tags until then), of one tenant or all, at most `limit` entries. Returns how many."""
+        marked = 0
+        for tenant in tenants_of(self.repository, tenant_id):
+            while limit is None or marked < limit:
+                batch = TITLE_TAG_BATCH if limit is None else min(TITLE_TAG_BATCH, limit - marked)
+                done = self.repository.mark_title_tags(tenant, batch)
+                marked += done
+                if done < batch:
+                    break
+        return marked
 
     def _after_commit(self, outcome: WriteOutcome) -> WriteOutcome:
         return self._after_commit_all([outcome])[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from grandbo.memory.repository.calibration import CalibrationStore
 from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
+from grandbo.memory.repository.postings import TitleTagBackfill
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
 from grandbo.memory.repository.recurrences import RecurrenceReads
 from grandbo.memory.repository.reembed import VectorStaging
@@ -41,5 +42,6 @@ class MemoryRepository(
     VectorStaging,
     ProjectionRebuild,
     CalibrationStore,
+    TitleTagBackfill,
 ):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

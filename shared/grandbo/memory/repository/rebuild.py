@@ -19,6 +19,7 @@ from grandbo.memory.models import (
 )
 from grandbo.memory.projection import ProjectedEntry, StoredEvent, replay
 from grandbo.memory.repository.entries import EntryReads
+from grandbo.memory.repository.postings import post_tags, title_flags
 from grandbo.storage.tenant_scope import Cursor, Isolation, TenantLock
 
 # The projection's columns are the fold's fields (ProjectedEntry), one list both ways.
@@ -127,13 +128,16 @@ class ProjectionRebuild(EntryReads):
             if self._stats(cur, tenant_id) != self._expected_stats(expected):
                 mismatches.append("tag statistics differ from the replayed entries")
             cur.execute(
-                "SELECT entry_id, array_agg(tag ORDER BY tag) AS tags"
+                "SELECT entry_id, array_agg(tag ORDER BY tag) AS tags,"
+                "       array_agg(in_title ORDER BY tag) AS in_title"
                 " FROM org_memory_tag_postings WHERE tenant_id = %s GROUP BY entry_id",
                 (tenant_id,),
             )
-            posted = {row["entry_id"]: tuple(row["tags"]) for row in cur}
+            posted = {
+                row["entry_id"]: list(zip(row["tags"], row["in_title"], strict=True)) for row in cur
+            }
             wanted = {
-                e.entry_id: tuple(sorted(set(e.tags)))
+                e.entry_id: title_flags(e.title, e.tags)
                 for e in expected.values()
                 if e.status is EntryStatus.ACTIVE
             }
@@ -179,15 +183,7 @@ class ProjectionRebuild(EntryReads):
                 "   AND e.revision = k.embedded_revision",
                 (tenant_id,),
             )
-            cur.execute(
-                "INSERT INTO org_memory_tag_postings"
-                " (tenant_id, tag, entry_id, tag_count, service, updated_at)"
-                " SELECT e.tenant_id, t.tag, e.entry_id, cardinality(e.tags), e.service,"
-                "        e.updated_at"
-                " FROM org_memory_entries e CROSS JOIN LATERAL unnest(e.tags) AS t(tag)"
-                " WHERE e.tenant_id = %s AND e.status = 'active'",
-                (tenant_id,),
-            )
+            post_tags(cur, tenant_id, [e for e in state.values() if e.status is EntryStatus.ACTIVE])
             counts, (active, total) = self._expected_stats(state)
             cur.execute(
                 "INSERT INTO org_memory_tag_stats (tenant_id, tag, doc_count)"

@@ -22,6 +22,7 @@ from grandbo.memory.models import (
 )
 from grandbo.memory.recurrence import may_take_recurrence
 from grandbo.memory.repository.entries import SELECT_ENTRIES, entry_columns
+from grandbo.memory.repository.postings import post_tags, unpost_tags
 from grandbo.memory.repository.search import VECTOR_LEG_SETTINGS
 from grandbo.memory.repository.writes import EntryWrites
 from grandbo.storage.tenant_scope import Cursor, TenantLock
@@ -130,7 +131,7 @@ class RecurrenceWrites(EntryWrites):
                 (into, recorded_at, tenant_id, entry_id),
             )
             self._count_tags(cur, tenant_id, leaving=[new.tags])
-            self._unpost_tags(cur, tenant_id, entry_id)
+            unpost_tags(cur, tenant_id, entry_id)
             cur.execute(_DERIVE_RECURRENCES, (tenant_id, into))
             return WriteOutcome(entry=self._get(cur, tenant_id, into), applied=True)
 
@@ -169,7 +170,7 @@ class RecurrenceWrites(EntryWrites):
             )
             self._count_tags(cur, tenant_id, entering=[merged.tags])
             restored = self._get(cur, tenant_id, entry_id)
-            self._post_tags(cur, tenant_id, [restored])
+            post_tags(cur, tenant_id, [restored])
             cur.execute(_DERIVE_RECURRENCES, (tenant_id, into))
             return WriteOutcome(entry=restored, applied=True)
 

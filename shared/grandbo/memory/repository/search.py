@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
@@ -17,6 +17,7 @@ from grandbo.memory.models import (
     MemoryEntry,
 )
 from grandbo.memory.repository.entries import COUNT_EXPIRED, ENTRIES_BY_IDS, EntryReads
+from grandbo.memory.repository.postings import TITLE_TAG_TF
 from grandbo.memory.vector_index import HNSW_EF_SEARCH
 from grandbo.storage.tenant_scope import Cursor
 
@@ -83,6 +84,11 @@ class SearchLegs:
     entries: dict[UUID, MemoryEntry]
     active_entries: int
     active_without_current_vector: int
+    # every candidate of either leg scored on both (fusion): its BM25 (absent: shares no
+    # tag with the topic) and its cosine distance (absent: no current vector, or no topic
+    # vector)
+    lexical_scores: dict[UUID, float] = field(default_factory=dict)
+    distances: dict[UUID, float] = field(default_factory=dict)
 
 
 class EntrySearch(EntryReads):
@@ -135,13 +141,28 @@ class EntrySearch(EntryReads):
                 for entry_id, score in scored
                 if entry_id in entries
             ][:leg_limit]
+            vector = [c for c in vector if c.entry_id in entries][:leg_limit]
+            lexical_scores = {c.entry_id: c.score for c in lexical}
+            distances = {c.entry_id: c.distance for c in vector}
+            # the other leg's signal for each candidate only one leg found
+            if unscored := [c.entry_id for c in vector if c.entry_id not in lexical_scores]:
+                lexical_scores.update(
+                    self._lexical_leg(cur, tenant_id, corpus, scope, len(unscored), unscored)
+                )
+            unmeasured = [c.entry_id for c in lexical if c.entry_id not in distances]
+            if topic_vector is not None and unmeasured:
+                distances.update(
+                    self._distances(cur, tenant_id, topic_vector, embed_rev, unmeasured)
+                )
             active, without_vector = self._coverage(cur, tenant_id, embed_rev, scope, corpus)
             return SearchLegs(
                 lexical=lexical,
-                vector=[c for c in vector if c.entry_id in entries][:leg_limit],
+                vector=vector,
                 entries=entries,
                 active_entries=active,
                 active_without_current_vector=without_vector,
+                lexical_scores=lexical_scores,
+                distances=distances,
             )
 
     def _corpus(
@@ -179,8 +200,11 @@ class EntrySearch(EntryReads):
         corpus: _Corpus,
         services: list[str] | None,
         limit: int,
+        only: list[UUID] | None = None,
     ) -> list[tuple[UUID, float]]:
-        """BM25 from the inverted index: (entry, score), best first.
+        """BM25 from the inverted index: (entry, score), best first. A tag the entry's
+        title carries counts TITLE_TAG_TF times (field weighting, saturated by k1).
+        With `only`, just those entries are scored (those sharing no tag are left out).
 
         Only the postings of the topic's tags are read (narrow rows, index-only), never
         the candidates' wide entry rows; scores are summed in one flat hash aggregate.
@@ -188,30 +212,64 @@ class EntrySearch(EntryReads):
         if not corpus.weights:
             return []
         tags = list(corpus.weights)
+        # With `only`, the postings are looked up by their full key (tenant, tag, entry),
+        # never scanned per tag: a condition the index can use, not an OR-ed filter.
+        only_these = sql.SQL(" AND p.entry_id = ANY(%(only)s)" if only is not None else "")
         cur.execute(
             # scores rounded to 1e-9: mathematically equal scores (equal weights summed
             # in another order) tie exactly, so recency then id decide, never float noise
-            "SELECT p.entry_id,"
-            "       round(sum(q.w) * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s + %(b)s"
-            "         * max(p.tag_count) / %(avgdl)s)) * 1e9::float8) / 1e9::float8 AS score"
-            " FROM unnest(%(tags)s::text[], %(weights)s::float8[]) AS q(tag, w)"
-            " JOIN org_memory_tag_postings p ON p.tenant_id = %(tenant)s AND p.tag = q.tag"
-            " WHERE (%(services)s::text[] IS NULL OR p.service = ANY(%(services)s))"
-            " GROUP BY p.entry_id"
-            " ORDER BY score DESC, max(p.updated_at) DESC, p.entry_id"
-            " LIMIT %(limit)s",
+            # BM25 with tf = TITLE_TAG_TF for a tag the title carries, else 1 (NULL: a
+            # posting from before migration 0014 the backfill has not reached)
+            sql.SQL(
+                "SELECT p.entry_id, round(sum(q.w * t.tf * (%(k1)s + 1.0) / (t.tf + %(k1)s"
+                "         * (1.0 - %(b)s + %(b)s * p.tag_count / %(avgdl)s))) * 1e9::float8)"
+                "       / 1e9::float8 AS score"
+                " FROM unnest(%(tags)s::text[], %(weights)s::float8[]) AS q(tag, w)"
+                " JOIN org_memory_tag_postings p"
+                "   ON p.tenant_id = %(tenant)s AND p.tag = q.tag{only}"
+                " CROSS JOIN LATERAL (SELECT CASE WHEN p.in_title THEN %(title_tf)s::float8"
+                "   ELSE 1.0::float8 END AS tf) t"
+                " WHERE (%(services)s::text[] IS NULL OR p.service = ANY(%(services)s))"
+                " GROUP BY p.entry_id"
+                " ORDER BY score DESC, max(p.updated_at) DESC, p.entry_id"
+                " LIMIT %(limit)s"
+            ).format(only=only_these),
             {
                 "tenant": tenant_id,
                 "tags": tags,
                 "weights": [corpus.weights[tag] for tag in tags],
                 "avgdl": corpus.avgdl,
                 "k1": BM25_K1,
+                "title_tf": TITLE_TAG_TF,
                 "b": BM25_B,
                 "services": services,
                 "limit": limit,
+                "only": only,
             },
         )
         return [(row["entry_id"], float(row["score"])) for row in cur]
+
+    def _distances(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        topic_vector: Sequence[float],
+        embed_rev: str,
+        entry_ids: list[UUID],
+    ) -> dict[UUID, float]:
+        """Cosine distance of these entries' current vectors to the topic (by primary key)."""
+        cur.execute(
+            "SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
+            " WHERE tenant_id = %(tenant)s AND entry_id = ANY(%(ids)s)"
+            "   AND status = 'active' AND embed_rev = %(rev)s",
+            {
+                "q": Vector(list(topic_vector)),
+                "tenant": tenant_id,
+                "ids": entry_ids,
+                "rev": embed_rev,
+            },
+        )
+        return {row["entry_id"]: float(row["distance"]) for row in cur}
 
     def _coverage(
         self,

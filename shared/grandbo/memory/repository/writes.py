@@ -38,6 +38,7 @@ from grandbo.memory.repository.entries import (
     EntryReads,
     entry_columns,
 )
+from grandbo.memory.repository.postings import post_tags, unpost_tags
 from grandbo.storage.tenant_scope import Cursor, TenantLock, returned_rows
 
 
@@ -80,7 +81,7 @@ class EntryWrites(EntryReads):
                 ttl_days,
             )
             self._count_tags(cur, tenant_id, entering=[entry.tags for entry in created.values()])
-            self._post_tags(cur, tenant_id, list(created.values()))
+            post_tags(cur, tenant_id, list(created.values()))
             raced = [key for key in fresh if key not in recorded]
             if raced:  # concurrent deliveries of the same keys won the race
                 known |= self._entries_for_keys(cur, tenant_id, raced)
@@ -217,8 +218,8 @@ class EntryWrites(EntryReads):
             )
             self._count_tags(cur, tenant_id, entering=[tags], leaving=[current.tags])
             corrected = self._get(cur, tenant_id, entry_id)
-            self._unpost_tags(cur, tenant_id, entry_id)
-            self._post_tags(cur, tenant_id, [corrected])
+            unpost_tags(cur, tenant_id, entry_id)
+            post_tags(cur, tenant_id, [corrected])
             return WriteOutcome(entry=corrected, applied=True)
 
     def retire_entry(
@@ -270,7 +271,7 @@ class EntryWrites(EntryReads):
                 (status.value, superseded_by, recorded_at, tenant_id, entry_id),
             )
             self._count_tags(cur, tenant_id, leaving=[current.tags])
-            self._unpost_tags(cur, tenant_id, entry_id)
+            unpost_tags(cur, tenant_id, entry_id)
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
 
     def record_feedback(
@@ -324,31 +325,6 @@ class EntryWrites(EntryReads):
             cur.execute(COUNT_EXPIRED, (tenant_id, now))
             row = cur.fetchone()
             return 0 if row is None else int(row["n"])
-
-    def _post_tags(self, cur: Cursor, tenant_id: str, entries: Sequence[MemoryEntry]) -> None:
-        """The entries' tags into the inverted index the lexical leg reads (one statement)."""
-        rows = [
-            (tag, entry.entry_id, len(tags), entry.service, entry.updated_at)
-            for entry in entries
-            for tags in [sorted(set(entry.tags))]
-            for tag in tags
-        ]
-        if not rows:
-            return
-        tags, ids, counts, services, updated = (list(column) for column in zip(*rows, strict=True))
-        cur.execute(
-            "INSERT INTO org_memory_tag_postings"
-            " (tenant_id, tag, entry_id, tag_count, service, updated_at)"
-            " SELECT %s, p.* FROM unnest(%s::text[], %s::uuid[], %s::int[], %s::text[],"
-            " %s::timestamptz[]) AS p",
-            (tenant_id, tags, ids, counts, services, updated),
-        )
-
-    def _unpost_tags(self, cur: Cursor, tenant_id: str, entry_id: UUID) -> None:
-        cur.execute(
-            "DELETE FROM org_memory_tag_postings WHERE tenant_id = %s AND entry_id = %s",
-            (tenant_id, entry_id),
-        )
 
     def _append_event(
         self,
