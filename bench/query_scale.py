@@ -57,6 +57,7 @@ from grandbo.local.embed_queue import InProcessEmbedQueue
 from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
 from grandbo.memory.incidents import IncidentClosed, record_incident
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.postings import title_flags
 from grandbo.memory.service import LEG_LIMIT, MemoryService
 from grandbo.memory.vector_index import HNSW_MIN_ENTRIES, ensure_hnsw_indexes
 from grandbo.migrations import migrate
@@ -111,6 +112,7 @@ class Lake:
         now = datetime.now(UTC)
         doc_freq: Counter[str] = Counter()
         vectors, ids, total_tags = [], [], 0
+        postings: list[tuple[str, uuid.UUID, int, str, bool]] = []
         with self.admin.cursor() as cur:
             copy_sql = f"COPY {table} ({COLUMNS}) FROM STDIN WITH (FORMAT BINARY)"
             with cur.copy(copy_sql) as copy:
@@ -137,6 +139,11 @@ class Lake:
                     tags = tokenize(f"{item.title}\n{item.summary}\n{item.service}")
                     doc_freq.update(set(tags))
                     total_tags += len(set(tags))
+                    flags = title_flags(item.title, tags)  # as the product's write path
+                    postings.extend(
+                        (tag, item.entry_id, len(flags), item.service, in_title)
+                        for tag, in_title in flags
+                    )
                     copy.write_row(
                         (
                             tenant,
@@ -169,13 +176,14 @@ class Lake:
                 ) as copy:
                     for tag, count in doc_freq.items():
                         copy.write_row((tenant, tag, count))
-                cur.execute(
-                    "INSERT INTO org_memory_tag_postings"
-                    " SELECT e.tenant_id, t.tag, e.entry_id, cardinality(e.tags), e.service,"
-                    "        e.updated_at FROM org_memory_entries e"
-                    " CROSS JOIN LATERAL unnest(e.tags) AS t(tag) WHERE e.tenant_id = %s",
-                    (tenant,),
-                )
+                with cur.copy(
+                    "COPY org_memory_tag_postings (tenant_id, tag, entry_id, tag_count, service,"
+                    " updated_at, in_title) FROM STDIN"
+                ) as copy:
+                    for row in postings:
+                        tag, entry_id, count, service, in_title = row
+                        copy.write_row((tenant, tag, entry_id, count, service, now, in_title))
+
         self.matrices[tenant] = np.vstack(vectors)
         self.ids[tenant] = ids
 

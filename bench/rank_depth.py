@@ -36,7 +36,7 @@ from grandbo.errors import InvalidInputError
 from grandbo.evaluation import entry_text, score_ranking
 from grandbo.memory.fusion import RRF_K
 from grandbo.memory.models import NewEntry, Origin
-from grandbo.memory.repository.search import BM25_B, BM25_K1
+from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.service import LEG_LIMIT
 from grandbo.memory.topic import validate_topic
 from grandbo.text.tags import tags_for, tokenize

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from grandbo.memory.repository.calibration import CalibrationStore
 from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
+from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TitleTagBackfill
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
 from grandbo.memory.repository.recurrences import RecurrenceReads
 from grandbo.memory.repository.reembed import VectorStaging
 from grandbo.memory.repository.search import (
-    BM25_B,
-    BM25_K1,
     EntrySearch,
     LexicalCandidate,
     SearchLegs,

@@ -1,0 +1,145 @@
+"""Half-precision vectors (issue 16, item 3): `halfvec(1024)` against `vector(1024)`, same
+run, same organizations, same topics.
+
+Synthetic organizations of 5,000 and 50,000 entries (bench.synthetic) are bulk-loaded
+into the product's `org_memory_entries` (`vector(1024)`, PLAIN storage), then copied row
+for row into a table of the same layout whose `embedding` is `halfvec(1024)`. For each:
+table size, the exact scan of one organization (p50 / p95 / p99 ms), the HNSW build (s)
+and index size of the 50,000-entry organization, its index scan latency and recall@25
+against the exact float32 top 25 (numpy).
+
+    .venv/bin/python -m bench.halfvec [--runs 200] [--json /tmp/halfvec.json]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+
+import argparse
+import itertools
+import json
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector import HalfVector, Vector
+from pgvector.psycopg import register_vector
+
+from bench import synthetic
+from bench.query_scale import Lake, timed
+from grandbo.embedding.base import render_entry_text
+from grandbo.embedding.local import LocalMiniLMProvider
+from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
+from grandbo.memory.service import LEG_LIMIT
+from grandbo.memory.vector_index import HNSW_EF_SEARCH
+from grandbo.migrations import migrate
+
+TYPES = {
+    "vector": ("org_memory_entries", Vector, "vector_cosine_ops"),
+    "halfvec": ("bench_half_entries", HalfVector, "halfvec_cosine_ops"),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    provider = LocalMiniLMProvider()
+    texts = synthetic.pool(1_500)
+    pool_vectors = np.asarray(
+        provider.embed([render_entry_text(t, s, svc) for svc, t, s in texts]), dtype=np.float32
+    )
+    rng = random.Random(5)
+    topics = [
+        np.asarray(v, dtype=np.float32)
+        for v in provider.embed([synthetic.topic_text(rng) for _ in range(40)])
+    ]
+    report: dict[str, Any] = {"runs": args.runs}
+    scratch = Path(tempfile.mkdtemp(prefix="grandbo-bench-halfvec-"))
+    try:
+        admin_url = start_embedded_postgres(scratch)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET shared_buffers = '1GB'")
+        stop_embedded_postgres(scratch)
+        admin_url = start_embedded_postgres(scratch)
+        migrate(admin_url)
+        lake = Lake(admin_url, provider.embed_rev)
+        sizes = {"org-5000": 5_000, "org-50000": 50_000}
+        for tenant, size in sizes.items():
+            lake.load(tenant, synthetic.organization(size, texts, pool_vectors, size))
+        db = psycopg.connect(admin_url, autocommit=True)
+        register_vector(db)
+        db.execute("CREATE TABLE bench_half_entries (LIKE org_memory_entries INCLUDING ALL)")
+        db.execute("ALTER TABLE bench_half_entries ALTER COLUMN embedding TYPE halfvec(1024)")
+        db.execute("ALTER TABLE bench_half_entries ALTER COLUMN embedding SET STORAGE PLAIN")
+        db.execute("INSERT INTO bench_half_entries SELECT * FROM org_memory_entries")
+        db.execute("VACUUM ANALYZE org_memory_entries")
+        db.execute("VACUUM ANALYZE bench_half_entries")
+        db.execute(f"SET hnsw.ef_search = {int(HNSW_EF_SEARCH)}")
+        db.execute("SET hnsw.iterative_scan = relaxed_order")
+        for kind, (table, wrap, ops) in TYPES.items():
+            row: dict[str, Any] = {}
+            row["table_mb"] = round(
+                db.execute(
+                    "SELECT pg_total_relation_size(%s::regclass) / 1048576.0", (table,)
+                ).fetchone()[0],
+                1,
+            )  # type: ignore[index]
+
+            def scan(tenant: str, table: str = table, wrap: Any = wrap) -> dict[str, float]:
+                it = itertools.cycle(topics)
+                query = (
+                    f"SELECT entry_id FROM {table} WHERE tenant_id = %s"  # noqa: S608 - constant
+                    f" ORDER BY embedding <=> %s LIMIT {LEG_LIMIT}"
+                )
+                return timed(
+                    lambda: db.execute(query, (tenant, wrap(next(it)))).fetchall(), args.runs
+                )
+
+            db.execute("SET enable_indexscan = off")
+            row["exact_scan_ms"] = {t: scan(t) for t in sizes}
+            db.execute("RESET enable_indexscan")
+            started = time.perf_counter()
+            db.execute(
+                f"CREATE INDEX {table}_bench_hnsw ON {table}"
+                f" USING hnsw (embedding {ops}) WHERE tenant_id = 'org-50000'"
+            )
+            row["hnsw_build_s"] = round(time.perf_counter() - started, 1)
+            row["hnsw_mb"] = round(
+                db.execute(
+                    "SELECT pg_relation_size(%s::regclass) / 1048576.0", (f"{table}_bench_hnsw",)
+                ).fetchone()[0],
+                1,
+            )  # type: ignore[index]
+            row["hnsw_scan_ms"] = scan("org-50000")
+            matrix = lake.matrices["org-50000"]
+            ids = lake.ids["org-50000"]
+            hits = 0
+            for q in topics:
+                want = {ids[i] for i in np.argsort(1.0 - matrix @ q)[:LEG_LIMIT]}
+                got = db.execute(
+                    f"SELECT entry_id FROM {table} WHERE tenant_id = 'org-50000'"  # noqa: S608
+                    f" ORDER BY embedding <=> %s LIMIT {LEG_LIMIT}",
+                    (wrap(q),),
+                ).fetchall()
+                hits += len(want & {r[0] for r in got})
+            row["hnsw_recall_at_25"] = round(hits / (LEG_LIMIT * len(topics)), 4)
+            report[kind] = row
+            print(kind, json.dumps(row), flush=True)
+    finally:
+        stop_embedded_postgres(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

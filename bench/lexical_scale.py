@@ -1,0 +1,219 @@
+"""The lexical leg at 50,000 entries (issue 16, item 1): the product's exact leg against a
+leg read to a depth per tag, same run, same topics. The depth-limited leg lives here, not
+in the product: measured and not adopted (docs/BENCHMARKS.md).
+
+Read to a depth: each topic tag's postings in impact order (a tag the title carries
+first, then the entries with the fewest tags: BM25 saturates with length; an index this
+bench creates gives the order) to DEPTH, the entries met ranked by partial score, the best
+RESCORE of them scored exactly over every topic tag by the product's own BM25.
+
+For organizations of 5,000, 20,000 and 50,000 synthetic entries (bench.synthetic, bulk
+loaded as bench.query_scale loads them, each organization past HNSW_MIN_ENTRIES with its
+HNSW index), at each depth: the lexical leg alone and the whole repository search (both
+legs, the entries, the coverage; topic embedding excluded), p50 / p95 / p99 ms; the
+lexical top 25's overlap with the exact leg's (mean |approx ∩ exact| / |exact|, and the
+share of topics whose top 25 is the same set); and the fused top 5's overlap.
+
+    .venv/bin/python -m bench.lexical_scale [--runs 200] [--json /tmp/lexical_scale.json]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+
+import argparse
+import itertools
+import json
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from bench import synthetic
+from bench.query_scale import Lake, timed
+from grandbo.embedding.base import render_entry_text
+from grandbo.embedding.local import LocalMiniLMProvider
+from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
+from grandbo.memory.repository import MemoryRepository, SearchLegs
+from grandbo.memory.repository.lexical import _BM25, Corpus
+from grandbo.memory.service import LEG_LIMIT, fuse
+from grandbo.memory.vector_index import ensure_hnsw_indexes
+from grandbo.migrations import migrate
+from grandbo.storage.connections import app_url_for, connect
+from grandbo.text.tags import tokenize
+
+EXACT = None  # the product's exact leg
+RESCORE = 200
+IMPACT_INDEX = (
+    "CREATE INDEX bench_postings_impact ON org_memory_tag_postings"
+    " (tenant_id, tag, in_title DESC NULLS LAST, tag_count, entry_id) INCLUDE (service, updated_at)"
+)
+_DEEPEST_POSTINGS = (
+    "CROSS JOIN LATERAL (SELECT entry_id, tag_count, in_title, updated_at"
+    "   FROM org_memory_tag_postings"
+    "   WHERE tenant_id = %(tenant)s AND tag = q.tag"
+    "     AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
+    "   ORDER BY in_title DESC NULLS LAST, tag_count, entry_id LIMIT %(depth)s) p"
+)
+
+
+class DepthLimitedRepository(MemoryRepository):
+    """The product's repository with its lexical leg read to `depth` per tag (None: exact)."""
+
+    depth: int | None = None
+    # off: the search skips reading the other leg's signal for candidates one leg found
+    # (what it cost before score fusion), to price that read in the same run
+    cross_signals: bool = True
+
+    def _distances(self, *args: Any, **kwargs: Any) -> dict[Any, float]:
+        return super()._distances(*args, **kwargs) if self.cross_signals else {}
+
+    def _bm25(
+        self,
+        cur: Any,
+        tenant_id: str,
+        corpus: Corpus,
+        services: list[str] | None,
+        limit: int,
+        only: list[Any] | None = None,
+    ) -> list[tuple[Any, float]]:
+        if only is not None and not self.cross_signals:
+            return []
+        if self.depth is None or only is not None or not corpus.weights:
+            return super()._bm25(cur, tenant_id, corpus, services, limit, only)
+        cur.execute(
+            sql.SQL(_BM25 + " ORDER BY score DESC, p.entry_id LIMIT %(rescore)s").format(
+                postings=sql.SQL(_DEEPEST_POSTINGS), where=sql.SQL("")
+            ),
+            self._parameters(tenant_id, corpus, services)
+            | {"depth": self.depth, "rescore": max(RESCORE, limit)},
+        )
+        met = [row["entry_id"] for row in cur]
+        return super()._bm25(cur, tenant_id, corpus, services, limit, only=met) if met else []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[5_000, 20_000, 50_000])
+    parser.add_argument("--depths", type=int, nargs="+", default=[250, 500, 1_000, 2_000])
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    provider = LocalMiniLMProvider()
+    texts = synthetic.pool(1_500)
+    pool_vectors = np.asarray(
+        provider.embed([render_entry_text(t, s, svc) for svc, t, s in texts]), dtype=np.float32
+    )
+    rng = random.Random(5)
+    topic_texts = [synthetic.topic_text(rng) for _ in range(40)]
+    topics = list(
+        zip(
+            provider.embed(topic_texts),
+            [tokenize(t) for t in topic_texts],
+            strict=True,
+        )
+    )
+    report: dict[str, Any] = {"runs": args.runs, "topics": len(topics), "organizations": {}}
+    scratch = Path(tempfile.mkdtemp(prefix="grandbo-bench-lexical-"))
+    try:
+        admin_url = start_embedded_postgres(scratch)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = '1GB'"))
+        stop_embedded_postgres(scratch)
+        admin_url = start_embedded_postgres(scratch)
+        migrate(admin_url)
+        lake = Lake(admin_url, provider.embed_rev)
+        for size in args.sizes:
+            lake.load(f"org-{size}", synthetic.organization(size, texts, pool_vectors, size))
+        lake.analyze()
+        ensure_hnsw_indexes(admin_url)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(IMPACT_INDEX)
+            conn.execute("ANALYZE org_memory_tag_postings")
+        repository = DepthLimitedRepository(connect(app_url_for(admin_url)))
+
+        def search(tenant: str, vector: list[float] | None, tags: list[str]) -> SearchLegs:
+            return repository.search(
+                tenant,
+                topic_tags=tags,
+                topic_vector=vector,
+                embed_rev=provider.embed_rev,
+                vector_cutoff=provider.vector_cutoff,
+                services=None,
+                leg_limit=LEG_LIMIT,
+            )
+
+        def configure(depth: int | None) -> None:
+            repository.depth = depth
+
+        def latency(tenant: str, with_vector: bool) -> dict[str, float]:
+            it = itertools.cycle(topics)
+
+            def one() -> None:
+                vector, tags = next(it)
+                search(tenant, vector if with_vector else None, tags)
+
+            return timed(one, args.runs)
+
+        for size in args.sizes:
+            tenant = f"org-{size}"
+            configure(EXACT)
+            exact = [search(tenant, v, t) for v, t in topics]
+            rows: dict[str, Any] = {}
+            for depth in [EXACT, *args.depths]:
+                configure(depth)
+                latency(tenant, True)  # warm the cache for this path
+                legs = [search(tenant, v, t) for v, t in topics]
+                overlap, same, fused5 = [], 0, []
+                for got, want in zip(legs, exact, strict=True):
+                    a = {c.entry_id for c in got.lexical}
+                    b = {c.entry_id for c in want.lexical}
+                    overlap.append(len(a & b) / len(b) if b else 1.0)
+                    same += a == b
+                    top_got = {f.key for f in fuse(got)[:5]}
+                    top_want = {f.key for f in fuse(want)[:5]}
+                    fused5.append(len(top_got & top_want) / max(len(top_want), 1))
+                rows["exact" if depth is None else f"depth {depth}"] = {
+                    "lexical_ms": latency(tenant, False),
+                    "search_ms": latency(tenant, True),
+                    "lexical_top25_overlap": round(float(np.mean(overlap)), 4),
+                    "topics_with_identical_top25": f"{same}/{len(topics)}",
+                    "fused_top5_overlap": round(float(np.mean(fused5)), 4),
+                }
+                row = rows["exact" if depth is None else f"depth {depth}"]
+                print(
+                    f"{size:>6} entries {('exact' if depth is None else f'depth {depth}'):>11}:"
+                    f" lexical {row['lexical_ms']}  search {row['search_ms']}"
+                    f"  top-25 overlap {row['lexical_top25_overlap']}"
+                    f" (identical {row['topics_with_identical_top25']})"
+                    f"  fused top-5 overlap {row['fused_top5_overlap']}",
+                    flush=True,
+                )
+            repository.depth, repository.cross_signals = EXACT, False
+            latency(tenant, True)
+            rows["exact, no cross-leg signals"] = {"search_ms": latency(tenant, True)}
+            repository.cross_signals = True
+            print(
+                f"{size:>6} entries exact search without the cross-leg signals:"
+                f" {rows['exact, no cross-leg signals']['search_ms']}",
+                flush=True,
+            )
+            report["organizations"][size] = rows
+    finally:
+        stop_embedded_postgres(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
