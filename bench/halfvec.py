@@ -21,8 +21,6 @@ import argparse
 import itertools
 import json
 import random
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,13 +31,10 @@ from pgvector import HalfVector, Vector
 from pgvector.psycopg import register_vector
 
 from bench import synthetic
-from bench.query_scale import Lake, timed
-from grandbo.embedding.base import render_entry_text
+from bench.query_scale import Lake, embedded_pool, scratch_server, timed
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
 from grandbo.memory.service import LEG_LIMIT
 from grandbo.memory.vector_index import HNSW_EF_SEARCH
-from grandbo.migrations import migrate
 
 TYPES = {
     "vector": ("org_memory_entries", Vector, "vector_cosine_ops"),
@@ -53,24 +48,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     provider = LocalMiniLMProvider()
-    texts = synthetic.pool(1_500)
-    pool_vectors = np.asarray(
-        provider.embed([render_entry_text(t, s, svc) for svc, t, s in texts]), dtype=np.float32
-    )
+    texts, pool_vectors = embedded_pool(provider)
     rng = random.Random(5)
     topics = [
         np.asarray(v, dtype=np.float32)
         for v in provider.embed([synthetic.topic_text(rng) for _ in range(40)])
     ]
     report: dict[str, Any] = {"runs": args.runs}
-    scratch = Path(tempfile.mkdtemp(prefix="grandbo-bench-halfvec-"))
-    try:
-        admin_url = start_embedded_postgres(scratch)
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute("ALTER SYSTEM SET shared_buffers = '1GB'")
-        stop_embedded_postgres(scratch)
-        admin_url = start_embedded_postgres(scratch)
-        migrate(admin_url)
+    with scratch_server() as admin_url:
         lake = Lake(admin_url, provider.embed_rev)
         sizes = {"org-5000": 5_000, "org-50000": 50_000}
         for tenant, size in sizes.items():
@@ -134,9 +119,6 @@ def main() -> None:
             row["hnsw_recall_at_25"] = round(hits / (LEG_LIMIT * len(topics)), 4)
             report[kind] = row
             print(kind, json.dumps(row), flush=True)
-    finally:
-        stop_embedded_postgres(scratch)
-        shutil.rmtree(scratch, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

@@ -28,8 +28,6 @@ import argparse
 import itertools
 import json
 import random
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +36,12 @@ import psycopg
 from psycopg import sql
 
 from bench import synthetic
-from bench.query_scale import Lake, timed
-from grandbo.embedding.base import render_entry_text
+from bench.query_scale import Lake, embedded_pool, scratch_server, timed
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
 from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.repository.lexical import _BM25, Corpus
 from grandbo.memory.service import LEG_LIMIT, fuse
 from grandbo.memory.vector_index import ensure_hnsw_indexes
-from grandbo.migrations import migrate
 from grandbo.storage.connections import app_url_for, connect
 from grandbo.text.tags import tokenize
 
@@ -109,10 +104,7 @@ def main() -> None:
     args = parser.parse_args()
 
     provider = LocalMiniLMProvider()
-    texts = synthetic.pool(1_500)
-    pool_vectors = np.asarray(
-        provider.embed([render_entry_text(t, s, svc) for svc, t, s in texts]), dtype=np.float32
-    )
+    texts, pool_vectors = embedded_pool(provider)
     rng = random.Random(5)
     topic_texts = [synthetic.topic_text(rng) for _ in range(40)]
     topics = list(
@@ -123,14 +115,7 @@ def main() -> None:
         )
     )
     report: dict[str, Any] = {"runs": args.runs, "topics": len(topics), "organizations": {}}
-    scratch = Path(tempfile.mkdtemp(prefix="grandbo-bench-lexical-"))
-    try:
-        admin_url = start_embedded_postgres(scratch)
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = '1GB'"))
-        stop_embedded_postgres(scratch)
-        admin_url = start_embedded_postgres(scratch)
-        migrate(admin_url)
+    with scratch_server() as admin_url:
         lake = Lake(admin_url, provider.embed_rev)
         for size in args.sizes:
             lake.load(f"org-{size}", synthetic.organization(size, texts, pool_vectors, size))
@@ -208,9 +193,6 @@ def main() -> None:
                 flush=True,
             )
             report["organizations"][size] = rows
-    finally:
-        stop_embedded_postgres(scratch)
-        shutil.rmtree(scratch, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

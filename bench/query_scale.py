@@ -39,7 +39,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,33 @@ COLUMNS = (
     "tenant_id, entry_id, title, summary, tags, service, origin, status, revision,"
     " created_at, updated_at, embedding, embed_rev, embedded_revision, embedded_at"
 )
+
+
+@contextmanager
+def scratch_server(shared_buffers: str = "1GB") -> Iterator[str]:
+    """A throwaway embedded PostgreSQL with `shared_buffers` and the product's schema: its
+    admin URL; stopped and deleted on exit."""
+    scratch = Path(tempfile.mkdtemp(prefix="grandbo-bench-"))
+    try:
+        admin_url = start_embedded_postgres(scratch)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(shared_buffers))
+            )
+        stop_embedded_postgres(scratch)
+        admin_url = start_embedded_postgres(scratch)
+        migrate(admin_url)
+        yield admin_url
+    finally:
+        stop_embedded_postgres(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def embedded_pool(provider: EmbeddingProvider) -> tuple[list[tuple[str, str, str]], np.ndarray]:
+    """The synthetic pool of 1,500 incident texts and their vectors (bench.synthetic)."""
+    texts = synthetic.pool(1_500)
+    vectors = provider.embed([render_entry_text(t, s, svc) for svc, t, s in texts])
+    return texts, np.asarray(vectors, dtype=np.float32)
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:

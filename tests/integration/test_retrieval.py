@@ -206,6 +206,40 @@ def test_every_candidate_is_scored_on_both_legs(repository: MemoryRepository, te
     assert ranked.fused == [lexical_only.entry_id, vector_only.entry_id]
 
 
+def test_a_hit_explains_the_tags_its_score_counts_though_the_tag_leg_did_not_list_it(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    """30 entries outrank it on tags, so only the vector leg lists it; its fused score still
+    counts its BM25, and `why` says so (shared tags and score, no lexical rank)."""
+    topic = "kafka consumer lag grew after the broker upgrade rebalance storm"
+    texts: dict[str, list[float]] = {topic: direction((0, 1.0))}
+    strong = [
+        (f"Incident number {i}", f"kafka consumer lag broker upgrade filler{i} words{i} here{i}")
+        for i in range(30)
+    ]
+    weak = ("Kafka consumer lag", "noticed by walrus okapi tapir lemur giraffe zebra")
+    for i, (title, summary) in enumerate(strong):
+        texts[f"{title}\n{summary}"] = direction((0, -1.0), (i + 10, 0.1))
+    texts["\n".join(weak)] = at_distance(0.05)
+    service = _pinned_service(repository, texts)
+    for title, summary in strong:
+        _add(service, tenant, title, summary)
+    target = _add(service, tenant, *weak)
+    service.embed_pending(tenant)
+
+    hit = next(
+        h
+        for h in service.query_org_memory(tenant, topic, limit=25).hits
+        if h.entry_id == target.entry_id
+    )
+
+    assert hit.why.lexical_rank is None
+    assert hit.why.vector_rank == 1
+    assert set(hit.why.shared_tags) == {"kafka", "consum", "lag"}
+    assert hit.why.lexical_score is not None
+    assert hit.why.lexical_score > 0
+
+
 def test_a_stale_embed_rev_is_excluded_from_the_vector_leg(
     repository: MemoryRepository, tenant: str
 ) -> None:

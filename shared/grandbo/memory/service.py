@@ -241,8 +241,12 @@ class MemoryService(EmbeddingJobs, Calibration):
                     collapsed=[e.entry_id for e in lesson.collapsed],
                     why=MatchExplanation(
                         lexical_rank=None if lex is None else lex[0],
-                        lexical_score=None if lex is None else round(lex[1].score, 4),
-                        shared_tags=[] if lex is None else lex[1].shared_tags,
+                        # a candidate only the vector leg listed still has the BM25 its
+                        # fused score counts (`grandbo.memory.fusion`)
+                        lexical_score=None
+                        if (bm25 := legs.lexical_scores.get(entry_id)) is None
+                        else round(bm25, 4),
+                        shared_tags=legs.shared_tags.get(entry_id, []),
                         vector_rank=None if vec is None else vec[0],
                         vector_distance=None if vec is None else round(vec[1].distance, 4),
                         fused_score=round(ranked.fused_scores[entry_id], 6),

@@ -75,7 +75,8 @@ class TitleTagBackfill(EntryReads):
     tag (NULL: ranked as a body tag); this fills them from the entries' titles."""
 
     def mark_title_tags(self, tenant_id: str, limit: int) -> int:
-        """Fill the title flag of up to `limit` entries' postings; returns how many entries."""
+        """Fill the title flag of up to `limit` entries' postings; returns how many entries
+        this call filled (another run filling the same ones meanwhile counts there)."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "SELECT e.entry_id, e.title, array_agg(p.tag) AS tags"
@@ -88,11 +89,16 @@ class TitleTagBackfill(EntryReads):
                 {"tenant": tenant_id, "limit": limit},
             )
             rows = [(row["entry_id"], title_flags(row["title"], row["tags"])) for row in cur]
+            marked = 0
             for entry_id, flags in rows:
+                # only flags still unknown: a correction since the read above wrote its own
+                # postings (from its own title) and must not get the old title's flags
                 cur.execute(
                     "UPDATE org_memory_tag_postings p SET in_title = f.in_title"
                     " FROM unnest(%s::text[], %s::boolean[]) AS f(tag, in_title)"
-                    " WHERE p.tenant_id = %s AND p.entry_id = %s AND p.tag = f.tag",
+                    " WHERE p.tenant_id = %s AND p.entry_id = %s AND p.tag = f.tag"
+                    "   AND p.in_title IS NULL",
                     ([t for t, _ in flags], [f for _, f in flags], tenant_id, entry_id),
                 )
-            return len(rows)
+                marked += cur.rowcount > 0
+            return marked

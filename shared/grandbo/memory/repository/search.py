@@ -67,6 +67,8 @@ class SearchLegs:
     # vector)
     lexical_scores: dict[UUID, float] = field(default_factory=dict)
     distances: dict[UUID, float] = field(default_factory=dict)
+    # the topic's tags each candidate with a BM25 score carries, rarest first
+    shared_tags: dict[UUID, list[str]] = field(default_factory=dict)
 
 
 class EntrySearch(LexicalLeg):
@@ -133,6 +135,10 @@ class EntrySearch(LexicalLeg):
                     self._distances(cur, tenant_id, topic_vector, embed_rev, unmeasured)
                 )
             active, without_vector = self._coverage(cur, tenant_id, embed_rev, scope, corpus)
+            shared = {c.entry_id: c.shared_tags for c in lexical} | {
+                entry_id: corpus.shared_tags(entries[entry_id].tags)
+                for entry_id in lexical_scores.keys() - {c.entry_id for c in lexical}
+            }
             return SearchLegs(
                 lexical=lexical,
                 vector=vector,
@@ -141,6 +147,7 @@ class EntrySearch(LexicalLeg):
                 active_without_current_vector=without_vector,
                 lexical_scores=lexical_scores,
                 distances=distances,
+                shared_tags=shared,
             )
 
     def _distances(
