@@ -2,8 +2,9 @@
 run, same organizations, same topics.
 
 Synthetic organizations of 5,000 and 50,000 entries (bench.synthetic) are bulk-loaded
-into the product's `org_memory_entries` (`vector(1024)`, PLAIN storage), then copied row
-for row into a table of the same layout whose `embedding` is `halfvec(1024)`. For each:
+into the product's `org_memory_entries` (`halfvec(1024)` since migration 0015, PLAIN
+storage), then copied row for row into a table of the same layout whose `embedding` is
+`vector(1024)`, as it was before. For each:
 table size, the exact scan of one organization (p50 / p95 / p99 ms), the HNSW build (s)
 and index size of the 50,000-entry organization, its index scan latency and recall@25
 against the exact float32 top 25 (numpy).
@@ -36,9 +37,9 @@ from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.memory.service import LEG_LIMIT
 from grandbo.memory.vector_index import HNSW_EF_SEARCH
 
-TYPES = {
-    "vector": ("org_memory_entries", Vector, "vector_cosine_ops"),
-    "halfvec": ("bench_half_entries", HalfVector, "halfvec_cosine_ops"),
+TYPES = {  # kind: (table, parameter type, HNSW operator class, its organizations' prefix)
+    "vector": ("bench_vector_entries", Vector, "vector_cosine_ops", "vec-"),
+    "halfvec": ("org_memory_entries", HalfVector, "halfvec_cosine_ops", ""),
 }
 
 
@@ -58,23 +59,33 @@ def main() -> None:
     with scratch_server() as admin_url:
         lake = Lake(admin_url, provider.embed_rev)
         sizes = {"org-5000": 5_000, "org-50000": 50_000}
-        for tenant, size in sizes.items():
-            lake.load(tenant, synthetic.organization(size, texts, pool_vectors, size))
         db = psycopg.connect(admin_url, autocommit=True)
         register_vector(db)
-        db.execute("CREATE TABLE bench_half_entries (LIKE org_memory_entries INCLUDING ALL)")
-        db.execute("ALTER TABLE bench_half_entries ALTER COLUMN embedding TYPE halfvec(1024)")
-        db.execute("ALTER TABLE bench_half_entries ALTER COLUMN embedding SET STORAGE PLAIN")
-        db.execute("INSERT INTO bench_half_entries SELECT * FROM org_memory_entries")
+        # the product stores halfvec(1024) (migration 0015); the same vectors, loaded from
+        # the same float32 values, into a table of the same layout as vector(1024)
+        db.execute("CREATE TABLE bench_vector_entries (LIKE org_memory_entries INCLUDING ALL)")
+        db.execute(
+            "ALTER TABLE bench_vector_entries ALTER COLUMN embedding TYPE vector(1024)"
+            " USING embedding::vector(1024)"
+        )
+        db.execute("ALTER TABLE bench_vector_entries ALTER COLUMN embedding SET STORAGE PLAIN")
+        for tenant, size in sizes.items():
+            lake.load(tenant, synthetic.organization(size, texts, pool_vectors, size))
+            lake.load(
+                f"vec-{tenant}",
+                synthetic.organization(size, texts, pool_vectors, size),
+                table="bench_vector_entries",
+                vector_type="vector",
+            )
         db.execute("VACUUM ANALYZE org_memory_entries")
-        db.execute("VACUUM ANALYZE bench_half_entries")
+        db.execute("VACUUM ANALYZE bench_vector_entries")
         db.execute(f"SET hnsw.ef_search = {int(HNSW_EF_SEARCH)}")
         db.execute("SET hnsw.iterative_scan = relaxed_order")
-        for kind, (table, wrap, ops) in TYPES.items():
+        for kind, (table, wrap, ops, prefix) in TYPES.items():
             row: dict[str, Any] = {}
             row["table_mb"] = round(
                 db.execute(
-                    "SELECT pg_total_relation_size(%s::regclass) / 1048576.0", (table,)
+                    "SELECT (pg_total_relation_size(%s::regclass) / 1048576.0)::float8", (table,)
                 ).fetchone()[0],
                 1,
             )  # type: ignore[index]
@@ -90,28 +101,29 @@ def main() -> None:
                 )
 
             db.execute("SET enable_indexscan = off")
-            row["exact_scan_ms"] = {t: scan(t) for t in sizes}
+            row["exact_scan_ms"] = {t: scan(prefix + t) for t in sizes}
             db.execute("RESET enable_indexscan")
             started = time.perf_counter()
             db.execute(
                 f"CREATE INDEX {table}_bench_hnsw ON {table}"
-                f" USING hnsw (embedding {ops}) WHERE tenant_id = 'org-50000'"
+                f" USING hnsw (embedding {ops}) WHERE tenant_id = '{prefix}org-50000'"
             )
             row["hnsw_build_s"] = round(time.perf_counter() - started, 1)
             row["hnsw_mb"] = round(
                 db.execute(
-                    "SELECT pg_relation_size(%s::regclass) / 1048576.0", (f"{table}_bench_hnsw",)
+                    "SELECT (pg_relation_size(%s::regclass) / 1048576.0)::float8",
+                    (f"{table}_bench_hnsw",),
                 ).fetchone()[0],
                 1,
             )  # type: ignore[index]
-            row["hnsw_scan_ms"] = scan("org-50000")
-            matrix = lake.matrices["org-50000"]
-            ids = lake.ids["org-50000"]
+            row["hnsw_scan_ms"] = scan(prefix + "org-50000")
+            matrix = lake.matrices[prefix + "org-50000"]
+            ids = lake.ids[prefix + "org-50000"]
             hits = 0
             for q in topics:
                 want = {ids[i] for i in np.argsort(1.0 - matrix @ q)[:LEG_LIMIT]}
                 got = db.execute(
-                    f"SELECT entry_id FROM {table} WHERE tenant_id = 'org-50000'"  # noqa: S608
+                    f"SELECT entry_id FROM {table} WHERE tenant_id = '{prefix}org-50000'"  # noqa: S608
                     f" ORDER BY embedding <=> %s LIMIT {LEG_LIMIT}",
                     (wrap(q),),
                 ).fetchall()

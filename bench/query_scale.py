@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from pgvector import HalfVector
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
@@ -136,6 +137,7 @@ class Lake:
         tenant: str,
         rows: Iterable[tuple[synthetic.SyntheticEntry, np.ndarray]],
         table: str = "org_memory_entries",
+        vector_type: str = "halfvec",  # the product's column type (migration 0015)
     ) -> None:
         now = datetime.now(UTC)
         doc_freq: Counter[str] = Counter()
@@ -157,7 +159,7 @@ class Lake:
                         "int4",
                         "timestamptz",
                         "timestamptz",
-                        "vector",
+                        vector_type,
                         "text",
                         "int4",
                         "timestamptz",
@@ -185,7 +187,7 @@ class Lake:
                             1,
                             now,
                             now,
-                            vector,
+                            HalfVector(vector) if vector_type == "halfvec" else vector,
                             self.embed_rev,
                             1,
                             now,

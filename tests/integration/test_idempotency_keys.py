@@ -9,7 +9,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
@@ -21,8 +20,10 @@ from grandbo.memory.incidents import (
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.migrations import available_migrations, migrate
-from grandbo.storage.connections import DatabaseUrls, app_url_for, connect
+from grandbo.storage.connections import DatabaseUrls, connect
 from grandbo.text.tags import tags_for
+
+from .helpers import database_at
 
 
 def _incident(tenant: str, incident_id: str, finding_id: str, title: str) -> Any:
@@ -64,14 +65,8 @@ def v5_database(
     database: DatabaseUrls, admin_conn: psycopg.Connection[Any]
 ) -> Iterator[DatabaseUrls]:
     """A database of its own on the test server, migrated to version 5 only."""
-    name = f"grandbo_v5_{uuid.uuid4().hex[:8]}"
-    admin_conn.execute(f'CREATE DATABASE "{name}"')
-    params = {k: str(v) for k, v in conninfo_to_dict(database.admin).items() if v is not None}
-    params["dbname"] = name
-    admin = make_conninfo("", **params)
-    migrate(admin, up_to=5)
-    yield DatabaseUrls(admin=admin, app=app_url_for(admin))
-    admin_conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with database_at(database, admin_conn, 5) as urls:
+        yield urls
 
 
 def _old_event(conn: psycopg.Connection[Any], key: str, actor: str, **payload: Any) -> None:

@@ -49,7 +49,7 @@ def test_the_schema_matches_the_storage_contract(admin_conn: psycopg.Connection[
             "  AND attname = column_name WHERE table_name = 'org_memory_entries'"
         ).fetchall()
     )
-    assert columns["embedding"] == "vector(1024)"
+    assert columns["embedding"] == "halfvec(1024)"  # the 1,024 contract, 2 bytes a dimension
     assert columns["tags"] == "text[]"
     indexes = [
         row[0]

@@ -196,13 +196,13 @@ def test_every_candidate_is_scored_on_both_legs(repository: MemoryRepository, te
 
     assert [c.entry_id for c in ranked.legs.lexical] == [lexical_only.entry_id]
     assert [c.entry_id for c in ranked.legs.vector] == [vector_only.entry_id]
-    assert ranked.legs.distances[lexical_only.entry_id] == pytest.approx(cutoff + 0.1, abs=1e-6)
+    assert ranked.legs.distances[lexical_only.entry_id] == pytest.approx(cutoff + 0.1, abs=1e-3)
     assert vector_only.entry_id not in ranked.legs.lexical_scores  # shares no tag
     similarity = {lexical_only.entry_id: 0.9 - cutoff, vector_only.entry_id: 0.9}
     assert ranked.fused_scores[lexical_only.entry_id] == pytest.approx(
-        W + (1 - W) * similarity[lexical_only.entry_id] / 0.9, abs=1e-6
+        W + (1 - W) * similarity[lexical_only.entry_id] / 0.9, abs=1e-3
     )
-    assert ranked.fused_scores[vector_only.entry_id] == pytest.approx(1 - W, abs=1e-6)
+    assert ranked.fused_scores[vector_only.entry_id] == pytest.approx(1 - W, abs=1e-3)
     assert ranked.fused == [lexical_only.entry_id, vector_only.entry_id]
 
 

@@ -38,7 +38,7 @@ def test_a_tenant_past_the_threshold_gets_its_own_index_and_the_same_results(
         "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (index_name(tenant),)
     ).fetchone()
     assert definition is not None
-    assert "USING hnsw (embedding vector_cosine_ops)" in definition[0]
+    assert "USING hnsw (embedding halfvec_cosine_ops)" in definition[0]
     assert f"tenant_id = '{tenant}'" in definition[0]
 
     with_index = service.query_org_memory(tenant, TOPIC, limit=25)

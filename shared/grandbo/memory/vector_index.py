@@ -21,6 +21,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from grandbo.memory.repository.vectors import COSINE_OPS
+
 HNSW_MIN_ENTRIES = 2_000
 # Candidates the graph search keeps: recall against the exact top 25 measured at 50,000
 # entries: 0.92 at 40, 0.97 at 100, 1.00 at 200 (p95 2.5 / 3.1 / 6.4 ms).
@@ -74,10 +76,11 @@ def ensure_hnsw_indexes(
             conn.execute(
                 sql.SQL(
                     "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON org_memory_entries"
-                    " USING hnsw (embedding vector_cosine_ops)"
+                    " USING hnsw (embedding {ops})"
                     " WITH (m = {m}, ef_construction = {ef}) WHERE tenant_id = {tenant}"
                 ).format(
                     name=sql.Identifier(name),
+                    ops=sql.SQL(COSINE_OPS),
                     m=sql.Literal(HNSW_M),
                     ef=sql.Literal(HNSW_EF_CONSTRUCTION),
                     tenant=sql.Literal(tenant_id),

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from pgvector import Vector
 from psycopg import sql
 
 from grandbo.memory.models import (
     EmbedJob,
 )
 from grandbo.memory.repository.entries import EntryReads
+from grandbo.memory.repository.vectors import stored
 from grandbo.storage.tenant_scope import Cursor, TenantLock
 
 # An entry (alias e) lacks a current vector: none, one of another model (`%(rev)s` is the
@@ -115,7 +115,7 @@ class EmbeddingStore(EntryReads):
                 "UPDATE org_memory_entries e SET embedding = v.embedding, embed_rev = %(rev)s,"
                 " embedded_revision = v.revision, embedded_at = clock_timestamp()"
                 # %b: vectors travel as 4-byte floats, not as 1,024 decimal strings
-                " FROM unnest(%(ids)s::uuid[], %(revisions)s::int[], %(vectors)b::vector[])"
+                " FROM unnest(%(ids)s::uuid[], %(revisions)s::int[], %(vectors)b::halfvec[])"
                 "   AS v(entry_id, revision, embedding)"
                 " WHERE e.tenant_id = %(tenant)s AND e.entry_id = v.entry_id"
                 "   AND e.revision = v.revision"
@@ -131,7 +131,7 @@ class EmbeddingStore(EntryReads):
                     "while_serving": while_serving,
                     "ids": [entry_id for entry_id, _, _ in items],
                     "revisions": [revision for _, revision, _ in items],
-                    "vectors": [Vector(v if isinstance(v, list) else list(v)) for _, _, v in items],
+                    "vectors": [stored(v) for _, _, v in items],
                     "tenant": tenant_id,
                 },
             )

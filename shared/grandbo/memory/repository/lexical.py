@@ -36,8 +36,11 @@ _BM25 = (
     "   ELSE 1.0::float8 END AS tf) t"
     " {where} GROUP BY p.entry_id"
 )
-# Every posting of each tag (the exact leg), or those of the given entries only
+# Every posting of each tag (the leg), or those of the given entries only, a condition on
+# the postings' key the index uses (4 ms for 25 entries at 5,000; a join to the unnested
+# ids planned a scan of each tag's list instead: 11 ms)
 _ALL_POSTINGS = "JOIN org_memory_tag_postings p ON p.tenant_id = %(tenant)s AND p.tag = q.tag"
+_THESE_POSTINGS = _ALL_POSTINGS + " AND p.entry_id = ANY(%(only)s)"
 _IN_SCOPE = "WHERE (%(services)s::text[] IS NULL OR p.service = ANY(%(services)s))"
 
 
@@ -105,12 +108,13 @@ class LexicalLeg(EntryReads):
         """
         if not corpus.weights:
             return []
-        # with `only`, a condition the index can use, not an OR-ed filter
-        only_these = " AND p.entry_id = ANY(%(only)s)" if only is not None else ""
         cur.execute(
             sql.SQL(
                 _BM25 + " ORDER BY score DESC, max(p.updated_at) DESC, p.entry_id LIMIT %(limit)s"
-            ).format(postings=sql.SQL(_ALL_POSTINGS + only_these), where=sql.SQL(_IN_SCOPE)),
+            ).format(
+                postings=sql.SQL(_ALL_POSTINGS if only is None else _THESE_POSTINGS),
+                where=sql.SQL(_IN_SCOPE),
+            ),
             self._parameters(tenant_id, corpus, services) | {"limit": limit, "only": only},
         )
         return [(row["entry_id"], float(row["score"])) for row in cur]

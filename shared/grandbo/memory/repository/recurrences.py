@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from pgvector import Vector
 from psycopg import sql
 
 from grandbo.errors import EntryNotActiveError, EntryNotFoundError, NotARecurrenceError
@@ -24,6 +23,7 @@ from grandbo.memory.recurrence import may_take_recurrence
 from grandbo.memory.repository.entries import SELECT_ENTRIES, entry_columns
 from grandbo.memory.repository.postings import post_tags, unpost_tags
 from grandbo.memory.repository.search import VECTOR_LEG_SETTINGS
+from grandbo.memory.repository.vectors import stored
 from grandbo.memory.repository.writes import EntryWrites
 from grandbo.storage.tenant_scope import Cursor, TenantLock
 
@@ -78,7 +78,7 @@ class RecurrenceWrites(EntryWrites):
             cur.execute(
                 _NEAREST_OLDER,
                 {
-                    "q": vector if isinstance(vector, Vector) else Vector(vector),
+                    "q": stored(vector),
                     "tenant": tenant_id,
                     "rev": embed_rev,
                     "created": entry.created_at,

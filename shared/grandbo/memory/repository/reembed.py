@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
-from pgvector import Vector
 from psycopg import sql
 
 from grandbo.memory.models import EmbedJob
 from grandbo.memory.repository.embeddings import EntryForEmbedding, job_page
 from grandbo.memory.repository.entries import EntryReads
+from grandbo.memory.repository.vectors import stored
 from grandbo.storage.tenant_scope import Cursor, TenantLock
 
 # A staged vector counts while it is of the entry's current revision.
@@ -67,7 +67,7 @@ class VectorStaging(EntryReads):
                 "INSERT INTO org_memory_staged_vectors"
                 "   (tenant_id, entry_id, embed_rev, revision, embedding)"
                 " SELECT %(tenant)s, v.entry_id, %(rev)s, v.revision, v.embedding"
-                " FROM unnest(%(ids)s::uuid[], %(revisions)s::int[], %(vectors)b::vector[])"
+                " FROM unnest(%(ids)s::uuid[], %(revisions)s::int[], %(vectors)b::halfvec[])"
                 "   AS v(entry_id, revision, embedding)"
                 " JOIN org_memory_entries e"
                 "   ON e.tenant_id = %(tenant)s AND e.entry_id = v.entry_id"
@@ -84,7 +84,7 @@ class VectorStaging(EntryReads):
                     "rev": embed_rev,
                     "ids": [entry_id for entry_id, _, _ in items],
                     "revisions": [revision for _, revision, _ in items],
-                    "vectors": [Vector(v if isinstance(v, list) else list(v)) for _, _, v in items],
+                    "vectors": [stored(v) for _, _, v in items],
                 },
             )
             return cur.rowcount

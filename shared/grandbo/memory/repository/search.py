@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
-from pgvector import Vector
-
 from grandbo.memory.models import (
     MemoryEntry,
 )
 from grandbo.memory.repository.entries import ENTRIES_BY_IDS
 from grandbo.memory.repository.lexical import Corpus, LexicalLeg
+from grandbo.memory.repository.vectors import stored
 from grandbo.memory.vector_index import HNSW_EF_SEARCH
 from grandbo.storage.tenant_scope import Cursor
 
@@ -164,7 +163,7 @@ class EntrySearch(LexicalLeg):
             " WHERE tenant_id = %(tenant)s AND entry_id = ANY(%(ids)s)"
             "   AND status = 'active' AND embed_rev = %(rev)s",
             {
-                "q": Vector(list(topic_vector)),
+                "q": stored(topic_vector),
                 "tenant": tenant_id,
                 "ids": entry_ids,
                 "rev": embed_rev,
@@ -219,7 +218,7 @@ class EntrySearch(LexicalLeg):
         cur.execute(
             _VECTOR_LEG,
             {
-                "q": Vector(list(topic_vector)),
+                "q": stored(topic_vector),
                 "tenant": tenant_id,
                 "rev": embed_rev,
                 "services": services,
