@@ -37,8 +37,6 @@ def _unit(dims: int = EMBEDDING_DIMENSIONS) -> list[float]:
         ([float("nan")] + [0.1] * 1023, "non-finite"),
         ([float("inf")] + [0.1] * 1023, "non-finite"),
         ([0.0] * 1024, "zero vector"),
-        ([70_000.0] + [0.1] * 1023, "half-precision range"),  # halfvec cannot store it
-        ([1e-9] * 1024, "round to 0 at half precision"),  # a zero vector once stored
     ],
 )
 def test_contract_rejects_wrong_dimensions_non_finite_and_zero(

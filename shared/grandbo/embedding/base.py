@@ -14,10 +14,6 @@ from grandbo.errors import EmbeddingError
 
 EMBEDDING_DIMENSIONS = 1024
 TEXT_TEMPLATE_VERSION = 1
-# Vectors are stored as halfvec(1024): IEEE half precision's largest finite value, and
-# the magnitude at or below which a value rounds to 0 (half the smallest subnormal)
-HALF_MAX = 65504.0
-HALF_SMALLEST = 2.0**-25
 
 Embedding = list[float]
 
@@ -40,17 +36,6 @@ def check_embedding(vector: Sequence[float], *, source: str) -> Embedding:
         raise EmbeddingError(f"{source} returned a non-finite value (NaN or infinity)")
     if not any(values):
         raise EmbeddingError(f"{source} returned a zero vector (cosine distance undefined)")
-    # stored at half precision (halfvec, migration 0015): a value past its range cannot be
-    # stored, and a vector whose every value rounds to 0 would be a zero vector there
-    largest = max(map(abs, values))
-    if largest > HALF_MAX:
-        raise EmbeddingError(
-            f"{source} returned {largest:g}, past the half-precision range (±{HALF_MAX:g})"
-        )
-    if largest <= HALF_SMALLEST:
-        raise EmbeddingError(
-            f"{source} returned a vector whose values all round to 0 at half precision"
-        )
     return values
 
 

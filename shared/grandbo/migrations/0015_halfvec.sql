@@ -22,9 +22,11 @@ BEGIN
     END LOOP;
 END $$;
 
+-- scaled to unit length first (cosine distance does not see length): a stored value past
+-- half precision's range, or a vector so short its components round to 0, converts whole
 ALTER TABLE org_memory_entries
-    ALTER COLUMN embedding TYPE halfvec(1024) USING embedding::halfvec(1024);
+    ALTER COLUMN embedding TYPE halfvec(1024) USING l2_normalize(embedding)::halfvec(1024);
 ALTER TABLE org_memory_entries ALTER COLUMN embedding SET STORAGE PLAIN;
 ALTER TABLE org_memory_staged_vectors
-    ALTER COLUMN embedding TYPE halfvec(1024) USING embedding::halfvec(1024);
+    ALTER COLUMN embedding TYPE halfvec(1024) USING l2_normalize(embedding)::halfvec(1024);
 ALTER TABLE org_memory_staged_vectors ALTER COLUMN embedding SET STORAGE PLAIN;
