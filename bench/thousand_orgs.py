@@ -1,0 +1,191 @@
+"""A thousand organizations on one cluster (issue 16, item 2): at least a million rows in
+one entries table, queries of a small, a medium and a large organization, writes, and
+planning time, before and after the per-organization HNSW indexes exist.
+
+The mix: 10 organizations of 50,000 entries, 50 of 5,000 and 940 of 20-500 (a
+log-normal, median ~250) — 1,000 organizations, 1,011,620 rows (bench.synthetic, bulk
+loaded as bench.query_scale loads them, vectors as halfvec). Measured, repository level
+(topic embedding excluded), p50 / p95 / p99 ms: a 300-entry, a 5,000-entry and a
+50,000-entry organization's search on the exact scan, then after `ensure_hnsw_indexes`
+has given each of the 60 organizations past 2,000 entries its own partial HNSW index; an
+incident with 5 corroborated findings written through the product; and the planning time
+of the vector leg's statement for the 300-entry organization (EXPLAIN ... SUMMARY), with
+no partial index on the table and with 60.
+
+    .venv/bin/python -m bench.thousand_orgs [--runs 200] [--json /tmp/thousand_orgs.json]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+
+import argparse
+import itertools
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector import HalfVector
+from pgvector.psycopg import register_vector
+
+from bench import synthetic
+from bench.query_scale import Lake, embedded_pool, scratch_server, timed
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.embedding.local import LocalMiniLMProvider
+from grandbo.local.embed_queue import InProcessEmbedQueue
+from grandbo.memory.incidents import IncidentClosed, record_incident
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.search import _VECTOR_LEG
+from grandbo.memory.service import LEG_LIMIT, MemoryService
+from grandbo.memory.vector_index import ensure_hnsw_indexes
+from grandbo.storage.connections import app_url_for, connect
+from grandbo.text.tags import tokenize
+
+
+def organization_sizes(seed: int = 3) -> dict[str, int]:
+    rng = np.random.default_rng(seed)
+    sizes = {f"large-{i:02d}": 50_000 for i in range(10)}
+    sizes |= {f"medium-{i:02d}": 5_000 for i in range(50)}
+    small = np.clip(rng.lognormal(mean=np.log(250), sigma=0.6, size=940), 20, 500)
+    sizes |= {f"small-{i:03d}": int(n) for i, n in enumerate(small)}
+    sizes["small-000"] = 300  # the one measured
+    return sizes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    provider = LocalMiniLMProvider()
+    texts, pool_vectors = embedded_pool(provider)
+    rng = random.Random(5)
+    topic_texts = [synthetic.topic_text(rng) for _ in range(40)]
+    topics = list(zip(provider.embed(topic_texts), [tokenize(t) for t in topic_texts], strict=True))
+    sizes = organization_sizes()
+    total = sum(sizes.values())
+    report: dict[str, Any] = {"organizations": len(sizes), "rows": total, "runs": args.runs}
+    print(f"{len(sizes)} organizations, {total:,} rows", flush=True)
+    with scratch_server() as admin_url:
+        lake = Lake(admin_url, provider.embed_rev)
+        started = time.perf_counter()
+        for n, (tenant, size) in enumerate(sizes.items()):
+            lake.load(tenant, synthetic.organization(size, texts, pool_vectors, n))
+            lake.matrices.pop(tenant)  # a million vectors need not stay in memory
+        lake.analyze()
+        report["load_s"] = round(time.perf_counter() - started, 1)
+        print(f"loaded in {report['load_s']} s", flush=True)
+        admin = psycopg.connect(admin_url, autocommit=True)
+        register_vector(admin)
+        report["table_gb"] = round(
+            admin.execute(
+                "SELECT (pg_total_relation_size('org_memory_entries') / 1073741824.0)::float8"
+            ).fetchone()[0],  # type: ignore[index]
+            2,
+        )
+        repository = MemoryRepository(connect(app_url_for(admin_url)))
+
+        def search(tenant: str) -> dict[str, float]:
+            it = itertools.cycle(topics)
+
+            def one() -> None:
+                vector, tags = next(it)
+                repository.search(
+                    tenant,
+                    topic_tags=tags,
+                    topic_vector=vector,
+                    embed_rev=provider.embed_rev,
+                    vector_cutoff=provider.vector_cutoff,
+                    services=None,
+                    leg_limit=LEG_LIMIT,
+                )
+
+            one()
+            return timed(one, args.runs)
+
+        def planning_ms(tenant: str) -> dict[str, float]:
+            samples = []
+            for vector, _ in topics * 5:
+                plan = admin.execute(
+                    "EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) " + _VECTOR_LEG,
+                    {
+                        "q": HalfVector(vector),
+                        "tenant": tenant,
+                        "rev": provider.embed_rev,
+                        "services": None,
+                        "cutoff": provider.vector_cutoff,
+                        "limit": LEG_LIMIT,
+                    },
+                ).fetchone()[0][0]  # type: ignore[index]
+                samples.append(float(plan["Planning Time"]))
+            ordered = sorted(samples)
+            return {
+                "p50": round(statistics.median(ordered), 3),
+                "p95": round(ordered[int(0.95 * len(ordered))], 3),
+            }
+
+        measured = {
+            "small (300)": "small-000",
+            "medium (5,000)": "medium-00",
+            "large (50,000)": "large-00",
+        }
+        for phase in ("exact scan", "per-organization HNSW"):
+            if phase == "per-organization HNSW":
+                started = time.perf_counter()
+                indexed = ensure_hnsw_indexes(admin_url)
+                report["hnsw_indexes"] = len(indexed)
+                report["hnsw_build_s"] = round(time.perf_counter() - started, 1)
+                admin.execute("ANALYZE org_memory_entries")
+                print(f"{len(indexed)} HNSW indexes in {report['hnsw_build_s']} s", flush=True)
+            row = {name: search(tenant) for name, tenant in measured.items()}
+            row["planning, vector leg of the 300-entry organization"] = planning_ms("small-000")
+            report[phase] = row
+            print(phase, json.dumps(row), flush=True)
+
+        writer = MemoryService(
+            MemoryRepository(connect(app_url_for(admin_url))),
+            FakeEmbeddingProvider(),
+            embed_queue=InProcessEmbedQueue(),
+        )
+        counter = itertools.count()
+
+        def incident() -> None:
+            n = next(counter)
+            record_incident(
+                writer,
+                IncidentClosed.model_validate(
+                    {
+                        "tenant_id": "medium-01",
+                        "incident_id": f"INC-{n}",
+                        "title": "Checkout errors",
+                        "service": "checkout-api",
+                        "closed_at": "2026-11-29T10:00:00Z",
+                        "findings": [
+                            {
+                                "finding_id": f"f{i}",
+                                "status": "corroborated",
+                                "title": texts[(n * 5 + i) % len(texts)][1],
+                                "summary": texts[(n * 5 + i) % len(texts)][2],
+                            }
+                            for i in range(5)
+                        ],
+                    }
+                ),
+            )
+
+        report["write_incident_5_findings_ms"] = timed(incident, args.runs)
+        print("write", report["write_incident_5_findings_ms"], flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
