@@ -21,7 +21,6 @@ os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 import argparse
 import itertools
 import json
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from pgvector import HalfVector, Vector
 from pgvector.psycopg import register_vector
 
 from bench import synthetic
-from bench.query_scale import Lake, embedded_pool, scratch_server, timed
+from bench.query_scale import Lake, embedded_pool, scratch_server, synthetic_topics, timed
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.memory.service import LEG_LIMIT
 from grandbo.memory.vector_index import HNSW_EF_SEARCH
@@ -50,11 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     provider = LocalMiniLMProvider()
     texts, pool_vectors = embedded_pool(provider)
-    rng = random.Random(5)
-    topics = [
-        np.asarray(v, dtype=np.float32)
-        for v in provider.embed([synthetic.topic_text(rng) for _ in range(40)])
-    ]
+    topics = [np.asarray(v, dtype=np.float32) for v, _ in synthetic_topics(provider)]
     report: dict[str, Any] = {"runs": args.runs}
     with scratch_server() as admin_url:
         lake = Lake(admin_url, provider.embed_rev)

@@ -27,7 +27,6 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 import argparse
 import itertools
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +35,13 @@ import psycopg
 from psycopg import sql
 
 from bench import synthetic
-from bench.query_scale import Lake, embedded_pool, scratch_server, timed
+from bench.query_scale import Lake, embedded_pool, scratch_server, synthetic_topics, timed
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.repository.lexical import _BM25, Corpus
 from grandbo.memory.service import LEG_LIMIT, fuse
 from grandbo.memory.vector_index import ensure_hnsw_indexes
 from grandbo.storage.connections import app_url_for, connect
-from grandbo.text.tags import tokenize
 
 EXACT = None  # the product's exact leg
 RESCORE = 200
@@ -105,15 +103,7 @@ def main() -> None:
 
     provider = LocalMiniLMProvider()
     texts, pool_vectors = embedded_pool(provider)
-    rng = random.Random(5)
-    topic_texts = [synthetic.topic_text(rng) for _ in range(40)]
-    topics = list(
-        zip(
-            provider.embed(topic_texts),
-            [tokenize(t) for t in topic_texts],
-            strict=True,
-        )
-    )
+    topics = synthetic_topics(provider)
     report: dict[str, Any] = {"runs": args.runs, "topics": len(topics), "organizations": {}}
     with scratch_server() as admin_url:
         lake = Lake(admin_url, provider.embed_rev)

@@ -99,6 +99,35 @@ def embedded_pool(provider: EmbeddingProvider) -> tuple[list[tuple[str, str, str
     return texts, np.asarray(vectors, dtype=np.float32)
 
 
+def synthetic_topics(provider: EmbeddingProvider, count: int = 40) -> list[tuple[Any, list[str]]]:
+    """The benchmarks' topics (bench.synthetic, seed 5): each one's vector and its tags."""
+    rng = random.Random(5)
+    texts = [synthetic.topic_text(rng) for _ in range(count)]
+    return list(zip(provider.embed(texts), [tokenize(t) for t in texts], strict=True))
+
+
+def incident_event(texts: list[tuple[str, str, str]], tenant: str, n: int) -> IncidentClosed:
+    """The `n`th benchmark incident of `tenant`: 5 corroborated findings from the pool."""
+    return IncidentClosed.model_validate(
+        {
+            "tenant_id": tenant,
+            "incident_id": f"INC-{n}",
+            "title": "Checkout errors",
+            "service": "checkout-api",
+            "closed_at": "2026-11-29T10:00:00Z",
+            "findings": [
+                {
+                    "finding_id": f"f{i}",
+                    "status": "corroborated",
+                    "title": texts[(n * 5 + i) % len(texts)][1],
+                    "summary": texts[(n * 5 + i) % len(texts)][2],
+                }
+                for i in range(5)
+            ],
+        }
+    )
+
+
 def percentiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
 
@@ -490,28 +519,7 @@ def main() -> None:
         counter = iter(range(10**9))
 
         def incident() -> None:
-            n = next(counter)
-            record_incident(
-                writer,
-                IncidentClosed.model_validate(
-                    {
-                        "tenant_id": "writes",
-                        "incident_id": f"INC-{n}",
-                        "title": "Checkout errors",
-                        "service": "checkout-api",
-                        "closed_at": "2026-11-29T10:00:00Z",
-                        "findings": [
-                            {
-                                "finding_id": f"f{i}",
-                                "status": "corroborated",
-                                "title": texts[(n * 5 + i) % len(texts)][1],
-                                "summary": texts[(n * 5 + i) % len(texts)][2],
-                            }
-                            for i in range(5)
-                        ],
-                    }
-                ),
-            )
+            record_incident(writer, incident_event(texts, "writes", next(counter)))
 
         report["write_incident_5_findings_ms"] = timed(incident, args.runs)
 

@@ -25,7 +25,6 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 import argparse
 import itertools
 import json
-import random
 import statistics
 import time
 from pathlib import Path
@@ -37,17 +36,23 @@ from pgvector import HalfVector
 from pgvector.psycopg import register_vector
 
 from bench import synthetic
-from bench.query_scale import Lake, embedded_pool, scratch_server, timed
+from bench.query_scale import (
+    Lake,
+    embedded_pool,
+    incident_event,
+    scratch_server,
+    synthetic_topics,
+    timed,
+)
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.local.embed_queue import InProcessEmbedQueue
-from grandbo.memory.incidents import IncidentClosed, record_incident
+from grandbo.memory.incidents import record_incident
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.repository.search import _VECTOR_LEG
 from grandbo.memory.service import LEG_LIMIT, MemoryService
 from grandbo.memory.vector_index import ensure_hnsw_indexes
 from grandbo.storage.connections import app_url_for, connect
-from grandbo.text.tags import tokenize
 
 
 def organization_sizes(seed: int = 3) -> dict[str, int]:
@@ -67,9 +72,7 @@ def main() -> None:
     args = parser.parse_args()
     provider = LocalMiniLMProvider()
     texts, pool_vectors = embedded_pool(provider)
-    rng = random.Random(5)
-    topic_texts = [synthetic.topic_text(rng) for _ in range(40)]
-    topics = list(zip(provider.embed(topic_texts), [tokenize(t) for t in topic_texts], strict=True))
+    topics = synthetic_topics(provider)
     sizes = organization_sizes()
     total = sum(sizes.values())
     report: dict[str, Any] = {"organizations": len(sizes), "rows": total, "runs": args.runs}
@@ -158,28 +161,7 @@ def main() -> None:
         counter = itertools.count()
 
         def incident() -> None:
-            n = next(counter)
-            record_incident(
-                writer,
-                IncidentClosed.model_validate(
-                    {
-                        "tenant_id": "medium-01",
-                        "incident_id": f"INC-{n}",
-                        "title": "Checkout errors",
-                        "service": "checkout-api",
-                        "closed_at": "2026-11-29T10:00:00Z",
-                        "findings": [
-                            {
-                                "finding_id": f"f{i}",
-                                "status": "corroborated",
-                                "title": texts[(n * 5 + i) % len(texts)][1],
-                                "summary": texts[(n * 5 + i) % len(texts)][2],
-                            }
-                            for i in range(5)
-                        ],
-                    }
-                ),
-            )
+            record_incident(writer, incident_event(texts, "medium-01", next(counter)))
 
         report["write_incident_5_findings_ms"] = timed(incident, args.runs)
         print("write", report["write_incident_5_findings_ms"], flush=True)

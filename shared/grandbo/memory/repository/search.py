@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
+from pgvector import HalfVector
+
 from grandbo.memory.models import (
     MemoryEntry,
 )
@@ -99,10 +101,12 @@ class EntrySearch(LexicalLeg):
             expired = corpus.expired
             fetch = leg_limit + expired
             scored = self._bm25(cur, tenant_id, corpus, scope, fetch)
+            # scaled and rounded once, for the vector leg and the lexical-only candidates
+            topic = None if topic_vector is None else stored(topic_vector)
             vector: list[VectorCandidate] = []
-            if topic_vector is not None:
+            if topic is not None:
                 vector = self._vector_leg(
-                    cur, tenant_id, topic_vector, embed_rev, vector_cutoff, scope, fetch
+                    cur, tenant_id, topic, embed_rev, vector_cutoff, scope, fetch
                 )
             ids = list(dict.fromkeys([i for i, _ in scored] + [c.entry_id for c in vector]))
             entries: dict[UUID, MemoryEntry] = {}
@@ -129,10 +133,8 @@ class EntrySearch(LexicalLeg):
                     self._bm25(cur, tenant_id, corpus, scope, len(unscored), only=unscored)
                 )
             unmeasured = [c.entry_id for c in lexical if c.entry_id not in distances]
-            if topic_vector is not None and unmeasured:
-                distances.update(
-                    self._distances(cur, tenant_id, topic_vector, embed_rev, unmeasured)
-                )
+            if topic is not None and unmeasured:
+                distances.update(self._distances(cur, tenant_id, topic, embed_rev, unmeasured))
             active, without_vector = self._coverage(cur, tenant_id, embed_rev, scope, corpus)
             shared = {c.entry_id: c.shared_tags for c in lexical} | {
                 entry_id: corpus.shared_tags(entries[entry_id].tags)
@@ -153,7 +155,7 @@ class EntrySearch(LexicalLeg):
         self,
         cur: Cursor,
         tenant_id: str,
-        topic_vector: Sequence[float],
+        topic: HalfVector,
         embed_rev: str,
         entry_ids: list[UUID],
     ) -> dict[UUID, float]:
@@ -163,7 +165,7 @@ class EntrySearch(LexicalLeg):
             " WHERE tenant_id = %(tenant)s AND entry_id = ANY(%(ids)s)"
             "   AND status = 'active' AND embed_rev = %(rev)s",
             {
-                "q": stored(topic_vector),
+                "q": topic,
                 "tenant": tenant_id,
                 "ids": entry_ids,
                 "rev": embed_rev,
@@ -209,7 +211,7 @@ class EntrySearch(LexicalLeg):
         self,
         cur: Cursor,
         tenant_id: str,
-        topic_vector: Sequence[float],
+        topic: HalfVector,
         embed_rev: str,
         cutoff: float,
         services: list[str] | None,
@@ -218,7 +220,7 @@ class EntrySearch(LexicalLeg):
         cur.execute(
             _VECTOR_LEG,
             {
-                "q": stored(topic_vector),
+                "q": topic,
                 "tenant": tenant_id,
                 "rev": embed_rev,
                 "services": services,
