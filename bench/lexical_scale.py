@@ -66,31 +66,33 @@ class DepthLimitedRepository(MemoryRepository):
     # (what it cost before score fusion), to price that read in the same run
     cross_signals: bool = True
 
-    def _distances(self, *args: Any, **kwargs: Any) -> dict[Any, float]:
-        return super()._distances(*args, **kwargs) if self.cross_signals else {}
+    def _send_entries(
+        self, tenant_id: str, entry_ids: list[Any], topic: Any, embed_rev: str
+    ) -> Any:
+        topic = topic if self.cross_signals else None  # without: no distances alongside
+        return super()._send_entries(tenant_id, entry_ids, topic, embed_rev)
 
-    def _bm25(
+    def _send_bm25(
         self,
-        cur: Any,
         tenant_id: str,
         corpus: Corpus,
         services: list[str] | None,
         limit: int,
         only: list[Any] | None = None,
-    ) -> list[tuple[Any, float]]:
+    ) -> Any:
         if only is not None and not self.cross_signals:
-            return []
+            return None
         if self.depth is None or only is not None or not corpus.weights:
-            return super()._bm25(cur, tenant_id, corpus, services, limit, only)
-        cur.execute(
+            return super()._send_bm25(tenant_id, corpus, services, limit, only)
+        depth_read = self._sent(
             sql.SQL(_BM25 + " ORDER BY score DESC, p.entry_id LIMIT %(rescore)s").format(
                 postings=sql.SQL(_DEEPEST_POSTINGS), where=sql.SQL("")
             ),
             self._parameters(tenant_id, corpus, services)
             | {"depth": self.depth, "rescore": max(RESCORE, limit)},
         )
-        met = [row["entry_id"] for row in cur]
-        return super()._bm25(cur, tenant_id, corpus, services, limit, only=met) if met else []
+        met = [row["entry_id"] for row in depth_read]
+        return super()._send_bm25(tenant_id, corpus, services, limit, only=met) if met else None
 
 
 def main() -> None:

@@ -73,10 +73,11 @@ COLUMNS = (
 
 
 @contextmanager
-def scratch_server(shared_buffers: str = "1GB") -> Iterator[str]:
+def scratch_server(shared_buffers: str = "1GB", keep: Path | None = None) -> Iterator[str]:
     """A throwaway embedded PostgreSQL with `shared_buffers` and the product's schema: its
-    admin URL; stopped and deleted on exit."""
-    scratch = Path(tempfile.mkdtemp(prefix="grandbo-bench-"))
+    admin URL; stopped and deleted on exit (with `keep`, its data lives there, is reused
+    when present and is kept)."""
+    scratch = keep or Path(tempfile.mkdtemp(prefix="grandbo-bench-"))
     try:
         admin_url = start_embedded_postgres(scratch)
         with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -89,7 +90,8 @@ def scratch_server(shared_buffers: str = "1GB") -> Iterator[str]:
         yield admin_url
     finally:
         stop_embedded_postgres(scratch)
-        shutil.rmtree(scratch, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def embedded_pool(provider: EmbeddingProvider) -> tuple[list[tuple[str, str, str]], np.ndarray]:
@@ -148,6 +150,35 @@ def timed(fn: Callable[[], object], runs: int) -> dict[str, float]:
         fn()
         samples.append((time.perf_counter() - started) * 1000)
     return percentiles(samples)
+
+
+def timed_search(
+    repository: MemoryRepository,
+    tenant: str,
+    provider: EmbeddingProvider,
+    topics: list[tuple[Any, list[str]]],
+    runs: int,
+    warm: int = 1,
+) -> dict[str, float]:
+    """`tenant`'s repository search (topic embedding excluded) over the topics in turn,
+    `warm` times unmeasured, then `runs` times: p50 / p95 / p99 ms."""
+    it = itertools.cycle(topics)
+
+    def one() -> None:
+        vector, tags = next(it)
+        repository.search(
+            tenant,
+            topic_tags=tags,
+            topic_vector=vector,
+            embed_rev=provider.embed_rev,
+            vector_cutoff=provider.vector_cutoff,
+            services=None,
+            leg_limit=LEG_LIMIT,
+        )
+
+    for _ in range(warm):
+        one()
+    return timed(one, runs)
 
 
 class Lake:

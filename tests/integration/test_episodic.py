@@ -147,6 +147,40 @@ def test_expired_entries_never_take_a_live_entrys_place_before_the_sweep(
     assert [h.entry_id for h in answer.hits] == [live.entry_id]
 
 
+def test_the_vector_leg_reads_past_expired_entries_before_the_sweep(
+    service: MemoryService, tenant: str
+) -> None:
+    """The vector leg on its own (a topic sharing no tag): it reads as many more rows as
+    there are expired entries, in the same round trip as the count."""
+    live = service.record_entry(
+        tenant,
+        entry(
+            "Checkout rollback guide",
+            "How the payments release was reverted safely after the canary failed.",
+        ),
+        context(),
+    ).entry
+    service.record_entries(
+        tenant, [(ROLLBACK | {"title": f"Deploy {n}"}, context()) for n in range(8)]
+    )
+    service.embed_pending(tenant)
+    provider = service.provider
+    now = datetime.now(UTC) + timedelta(days=DEFAULT_EPISODIC_TTL_DAYS + 1)
+    legs = service.repository.search(
+        tenant,
+        topic_tags=[],
+        topic_vector=provider.embed([TOPIC])[0],
+        embed_rev=provider.embed_rev,
+        vector_cutoff=2.0,
+        services=None,
+        leg_limit=1,
+        now=now,
+    )
+    assert legs.lexical == []
+    assert [c.entry_id for c in legs.vector] == [live.entry_id]
+    assert set(legs.entries) == {live.entry_id}
+
+
 def test_the_sweeper_spares_an_entry_promoted_meanwhile_and_never_loops(
     service: MemoryService, repository: MemoryRepository, tenant: str, admin_conn: Any
 ) -> None:

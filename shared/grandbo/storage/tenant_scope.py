@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import psycopg
+from psycopg.abc import Params, Query
 from psycopg.rows import dict_row
 
 from grandbo.errors import StoreUnavailableError
@@ -71,8 +72,13 @@ class TenantScopedRepository:
         *,
         lock: TenantLock = TenantLock.NONE,
         isolation: Isolation = Isolation.READ_COMMITTED,
+        pipelined: bool = False,
     ) -> Iterator[Cursor]:
-        """A transaction bound to one tenant, plus any transaction-local `settings`."""
+        """A transaction bound to one tenant, plus any transaction-local `settings`.
+
+        `pipelined`: the transaction runs in pipeline mode, so statements sent one after
+        another (`_sent`) share a round trip, each result read when it is needed.
+        """
         tenant = require_tenant(tenant_id)
         local = {"grandbo.tenant_id": tenant, **_BOUNDED_WAITS, **(settings or {})}
         calls = ["set_config(%s, %s, true)"] * len(local)
@@ -81,7 +87,11 @@ class TenantScopedRepository:
             calls.append(f"{lock.value}(hashtextextended(%s, 0))")
             params.append(f"grandbo.tenant:{tenant}")
         try:
-            with self._conn.transaction(), self._conn.cursor(row_factory=dict_row) as cur:
+            with (
+                self._conn.pipeline() if pipelined else nullcontext(),
+                self._conn.transaction(),
+                self._conn.cursor(row_factory=dict_row) as cur,
+            ):
                 if isolation is not Isolation.READ_COMMITTED:
                     cur.execute(isolation.value)
                 # one round trip: set_config(..., true) is SET LOCAL, the lock is the tenant's
@@ -93,6 +103,13 @@ class TenantScopedRepository:
         except BaseException:
             self._discard_unless_idle()
             raise
+
+    def _sent(self, query: Query, params: Params) -> Cursor:
+        """`query` sent on a cursor of its own, its result read later (in a pipelined
+        scope, statements sent one after another share a round trip)."""
+        cur = self._conn.cursor(row_factory=dict_row)
+        cur.execute(query, params)
+        return cur
 
     def _discard_unless_idle(self) -> None:
         """A failed unit of work whose rollback did not finish (a pipeline cut short, a

@@ -44,6 +44,11 @@ _THESE_POSTINGS = _ALL_POSTINGS + " AND p.entry_id = ANY(%(only)s)"
 _IN_SCOPE = "WHERE (%(services)s::text[] IS NULL OR p.service = ANY(%(services)s))"
 
 
+def scores(sent: Cursor | None) -> list[tuple[UUID, float]]:
+    """The entries and scores `LexicalLeg._send_bm25` asked for, best first."""
+    return [] if sent is None else [(row["entry_id"], float(row["score"])) for row in sent]
+
+
 @dataclass(frozen=True, slots=True)
 class Corpus:
     """A tenant's BM25 statistics and the idf of the topic's tags it holds."""
@@ -52,6 +57,21 @@ class Corpus:
     avgdl: float
     weights: dict[str, float]
     expired: int  # episodic entries past their expiry the sweeper has not retired yet
+
+    @classmethod
+    def read(cls, cur: Cursor) -> Corpus:
+        """The corpus `LexicalLeg._send_corpus` asked for."""
+        rows = cur.fetchall()
+        if not rows:
+            return cls(active_entries=0, avgdl=1.0, weights={}, expired=0)
+        n = rows[0]["active_entries"]
+        avgdl = max(rows[0]["active_tag_total"] / n, 1.0) if n else 1.0
+        weights = {
+            row["tag"]: math.log(1.0 + (n - row["doc_count"] + 0.5) / (row["doc_count"] + 0.5))
+            for row in rows
+            if row["tag"] is not None
+        }
+        return cls(active_entries=n, avgdl=avgdl, weights=weights, expired=rows[0]["expired"])
 
     def shared_tags(self, entry_tags: Sequence[str]) -> list[str]:
         """The topic's tags this entry carries, rarest (heaviest) first."""
@@ -62,13 +82,13 @@ class Corpus:
 class LexicalLeg(EntryReads):
     """BM25 over tag sets from the postings of the topic's tags."""
 
-    def _corpus(
-        self, cur: Cursor, tenant_id: str, topic_tags: Sequence[str], now: datetime | None
-    ) -> Corpus:
-        """The tenant's BM25 statistics, the topic's tag weights (idf) and, with `now`, how
-        many episodic entries have expired unswept, in one read."""
+    def _send_corpus(
+        self, tenant_id: str, topic_tags: Sequence[str], now: datetime | None
+    ) -> Cursor:
+        """The tenant's BM25 statistics, the topic's tags' document counts and, with `now`,
+        how many episodic entries have expired unswept, in one read (`Corpus.read`)."""
         tags = sorted(set(topic_tags))
-        cur.execute(
+        return self._sent(
             sql.SQL(
                 "SELECT t.active_entries, t.active_tag_total, s.tag, s.doc_count,"
                 " ({expired}) AS expired"
@@ -78,37 +98,26 @@ class LexicalLeg(EntryReads):
             ).format(expired=sql.SQL(COUNT_EXPIRED)),
             (tenant_id, now, tags, tenant_id),
         )
-        rows = cur.fetchall()
-        if not rows:
-            return Corpus(active_entries=0, avgdl=1.0, weights={}, expired=0)
-        n = rows[0]["active_entries"]
-        avgdl = max(rows[0]["active_tag_total"] / n, 1.0) if n else 1.0
-        weights = {
-            row["tag"]: math.log(1.0 + (n - row["doc_count"] + 0.5) / (row["doc_count"] + 0.5))
-            for row in rows
-            if row["tag"] is not None
-        }
-        return Corpus(active_entries=n, avgdl=avgdl, weights=weights, expired=rows[0]["expired"])
 
-    def _bm25(
+    def _send_bm25(
         self,
-        cur: Cursor,
         tenant_id: str,
         corpus: Corpus,
         services: list[str] | None,
         limit: int,
         only: list[UUID] | None = None,
-    ) -> list[tuple[UUID, float]]:
+    ) -> Cursor | None:
         """Exact BM25 from every posting of the topic's tags (with `only`, of those entries
-        alone, looked up by the postings' key): best first, `limit` of them.
+        alone, looked up by the postings' key): best first, `limit` of them (`scores`).
+        None: the topic shares no tag with the tenant's entries.
 
         Scores are summed in one flat hash aggregate and rounded to 1e-9: mathematically
         equal scores (equal weights summed in another order) tie exactly, so recency then
         id decide, never float noise.
         """
         if not corpus.weights:
-            return []
-        cur.execute(
+            return None
+        return self._sent(
             sql.SQL(
                 _BM25 + " ORDER BY score DESC, max(p.updated_at) DESC, p.entry_id LIMIT %(limit)s"
             ).format(
@@ -117,7 +126,6 @@ class LexicalLeg(EntryReads):
             ),
             self._parameters(tenant_id, corpus, services) | {"limit": limit, "only": only},
         )
-        return [(row["entry_id"], float(row["score"])) for row in cur]
 
     @staticmethod
     def _parameters(

@@ -10,12 +10,13 @@ from datetime import datetime
 from uuid import UUID
 
 from pgvector import HalfVector
+from psycopg import sql
 
 from grandbo.memory.models import (
     MemoryEntry,
 )
-from grandbo.memory.repository.entries import ENTRIES_BY_IDS
-from grandbo.memory.repository.lexical import Corpus, LexicalLeg
+from grandbo.memory.repository.entries import ENTRIES_BY_IDS, entry_columns
+from grandbo.memory.repository.lexical import Corpus, LexicalLeg, scores
 from grandbo.memory.repository.vectors import stored
 from grandbo.memory.vector_index import HNSW_EF_SEARCH
 from grandbo.storage.tenant_scope import Cursor
@@ -30,15 +31,27 @@ VECTOR_LEG_SETTINGS = {
 # Cosine distance against vectors of the current embed_rev (a stored vector is always its
 # entry's current revision's, by constraint: migration 0005). The cutoff applies after
 # the nearest `limit` are found, so an index scan stops at `limit` instead of walking
-# the graph for rows that will never pass the cutoff.
+# the graph for rows that will never pass the cutoff. The limit grows by the episodic
+# entries expired by `now` the sweeper has not retired (none without `now`), so those,
+# left out afterwards, never take a slot.
 _VECTOR_LEG = (
     "SELECT entry_id, distance FROM ("
     "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
     "   WHERE tenant_id = %(tenant)s AND status = 'active' AND embed_rev = %(rev)s"
     "     AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
-    "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
+    "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s + ("
+    "     SELECT count(*) FROM org_memory_entries WHERE tenant_id = %(tenant)s"
+    "     AND status = 'active' AND kind = 'episodic' AND expires_at <= %(now)s)"
     " ) nearest WHERE distance < %(cutoff)s ORDER BY distance, entry_id"
 )
+
+
+# The candidates' entries and, for those the vector leg did not list, their distance.
+_ENTRIES_WITH_DISTANCE = sql.SQL(
+    "SELECT {columns}, CASE WHEN status = 'active' AND embed_rev = %(rev)s"
+    "   THEN embedding <=> %(q)b END AS distance"
+    " FROM org_memory_entries WHERE tenant_id = %(tenant)s AND entry_id = ANY(%(ids)s)"
+).format(columns=entry_columns())
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,130 +107,121 @@ class EntrySearch(LexicalLeg):
         only those closer than `vector_cutoff`, nearest first.
         With `now`, episodic entries expired by then (the sweeper not past yet) are left
         out of both legs: each leg reads that many more rows, so they never take a slot.
+
+        Three round trips, pipelined: the corpus, the vector leg and the coverage; the
+        lexical leg (it needs the corpus); the entries (with the distance of those the
+        vector leg did not list) and the BM25 of those the lexical leg did not.
         """
-        with self._tenant_scope(tenant_id, VECTOR_LEG_SETTINGS) as cur:
-            scope = None if services is None else list(services)
-            corpus = self._corpus(cur, tenant_id, topic_tags, now)
-            expired = corpus.expired
-            fetch = leg_limit + expired
-            scored = self._bm25(cur, tenant_id, corpus, scope, fetch)
-            # scaled and rounded once, for the vector leg and the lexical-only candidates
-            topic = None if topic_vector is None else stored(topic_vector)
-            vector: list[VectorCandidate] = []
-            if topic is not None:
-                vector = self._vector_leg(
-                    cur, tenant_id, topic, embed_rev, vector_cutoff, scope, fetch
+        scope = None if services is None else list(services)
+        # scaled and rounded once, for the vector leg and the lexical-only candidates
+        topic = None if topic_vector is None else stored(topic_vector)
+        with self._tenant_scope(tenant_id, VECTOR_LEG_SETTINGS, pipelined=True):
+            corpus_sent = self._send_corpus(tenant_id, topic_tags, now)
+            vector_sent = (
+                None
+                if topic is None
+                else self._send_vector_leg(
+                    tenant_id, topic, embed_rev, vector_cutoff, scope, leg_limit, now
                 )
-            ids = list(dict.fromkeys([i for i, _ in scored] + [c.entry_id for c in vector]))
-            entries: dict[UUID, MemoryEntry] = {}
-            if ids:
-                cur.execute(ENTRIES_BY_IDS, (tenant_id, ids))
-                entries = {row["entry_id"]: MemoryEntry.model_validate(row) for row in cur}
-            if expired:
-                entries = {
-                    entry_id: entry
-                    for entry_id, entry in entries.items()
-                    if entry.expires_at is None or (now is not None and entry.expires_at > now)
-                }
-            lexical = [
-                LexicalCandidate(entry_id, score, corpus.shared_tags(entries[entry_id].tags))
-                for entry_id, score in scored
-                if entry_id in entries
-            ][:leg_limit]
-            vector = [c for c in vector if c.entry_id in entries][:leg_limit]
-            lexical_scores = {c.entry_id: c.score for c in lexical}
-            distances = {c.entry_id: c.distance for c in vector}
-            # the other leg's signal for each candidate only one leg found
-            if unscored := [c.entry_id for c in vector if c.entry_id not in lexical_scores]:
-                lexical_scores.update(
-                    self._bm25(cur, tenant_id, corpus, scope, len(unscored), only=unscored)
-                )
-            unmeasured = [c.entry_id for c in lexical if c.entry_id not in distances]
-            if topic is not None and unmeasured:
-                distances.update(self._distances(cur, tenant_id, topic, embed_rev, unmeasured))
-            active, without_vector = self._coverage(cur, tenant_id, embed_rev, scope, corpus)
-            shared = {c.entry_id: c.shared_tags for c in lexical} | {
-                entry_id: corpus.shared_tags(entries[entry_id].tags)
-                for entry_id in lexical_scores.keys() - {c.entry_id for c in lexical}
-            }
-            return SearchLegs(
-                lexical=lexical,
-                vector=vector,
-                entries=entries,
-                active_entries=active,
-                active_without_current_vector=without_vector,
-                lexical_scores=lexical_scores,
-                distances=distances,
-                shared_tags=shared,
             )
-
-    def _distances(
-        self,
-        cur: Cursor,
-        tenant_id: str,
-        topic: HalfVector,
-        embed_rev: str,
-        entry_ids: list[UUID],
-    ) -> dict[UUID, float]:
-        """Cosine distance of these entries' current vectors to the topic (by primary key)."""
-        cur.execute(
-            "SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
-            " WHERE tenant_id = %(tenant)s AND entry_id = ANY(%(ids)s)"
-            "   AND status = 'active' AND embed_rev = %(rev)s",
-            {
-                "q": topic,
-                "tenant": tenant_id,
-                "ids": entry_ids,
-                "rev": embed_rev,
-            },
+            coverage_sent = self._send_coverage(tenant_id, embed_rev, scope)
+            corpus = Corpus.read(corpus_sent)
+            scored = scores(self._send_bm25(tenant_id, corpus, scope, leg_limit + corpus.expired))
+            vector = [] if vector_sent is None else _vector_candidates(vector_sent)
+            bm25 = dict(scored)
+            distances = {c.entry_id: c.distance for c in vector}
+            ids = list(dict.fromkeys([*bm25, *distances]))
+            # the other leg's signal for each candidate only one leg found
+            unscored = [entry_id for entry_id in distances if entry_id not in bm25]
+            entries_sent = self._send_entries(tenant_id, ids, topic, embed_rev) if ids else None
+            bm25_sent = (
+                self._send_bm25(tenant_id, corpus, scope, len(unscored), only=unscored)
+                if unscored
+                else None
+            )
+            entries: dict[UUID, MemoryEntry] = {}
+            for row in [] if entries_sent is None else entries_sent:
+                distance = row.pop("distance", None)
+                if distance is not None and row["entry_id"] not in distances:
+                    distances[row["entry_id"]] = float(distance)
+                entries[row["entry_id"]] = MemoryEntry.model_validate(row)
+            bm25.update(scores(bm25_sent))
+            active, without_vector = _coverage(coverage_sent, corpus)
+        if corpus.expired:
+            entries = {
+                entry_id: entry
+                for entry_id, entry in entries.items()
+                if entry.expires_at is None or (now is not None and entry.expires_at > now)
+            }
+        lexical = [
+            LexicalCandidate(entry_id, score, corpus.shared_tags(entries[entry_id].tags))
+            for entry_id, score in scored
+            if entry_id in entries
+        ][:leg_limit]
+        vector = [c for c in vector if c.entry_id in entries][:leg_limit]
+        candidates = {c.entry_id for c in lexical} | {c.entry_id for c in vector}
+        lexical_scores = {i: bm25[i] for i in ids if i in candidates and i in bm25}
+        shared = {c.entry_id: c.shared_tags for c in lexical} | {
+            entry_id: corpus.shared_tags(entries[entry_id].tags)
+            for entry_id in lexical_scores.keys() - {c.entry_id for c in lexical}
+        }
+        return SearchLegs(
+            lexical=lexical,
+            vector=vector,
+            entries=entries,
+            active_entries=active,
+            active_without_current_vector=without_vector,
+            lexical_scores=lexical_scores,
+            distances={i: distances[i] for i in ids if i in candidates and i in distances},
+            shared_tags=shared,
         )
-        return {row["entry_id"]: float(row["distance"]) for row in cur}
 
-    def _coverage(
-        self,
-        cur: Cursor,
-        tenant_id: str,
-        embed_rev: str,
-        services: list[str] | None,
-        corpus: Corpus,
-    ) -> tuple[int, int]:
-        """Active entries in scope, and how many of them lack a vector of `embed_rev`.
+    def _send_entries(
+        self, tenant_id: str, entry_ids: list[UUID], topic: HalfVector | None, embed_rev: str
+    ) -> Cursor:
+        """These entries, each with its current vector's cosine distance to the topic (NULL
+        without one, or without a topic): one statement, looked up by primary key."""
+        if topic is None:
+            return self._sent(ENTRIES_BY_IDS, (tenant_id, entry_ids))
+        return self._sent(
+            _ENTRIES_WITH_DISTANCE,
+            {"tenant": tenant_id, "ids": entry_ids, "q": topic, "rev": embed_rev},
+        )
 
-        The whole tenant's active count is the maintained statistic; the entries lacking
-        a current vector come from a partial index that holds only active entries keyed
-        by `embed_rev`, so in the steady state (everything embedded) the scan is empty.
+    def _send_coverage(self, tenant_id: str, embed_rev: str, services: list[str] | None) -> Cursor:
+        """Active entries in scope, and how many of them lack a vector of `embed_rev`
+        (`_coverage`).
+
+        The whole tenant's active count is the maintained statistic (the corpus); the
+        entries lacking a current vector come from a partial index that holds only active
+        entries keyed by `embed_rev`, so in the steady state (everything embedded) the
+        scan is empty.
         """
         if services is None:
-            cur.execute(
-                "SELECT count(*) AS without_vector FROM org_memory_entries"
+            return self._sent(
+                "SELECT NULL AS active, count(*) AS without_vector FROM org_memory_entries"
                 " WHERE tenant_id = %(tenant)s AND status = 'active'"
                 "   AND (embed_rev IS NULL OR embed_rev < %(rev)s OR embed_rev > %(rev)s)",
                 {"tenant": tenant_id, "rev": embed_rev},
             )
-            row = cur.fetchone()
-            assert row is not None
-            return corpus.active_entries, row["without_vector"]
-        cur.execute(
+        return self._sent(
             "SELECT count(*) AS active, count(*) FILTER (WHERE embed_rev IS DISTINCT FROM %s)"
             " AS without_vector FROM org_memory_entries"
             " WHERE tenant_id = %s AND status = 'active' AND service = ANY(%s)",
             (embed_rev, tenant_id, services),
         )
-        row = cur.fetchone()
-        assert row is not None
-        return row["active"], row["without_vector"]
 
-    def _vector_leg(
+    def _send_vector_leg(
         self,
-        cur: Cursor,
         tenant_id: str,
         topic: HalfVector,
         embed_rev: str,
         cutoff: float,
         services: list[str] | None,
         limit: int,
-    ) -> list[VectorCandidate]:
-        cur.execute(
+        now: datetime | None,
+    ) -> Cursor:
+        return self._sent(
             _VECTOR_LEG,
             {
                 "q": topic,
@@ -226,6 +230,17 @@ class EntrySearch(LexicalLeg):
                 "services": services,
                 "cutoff": cutoff,
                 "limit": limit,
+                "now": now,
             },
         )
-        return [VectorCandidate(row["entry_id"], float(row["distance"])) for row in cur]
+
+
+def _vector_candidates(sent: Cursor) -> list[VectorCandidate]:
+    return [VectorCandidate(row["entry_id"], float(row["distance"])) for row in sent]
+
+
+def _coverage(sent: Cursor, corpus: Corpus) -> tuple[int, int]:
+    row = sent.fetchone()
+    assert row is not None
+    active = corpus.active_entries if row["active"] is None else row["active"]
+    return active, row["without_vector"]
