@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
 SRC := shared tests app.py $(wildcard functions infra bench)
 
-.PHONY: install run test unit integration lint lint-infra format eval bench bench-load layer layer-lock openapi synth clean
+.PHONY: install run test unit integration lint lint-infra format eval bench bench-scale bench-load layer layer-lock openapi synth clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,16 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.topology
 	$(BIN)/python -m bench.query_scale
 	$(BIN)/python -m bench.local_load
+
+## Issue 16's figures (~90 min): vector layout, half precision, the lexical leg at 50,000
+## entries, local throughput, a thousand organizations (docs/BENCHMARKS.md).
+bench-scale: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[bench]"
+	$(BIN)/python -m bench.layout_planning
+	$(BIN)/python -m bench.halfvec --runs 100
+	$(BIN)/python -m bench.lexical_scale --runs 100
+	$(BIN)/python -m bench.throughput --entries 2000 --seconds 8
+	$(BIN)/python -m bench.thousand_orgs --runs 200
 
 ## The local runner under 1, 8 and 32 clients, then with its PostgreSQL killed (~3 min).
 bench-load: $(STAMP)

@@ -11,9 +11,10 @@ statements on entries a search of the 300-entry organization runs — the vector
 entries by id with their distances (50), the coverage count — summed, and one
 search's wall time (repository level, topic embedding excluded, p50 / p95), for:
 
-- one table (the product's layout) with K = 0, 60, 250 and 1,000 partial indexes;
+- one table (the layout before migration 0016) with K = 0, 60, 250 and 1,000 partial indexes;
 - the same rows in a table hash-partitioned by organization into P partitions (P = 16,
-  64), each organization's partial index on its own partition, with K = 60 and 1,000.
+  the product's layout since migration 0016, and 64), each organization's partial index
+  on its own partition, with K = 60 and 1,000.
 
     .venv/bin/python -m bench.layout_planning [--runs 200] [--json /tmp/layout.json]
 """
@@ -81,24 +82,27 @@ def add_indexes(admin: psycopg.Connection[Any], tenants: list[str]) -> None:
         )
 
 
-def partition(admin: psycopg.Connection[Any], partitions: int) -> None:
-    """Replace the entries table with a copy hash-partitioned by organization: the same
-    columns, constraints, indexes (HNSW ones left out), row-level security and grants."""
+def relayout(admin: psycopg.Connection[Any], partitions: int | None) -> None:
+    """Rebuild the entries table as one table (`partitions` None) or hash-partitioned by
+    organization: the same columns, constraints, storage, indexes (the HNSW ones left
+    out), row-level security and grants."""
     indexdefs = [
-        row[0]
+        row[0].replace(" ON ONLY ", " ON ")
         for row in admin.execute(
             "SELECT indexdef FROM pg_indexes WHERE tablename = 'org_memory_entries'"
             " AND indexdef NOT LIKE '%%hnsw%%'"
         )
     ]
     admin.execute(
-        "CREATE TABLE entries_partitioned (LIKE org_memory_entries INCLUDING DEFAULTS"
-        " INCLUDING CONSTRAINTS INCLUDING STORAGE) PARTITION BY HASH (tenant_id)"
+        sql.SQL(
+            "CREATE TABLE entries_relaid (LIKE org_memory_entries INCLUDING DEFAULTS"
+            " INCLUDING CONSTRAINTS INCLUDING STORAGE){}"
+        ).format(sql.SQL("" if partitions is None else " PARTITION BY HASH (tenant_id)"))
     )
-    for n in range(partitions):
+    for n in range(partitions or 0):
         admin.execute(
             sql.SQL(
-                "CREATE TABLE {} PARTITION OF entries_partitioned"
+                "CREATE TABLE {} PARTITION OF entries_relaid"
                 " FOR VALUES WITH (MODULUS {}, REMAINDER {})"
             ).format(
                 sql.Identifier(f"entries_{partitions}_p{n:02d}"),
@@ -106,11 +110,18 @@ def partition(admin: psycopg.Connection[Any], partitions: int) -> None:
                 sql.Literal(n),
             )
         )
-    admin.execute("INSERT INTO entries_partitioned SELECT * FROM org_memory_entries")
+    # migration 0005: rows stay whole (a partitioned table stores nothing: each partition)
+    for table in [f"entries_{partitions}_p{n:02d}" for n in range(partitions or 0)] or [
+        "entries_relaid"
+    ]:
+        admin.execute(
+            sql.SQL("ALTER TABLE {} SET (toast_tuple_target = 8160)").format(sql.Identifier(table))
+        )
+    admin.execute("INSERT INTO entries_relaid SELECT * FROM org_memory_entries")
     admin.execute("DROP TABLE org_memory_entries CASCADE")
-    admin.execute("ALTER TABLE entries_partitioned RENAME TO org_memory_entries")
+    admin.execute("ALTER TABLE entries_relaid RENAME TO org_memory_entries")
     for definition in indexdefs:
-        admin.execute(definition.replace(" ON ONLY ", " ON "))
+        admin.execute(definition)
     admin.execute("ALTER TABLE org_memory_entries ENABLE ROW LEVEL SECURITY")
     admin.execute("ALTER TABLE org_memory_entries FORCE ROW LEVEL SECURITY")
     admin.execute(
@@ -199,10 +210,11 @@ def main() -> None:
             report["layouts"][f"{layout}, {count} partial HNSW indexes"] = row
             print(f"{layout:>22}, {count:>5} indexes:", json.dumps(row), flush=True)
 
+        relayout(admin, None)
         for count in INDEX_COUNTS:
             measure("one table", count)
         for partitions in (16, 64):
-            partition(admin, partitions)
+            relayout(admin, partitions)
             for count in PARTITIONED_COUNTS:
                 measure(f"{partitions} hash partitions", count)
     if args.json:

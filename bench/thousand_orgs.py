@@ -122,6 +122,7 @@ def main() -> None:
                         "services": None,
                         "cutoff": provider.vector_cutoff,
                         "limit": LEG_LIMIT,
+                        "now": None,
                     },
                 ).fetchone()[0][0]  # type: ignore[index]
                 samples.append(float(plan["Planning Time"]))

@@ -63,7 +63,7 @@ def test_the_schema_matches_the_storage_contract(admin_conn: psycopg.Connection[
     rls = admin_conn.execute(
         "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c"
         " JOIN information_schema.columns col ON col.table_name = c.relname"
-        " WHERE col.column_name = 'tenant_id' AND c.relkind = 'r'"
+        " WHERE col.column_name = 'tenant_id' AND c.relkind IN ('r', 'p')"
         "   AND c.relname NOT IN ('org_memory_tenants', 'bench_naive_entries')"
     ).fetchall()
     assert {name for name, _, _ in rls} >= {
@@ -77,6 +77,12 @@ def test_the_schema_matches_the_storage_contract(admin_conn: psycopg.Connection[
         "topology_edges",
     }
     assert all(enabled and forced for _, enabled, forced in rls)
+    # entries: hash-partitioned by tenant (migration 0016), each partition holding its rows
+    partitions = admin_conn.execute(
+        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'org_memory_entries'::regclass"
+    ).fetchone()
+    assert partitions == (16,)
+    assert {f"org_memory_entries_p{n:02d}" for n in range(16)} <= {name for name, _, _ in rls}
 
 
 def test_the_application_role_owns_nothing_and_cannot_bypass_rls(

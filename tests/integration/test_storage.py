@@ -357,8 +357,10 @@ def test_entry_rows_stay_whole_next_to_their_vector(
         (tenant, created.entry.entry_id),
     ).fetchone()
     assert row == (None, None, None, True)
+    # set on every partition (migration 0016: the partitioned parent stores nothing)
     options = admin_conn.execute(
-        "SELECT reloptions FROM pg_class WHERE relname = 'org_memory_entries'"
-    ).fetchone()
-    assert options is not None
-    assert "toast_tuple_target=8160" in options[0]
+        "SELECT c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent = 'org_memory_entries'::regclass"
+    ).fetchall()
+    assert len(options) == 16
+    assert all("toast_tuple_target=8160" in (row[0] or []) for row in options)

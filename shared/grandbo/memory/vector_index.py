@@ -4,7 +4,9 @@ An exact cosine scan reads every entry's 4 KB row: ~2 ms at 1,000 entries, ~12 m
 5,000 on the benchmark machine, while a per-tenant HNSW index answers 5,000 entries in
 ~3 ms with recall 1.0 against the exact top 25 at `HNSW_EF_SEARCH` (docs/BENCHMARKS.md).
 Past `HNSW_MIN_ENTRIES`, a tenant gets its own partial HNSW index
-(`WHERE tenant_id = '<tenant>'`), which the planner uses only for that tenant's queries;
+(`WHERE tenant_id = '<tenant>'`) on the partition of the entries table that holds it
+(migration 0016: a statement is planned against its tenant's partition's indexes only),
+which the planner uses only for that tenant's queries;
 the vector leg runs with pgvector's iterative scan so filters (status, embed_rev,
 service) never make it under-return. Index DDL needs the schema owner, so this runs from
 the admin side (`grandbo index`, the deploy-time migrations function, and the same
@@ -51,9 +53,11 @@ def ensure_hnsw_indexes(
     threshold = HNSW_MIN_ENTRIES if min_entries is None else min_entries
     created = []
     with psycopg.connect(admin_url, autocommit=True) as conn:
+        # each tenant with the partition that holds it (migration 0016)
         rows = conn.execute(
-            "SELECT tenant_id FROM org_memory_entries WHERE status = 'active'"
-            " GROUP BY tenant_id HAVING count(*) >= %s ORDER BY tenant_id",
+            "SELECT e.tenant_id, c.relname FROM org_memory_entries e"
+            " JOIN pg_class c ON c.oid = e.tableoid WHERE e.status = 'active'"
+            " GROUP BY e.tenant_id, c.relname HAVING count(*) >= %s ORDER BY e.tenant_id",
             (threshold,),
         ).fetchall()
         existing: dict[str, bool] = {
@@ -61,11 +65,12 @@ def ensure_hnsw_indexes(
             for row in conn.execute(
                 "SELECT c.relname, i.indisvalid FROM pg_index i"
                 " JOIN pg_class c ON c.oid = i.indexrelid"
-                " WHERE i.indrelid = 'org_memory_entries'::regclass"
+                " WHERE i.indrelid IN (SELECT inhrelid FROM pg_inherits"
+                "   WHERE inhparent = 'org_memory_entries'::regclass)"
             )
         }
         conn.execute("SET maintenance_work_mem = '1GB'")
-        for (tenant_id,) in rows if progress is None else progress(rows, len(rows)):
+        for tenant_id, partition in rows if progress is None else progress(rows, len(rows)):
             name = index_name(tenant_id)
             if existing.get(name):
                 continue
@@ -75,11 +80,12 @@ def ensure_hnsw_indexes(
                 )
             conn.execute(
                 sql.SQL(
-                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON org_memory_entries"
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {partition}"
                     " USING hnsw (embedding {ops})"
                     " WITH (m = {m}, ef_construction = {ef}) WHERE tenant_id = {tenant}"
                 ).format(
                     name=sql.Identifier(name),
+                    partition=sql.Identifier(partition),
                     ops=sql.SQL(COSINE_OPS),
                     m=sql.Literal(HNSW_M),
                     ef=sql.Literal(HNSW_EF_CONSTRUCTION),
