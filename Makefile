@@ -61,6 +61,7 @@ bench-scale: $(STAMP)
 	$(BIN)/python -m bench.layout_planning
 	$(BIN)/python -m bench.halfvec --runs 100
 	$(BIN)/python -m bench.lexical_scale --runs 100
+	$(BIN)/python -m bench.lexical_pruning
 	$(BIN)/python -m bench.throughput --entries 2000 --seconds 8
 	$(BIN)/python -m bench.thousand_orgs --runs 200
 
