@@ -150,8 +150,8 @@ def test_expired_entries_never_take_a_live_entrys_place_before_the_sweep(
 def test_the_vector_leg_reads_past_expired_entries_before_the_sweep(
     service: MemoryService, tenant: str
 ) -> None:
-    """The vector leg on its own (a topic sharing no tag): it reads as many more rows as
-    there are expired entries, in the same round trip as the count."""
+    """The vector leg on its own (a topic sharing no tag): expired entries, nearer than
+    the live one, never take its one slot."""
     live = service.record_entry(
         tenant,
         entry(

@@ -51,6 +51,7 @@ def test_0015_moves_vectors_to_half_precision_and_the_index_is_rebuilt(
                 " %s::vector, 'rev', 1, now())",
                 (entry_id, str(vector)),
             )
+        conn.execute("INSERT INTO org_memory_tenants (tenant_id) VALUES ('acme')")
         conn.execute(
             f'CREATE INDEX "{index_name("acme")}" ON org_memory_entries'
             " USING hnsw (embedding vector_cosine_ops) WHERE tenant_id = 'acme'"

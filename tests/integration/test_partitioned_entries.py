@@ -1,15 +1,18 @@
 """Entries hash-partitioned by organization (migration 0016): a lake written at version 15
 moves whole, keeps every index it had (the HNSW ones rebuilt by the index job on the
 partition that holds their organization), answers the same, and a partition read
-directly is refused to the application role."""
+directly is refused to the application role. All of it also when the schema owner is not
+a superuser (Aurora's master user), for whom row-level security stays forced."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.memory.repository import MemoryRepository
@@ -142,3 +145,65 @@ def test_0016_partitions_a_populated_lake_without_changing_an_answer(
         # the application reaches entries through the parent only
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT * FROM org_memory_entries_p00")
+
+
+@pytest.fixture
+def plain_owner(admin_conn: psycopg.Connection[Any]) -> Iterator[str]:
+    """A schema owner that is no superuser and cannot bypass row-level security."""
+    role = f"grandbo_owner_{uuid.uuid4().hex[:8]}"
+    admin_conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS")
+    try:
+        yield role
+    finally:
+        admin_conn.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def _as(url: str, role: str) -> str:
+    params = {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
+    params.pop("password", None)
+    params["user"] = role
+    return make_conninfo("", **params)
+
+
+def test_0016_and_the_index_job_as_an_owner_that_is_no_superuser(
+    v15_database: DatabaseUrls, plain_owner: str
+) -> None:
+    with connect(v15_database.app) as conn:
+        service = MemoryService(MemoryRepository(conn), FakeEmbeddingProvider())
+        for tenant in TENANTS:
+            service.record_entries(
+                tenant,
+                [
+                    (
+                        entry(
+                            f"Checkout pool exhausted {i}",
+                            f"checkout leaked database connections on retry path {i}"
+                            " until the pool ran dry and requests timed out",
+                        ),
+                        context(),
+                    )
+                    for i in range(3)
+                ],
+            )
+            service.embed_pending(tenant)
+        before = _answers(service)
+    with psycopg.connect(v15_database.admin, autocommit=True) as conn:
+        # every table the owner's, as the Aurora master user owns the schema it created
+        for (table,) in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall():
+            conn.execute(f'ALTER TABLE "{table}" OWNER TO {plain_owner}')
+        conn.execute(f"GRANT CREATE ON SCHEMA public TO {plain_owner}")
+    rows = _rows(v15_database.admin)
+    owner_url = _as(v15_database.admin, plain_owner)
+    try:
+        assert [m.version for m in migrate(owner_url)] == [16]
+        assert _rows(v15_database.admin) == rows  # every row copied, none left behind
+        assert ensure_hnsw_indexes(owner_url, min_entries=1) == sorted(TENANTS)
+        with connect(v15_database.app) as conn:
+            service = MemoryService(MemoryRepository(conn), FakeEmbeddingProvider())
+            assert _answers(service) == before
+    finally:
+        with psycopg.connect(v15_database.admin, autocommit=True) as conn:
+            conn.execute(f"REASSIGN OWNED BY {plain_owner} TO CURRENT_USER")
+            conn.execute(f"DROP OWNED BY {plain_owner}")

@@ -97,3 +97,57 @@ def test_the_hourly_schedule_indexes_organizations_that_grew_past_the_threshold(
         "SELECT 1 FROM pg_indexes WHERE indexname = %s", (index_name(tenant),)
     ).fetchall()
     assert indexed == [(1,)]
+
+
+def _limit_rows(plan: dict[str, Any]) -> list[float]:
+    """The planner's row estimate of every Limit node in a JSON plan."""
+    found = [plan["Plan Rows"]] if plan["Node Type"] == "Limit" else []
+    for child in plan.get("Plans", []):
+        found += _limit_rows(child)
+    return found
+
+
+@pytest.mark.parametrize("now", [None, "2026-01-01T00:00:00Z"])
+def test_the_vector_legs_limit_is_a_constant_the_planner_sees(
+    database: DatabaseUrls, admin_conn: psycopg.Connection[Any], tenant: str, now: str | None
+) -> None:
+    """Whether the planner takes a tenant's HNSW index depends on knowing the leg reads
+    LEG_LIMIT rows: a computed limit (an expression with a subquery) is planned as a tenth
+    of the rows, and at 15,000 entries that chose the exact scan over the index."""
+    from pgvector import HalfVector
+
+    from grandbo.memory.repository.search import _VECTOR_LEG, VECTOR_LEG_SETTINGS
+    from grandbo.memory.service import LEG_LIMIT
+    from grandbo.storage.connections import connect
+
+    admin_conn.execute(
+        "INSERT INTO org_memory_tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING",
+        (tenant,),
+    )
+    admin_conn.execute(
+        "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags, origin,"
+        " status, revision, created_at, updated_at, embedding, embed_rev, embedded_revision,"
+        " embedded_at) SELECT %s, gen_random_uuid(), 't', 's', '{a}', 'admin', 'active', 1,"
+        " now(), now(), l2_normalize(array_fill(1.0::real, ARRAY[1024])::vector)::halfvec,"
+        " 'rev', 1, now() FROM generate_series(1, 2000)",
+        (tenant,),
+    )
+    admin_conn.execute("ANALYZE org_memory_entries")
+    with connect(database.app) as conn, conn.transaction(force_rollback=True):
+        conn.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant,))
+        for name, value in VECTOR_LEG_SETTINGS.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+        row = conn.execute(
+            "EXPLAIN (FORMAT JSON) " + _VECTOR_LEG,
+            {
+                "q": HalfVector([1.0] * 1024),
+                "tenant": tenant,
+                "rev": "rev",
+                "services": None,
+                "cutoff": 2.0,
+                "limit": LEG_LIMIT,
+                "now": now,
+            },
+        ).fetchone()
+    assert row is not None
+    assert _limit_rows(row[0][0]["Plan"]) == [LEG_LIMIT]

@@ -53,13 +53,16 @@ def ensure_hnsw_indexes(
     threshold = HNSW_MIN_ENTRIES if min_entries is None else min_entries
     created = []
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        # each tenant with the partition that holds it (migration 0016)
-        rows = conn.execute(
-            "SELECT e.tenant_id, c.relname FROM org_memory_entries e"
-            " JOIN pg_class c ON c.oid = e.tableoid WHERE e.status = 'active'"
-            " GROUP BY e.tenant_id, c.relname HAVING count(*) >= %s ORDER BY e.tenant_id",
-            (threshold,),
-        ).fetchall()
+        rows = [
+            (tenant_id, partition)
+            for tenant_id, size, partition in (
+                _size_and_partition(conn, tenant_id)
+                for (tenant_id,) in conn.execute(
+                    "SELECT tenant_id FROM org_memory_tenants ORDER BY tenant_id"
+                ).fetchall()
+            )
+            if size >= threshold and partition is not None
+        ]
         existing: dict[str, bool] = {
             row[0]: row[1]
             for row in conn.execute(
@@ -94,3 +97,21 @@ def ensure_hnsw_indexes(
             )
             created.append(tenant_id)
     return created
+
+
+def _size_and_partition(
+    conn: psycopg.Connection[Any], tenant_id: str
+) -> tuple[str, int, str | None]:
+    """A tenant's active entries and the partition that holds them (migration 0016), read
+    in the tenant's own scope: row-level security is forced on entries, and the schema
+    owner running this is not a superuser in Aurora, so an unscoped read sees nothing."""
+    with conn.transaction():
+        conn.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant_id,))
+        row = conn.execute(
+            "SELECT count(*), min(c.relname) FROM org_memory_entries e"
+            " JOIN pg_class c ON c.oid = e.tableoid"
+            " WHERE e.tenant_id = %s AND e.status = 'active'",
+            (tenant_id,),
+        ).fetchone()
+    assert row is not None
+    return tenant_id, row[0], row[1]

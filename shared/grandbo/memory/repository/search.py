@@ -31,17 +31,17 @@ VECTOR_LEG_SETTINGS = {
 # Cosine distance against vectors of the current embed_rev (a stored vector is always its
 # entry's current revision's, by constraint: migration 0005). The cutoff applies after
 # the nearest `limit` are found, so an index scan stops at `limit` instead of walking
-# the graph for rows that will never pass the cutoff. The limit grows by the episodic
-# entries expired by `now` the sweeper has not retired (none without `now`), so those,
-# left out afterwards, never take a slot.
+# the graph for rows that will never pass the cutoff. With `now`, episodic entries expired
+# by then (the sweeper not past yet) are filtered out here, so they never take a slot.
+# The limit stays a constant: computed (an expression with a subquery), the planner
+# assumes a tenth of the rows and prefers an exact scan to the tenant's HNSW index.
 _VECTOR_LEG = (
     "SELECT entry_id, distance FROM ("
     "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
     "   WHERE tenant_id = %(tenant)s AND status = 'active' AND embed_rev = %(rev)s"
     "     AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
-    "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s + ("
-    "     SELECT count(*) FROM org_memory_entries WHERE tenant_id = %(tenant)s"
-    "     AND status = 'active' AND kind = 'episodic' AND expires_at <= %(now)s)"
+    "     AND (%(now)s::timestamptz IS NULL OR expires_at IS NULL OR expires_at > %(now)s)"
+    "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
     " ) nearest WHERE distance < %(cutoff)s ORDER BY distance, entry_id"
 )
 
@@ -106,11 +106,13 @@ class EntrySearch(LexicalLeg):
         Vector: cosine distance against vectors of the current `embed_rev` and revision,
         only those closer than `vector_cutoff`, nearest first.
         With `now`, episodic entries expired by then (the sweeper not past yet) are left
-        out of both legs: each leg reads that many more rows, so they never take a slot.
+        out of both legs, so they never take a slot: the vector leg filters them, the
+        lexical leg reads that many more rows.
 
         Three round trips, pipelined: the corpus, the vector leg and the coverage; the
-        lexical leg (it needs the corpus); the entries (with the distance of those the
-        vector leg did not list) and the BM25 of those the lexical leg did not.
+        lexical leg (it needs the corpus's weights and expired count); the entries (with
+        the distance of those the vector leg did not list) and the BM25 of those the
+        lexical leg did not.
         """
         scope = None if services is None else list(services)
         # scaled and rounded once, for the vector leg and the lexical-only candidates
