@@ -99,8 +99,8 @@ def main() -> None:
             report["load_s"] = round(time.perf_counter() - started, 1)
             print(f"loaded in {report['load_s']} s", flush=True)
         indexed_already = admin.execute(
-            "SELECT count(*) FROM pg_indexes WHERE tablename = 'org_memory_entries'"
-            " AND indexdef LIKE '%%hnsw%%'"
+            "SELECT count(*) FROM pg_indexes"  # on the partitions (migration 0016)
+            " WHERE indexname LIKE 'org\\_memory\\_entries\\_hnsw\\_%%'"
         ).fetchone()
         report["table_gb"] = round(
             admin.execute(

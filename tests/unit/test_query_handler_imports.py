@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 
 PROBE = """
@@ -47,3 +49,27 @@ def test_the_query_handler_never_imports_the_local_model_with_titan_configured()
 
 def test_the_xray_sdk_is_imported_only_when_switched_on() -> None:
     assert "aws_xray_sdk" in probe(GRANDBO_XRAY_SDK="true")["heavy"]  # type: ignore[operator]
+
+
+HANDLERS = sorted(path.parent.name for path in (ROOT / "functions").glob("*/handler.py"))
+
+
+@pytest.mark.parametrize("function", HANDLERS)
+def test_every_handler_imports_first_in_a_fresh_interpreter(function: str) -> None:
+    """What a cold Lambda does: the handler is the first module imported, so an import
+    cycle that another import order hides (the index job's module and the repository's
+    package once imported each other) fails here, not at deploy."""
+    env = {
+        **os.environ,
+        "GRANDBO_EMBEDDING_PROVIDER": "titan",
+        "DATABASE_URL": "postgresql://unused",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    subprocess.run(  # noqa: S603 - our own interpreter, our own module
+        [sys.executable, "-c", f"import functions.{function}.handler"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )

@@ -23,14 +23,16 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from grandbo.memory.repository.vectors import COSINE_OPS
-
 HNSW_MIN_ENTRIES = 2_000
 # Candidates the graph search keeps: recall against the exact top 25 measured at 50,000
 # entries: 0.92 at 40, 0.97 at 100, 1.00 at 200 (p95 2.5 / 3.1 / 6.4 ms).
 HNSW_EF_SEARCH = 200
 # The event the hourly schedule sends the migrations function: ensure indexes, nothing else.
 INDEX_JOB_EVENT = {"grandbo": "ensure_hnsw_indexes"}
+# The index's operator class, on the column's type (`halfvec(1024)`, migration 0015;
+# grandbo.memory.repository.vectors binds every vector as that type). Defined here: this
+# module imports nothing of the repository, which imports it (HNSW_EF_SEARCH).
+COSINE_OPS = "halfvec_cosine_ops"
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 
@@ -108,9 +110,8 @@ def _size_and_partition(
     with conn.transaction():
         conn.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant_id,))
         row = conn.execute(
-            "SELECT count(*), min(c.relname) FROM org_memory_entries e"
-            " JOIN pg_class c ON c.oid = e.tableoid"
-            " WHERE e.tenant_id = %s AND e.status = 'active'",
+            "SELECT count(*), (SELECT relname FROM pg_class WHERE oid = min(e.tableoid))"
+            " FROM org_memory_entries e WHERE e.tenant_id = %s AND e.status = 'active'",
             (tenant_id,),
         ).fetchone()
     assert row is not None

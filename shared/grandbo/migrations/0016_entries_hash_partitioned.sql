@@ -1,11 +1,11 @@
 -- Entries hash-partitioned by organization (issue 16, item 2). Every statement on the
 -- entries table is planned against every index of the table it reads, and each
 -- organization past HNSW_MIN_ENTRIES brings its own partial HNSW index: in one table the
--- planning of a search's statements on entries grew 0.74 -> 1.99 -> 8.94 -> 57.95 ms from
+-- planning of a search's statements on entries grew 0.46 -> 1.67 -> 6.85 -> 43.99 ms from
 -- 0 to 60, 250 and 1,000 such indexes, paid by every organization's every query
 -- (`bench/layout_planning.py`, docs/BENCHMARKS.md). Partitioned, a statement stating its
--- tenant is planned against that tenant's partition alone: 1.34 ms at 60 indexes and
--- 3.02 at 1,000 with 16 partitions. The per-organization indexes go on the partition that
+-- tenant is planned against that tenant's partition alone: 1.14 ms at 60 indexes and
+-- 2.26 at 1,000 with 16 partitions. The per-organization indexes go on the partition that
 -- holds the organization (grandbo.memory.vector_index).
 --
 -- The rows are copied once, under an exclusive lock (docs/OPERATIONS.md: how long, and

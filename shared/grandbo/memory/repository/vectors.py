@@ -16,9 +16,6 @@ from collections.abc import Sequence
 
 from pgvector import HalfVector
 
-# The per-tenant HNSW index's operator class (grandbo.memory.vector_index)
-COSINE_OPS = "halfvec_cosine_ops"
-
 
 def stored(values: Sequence[float] | HalfVector) -> HalfVector:
     """`values` at unit length as the column stores them (a stored vector read back is
