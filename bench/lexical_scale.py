@@ -35,11 +35,18 @@ import psycopg
 from psycopg import sql
 
 from bench import synthetic
-from bench.query_scale import Lake, embedded_pool, scratch_server, synthetic_topics, timed
+from bench.query_scale import (
+    Lake,
+    embedded_pool,
+    scratch_server,
+    search_once,
+    synthetic_topics,
+    timed,
+)
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.repository.lexical import _BM25, Corpus
-from grandbo.memory.service import LEG_LIMIT, fuse
+from grandbo.memory.service import fuse
 from grandbo.memory.vector_index import ensure_hnsw_indexes
 from grandbo.storage.connections import app_url_for, connect
 
@@ -119,15 +126,7 @@ def main() -> None:
         repository = DepthLimitedRepository(connect(app_url_for(admin_url)))
 
         def search(tenant: str, vector: list[float] | None, tags: list[str]) -> SearchLegs:
-            return repository.search(
-                tenant,
-                topic_tags=tags,
-                topic_vector=vector,
-                embed_rev=provider.embed_rev,
-                vector_cutoff=provider.vector_cutoff,
-                services=None,
-                leg_limit=LEG_LIMIT,
-            )
+            return search_once(repository, tenant, provider, vector, tags)
 
         def configure(depth: int | None) -> None:
             repository.depth = depth

@@ -58,7 +58,7 @@ from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.local.embed_queue import InProcessEmbedQueue
 from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
 from grandbo.memory.incidents import IncidentClosed, record_incident
-from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.repository.postings import title_flags
 from grandbo.memory.service import LEG_LIMIT, MemoryService
 from grandbo.memory.vector_index import HNSW_MIN_ENTRIES, ensure_hnsw_indexes
@@ -152,6 +152,25 @@ def timed(fn: Callable[[], object], runs: int) -> dict[str, float]:
     return percentiles(samples)
 
 
+def search_once(
+    repository: MemoryRepository,
+    tenant: str,
+    provider: EmbeddingProvider,
+    vector: Any,
+    tags: list[str],
+) -> SearchLegs:
+    """One repository search as the service runs it, with the benchmarks' settings."""
+    return repository.search(
+        tenant,
+        topic_tags=tags,
+        topic_vector=vector,
+        embed_rev=provider.embed_rev,
+        vector_cutoff=provider.vector_cutoff,
+        services=None,
+        leg_limit=LEG_LIMIT,
+    )
+
+
 def timed_search(
     repository: MemoryRepository,
     tenant: str,
@@ -166,15 +185,7 @@ def timed_search(
 
     def one() -> None:
         vector, tags = next(it)
-        repository.search(
-            tenant,
-            topic_tags=tags,
-            topic_vector=vector,
-            embed_rev=provider.embed_rev,
-            vector_cutoff=provider.vector_cutoff,
-            services=None,
-            leg_limit=LEG_LIMIT,
-        )
+        search_once(repository, tenant, provider, vector, tags)
 
     for _ in range(warm):
         one()
