@@ -12,14 +12,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
 from grandbo.migrations import migrate
-from grandbo.storage.connections import DatabaseUrls, connect
+from grandbo.storage.connections import DatabaseUrls, connect, url_as
 
 from .helpers import context, database_at, entry
 
@@ -158,13 +157,6 @@ def plain_owner(admin_conn: psycopg.Connection[Any]) -> Iterator[str]:
         admin_conn.execute(f"DROP ROLE IF EXISTS {role}")
 
 
-def _as(url: str, role: str) -> str:
-    params = {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
-    params.pop("password", None)
-    params["user"] = role
-    return make_conninfo("", **params)
-
-
 def test_0016_and_the_index_job_as_an_owner_that_is_no_superuser(
     v15_database: DatabaseUrls, plain_owner: str
 ) -> None:
@@ -195,7 +187,7 @@ def test_0016_and_the_index_job_as_an_owner_that_is_no_superuser(
             conn.execute(f'ALTER TABLE "{table}" OWNER TO {plain_owner}')
         conn.execute(f"GRANT CREATE ON SCHEMA public TO {plain_owner}")
     rows = _rows(v15_database.admin)
-    owner_url = _as(v15_database.admin, plain_owner)
+    owner_url = url_as(v15_database.admin, plain_owner)
     try:
         assert [m.version for m in migrate(owner_url)] == [16]
         assert _rows(v15_database.admin) == rows  # every row copied, none left behind

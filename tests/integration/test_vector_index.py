@@ -6,10 +6,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from pgvector import HalfVector
 
-from grandbo.memory.service import MemoryService
+from grandbo.memory.repository.search import _VECTOR_LEG, VECTOR_LEG_SETTINGS
+from grandbo.memory.service import LEG_LIMIT, MemoryService
 from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
-from grandbo.storage.connections import DatabaseUrls
+from grandbo.storage.connections import DatabaseUrls, connect
 
 from .helpers import context, entry
 
@@ -114,12 +116,6 @@ def test_the_vector_legs_limit_is_a_constant_the_planner_sees(
     """Whether the planner takes a tenant's HNSW index depends on knowing the leg reads
     LEG_LIMIT rows: a computed limit (an expression with a subquery) is planned as a tenth
     of the rows, and at 15,000 entries that chose the exact scan over the index."""
-    from pgvector import HalfVector
-
-    from grandbo.memory.repository.search import _VECTOR_LEG, VECTOR_LEG_SETTINGS
-    from grandbo.memory.service import LEG_LIMIT
-    from grandbo.storage.connections import connect
-
     admin_conn.execute(
         "INSERT INTO org_memory_tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING",
         (tenant,),

@@ -23,6 +23,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from grandbo.storage.tenant_scope import TenantScopedRepository
+
 HNSW_MIN_ENTRIES = 2_000
 # Candidates the graph search keeps: recall against the exact top 25 measured at 50,000
 # entries: 0.92 at 40, 0.97 at 100, 1.00 at 200 (p95 2.5 / 3.1 / 6.4 ms).
@@ -55,16 +57,14 @@ def ensure_hnsw_indexes(
     threshold = HNSW_MIN_ENTRIES if min_entries is None else min_entries
     created = []
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        rows = [
-            (tenant_id, partition)
-            for tenant_id, size, partition in (
-                _size_and_partition(conn, tenant_id)
-                for (tenant_id,) in conn.execute(
-                    "SELECT tenant_id FROM org_memory_tenants ORDER BY tenant_id"
-                ).fetchall()
-            )
-            if size >= threshold and partition is not None
-        ]
+        sizes = _TenantSizes(conn)
+        rows = []
+        for (tenant_id,) in conn.execute(
+            "SELECT tenant_id FROM org_memory_tenants ORDER BY tenant_id"
+        ).fetchall():
+            size, partition = sizes.size_and_partition(tenant_id)
+            if size >= threshold and partition is not None:
+                rows.append((tenant_id, partition))
         existing: dict[str, bool] = {
             row[0]: row[1]
             for row in conn.execute(
@@ -101,18 +101,20 @@ def ensure_hnsw_indexes(
     return created
 
 
-def _size_and_partition(
-    conn: psycopg.Connection[Any], tenant_id: str
-) -> tuple[str, int, str | None]:
-    """A tenant's active entries and the partition that holds them (migration 0016), read
-    in the tenant's own scope: row-level security is forced on entries, and the schema
-    owner running this is not a superuser in Aurora, so an unscoped read sees nothing."""
-    with conn.transaction():
-        conn.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant_id,))
-        row = conn.execute(
-            "SELECT count(*), (SELECT relname FROM pg_class WHERE oid = min(e.tableoid))"
-            " FROM org_memory_entries e WHERE e.tenant_id = %s AND e.status = 'active'",
-            (tenant_id,),
-        ).fetchone()
-    assert row is not None
-    return tenant_id, row[0], row[1]
+class _TenantSizes(TenantScopedRepository):
+    """Each tenant's size and partition, read in the tenant's own scope: row-level
+    security is forced on entries, and the schema owner running the index job is not a
+    superuser in Aurora, so an unscoped read sees nothing."""
+
+    def size_and_partition(self, tenant_id: str) -> tuple[int, str | None]:
+        """A tenant's active entries and the partition that holds them (migration 0016)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT count(*) AS active,"
+                " (SELECT relname FROM pg_class WHERE oid = min(e.tableoid)) AS partition"
+                " FROM org_memory_entries e WHERE e.tenant_id = %s AND e.status = 'active'",
+                (tenant_id,),
+            )
+            row = cur.fetchone()
+        assert row is not None
+        return row["active"], row["partition"]

@@ -37,9 +37,14 @@ def connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
 
 def app_url_for(admin_url: str) -> str:
     """The same server and database, as the application role (local trust auth)."""
-    params = {k: str(v) for k, v in conninfo_to_dict(admin_url).items() if v is not None}
+    return url_as(admin_url, APP_ROLE)
+
+
+def url_as(url: str, role: str) -> str:
+    """The same server and database as `role`, without a password (local trust auth)."""
+    params = {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
     params.pop("password", None)
-    params["user"] = APP_ROLE
+    params["user"] = role
     return make_conninfo("", **params)
 
 
