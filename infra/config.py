@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# AWS WAF counts a rate-based rule's requests over this window (its default, 5 minutes)
+WAF_RATE_WINDOW_S = 300
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,11 @@ class StageConfig:
     incident_archive_days: int
     # a Serverless v2 reader in the failover tier
     failover_reader: bool
+    # reserved concurrency per function (infra/functions.py names): none in dev, since
+    # Lambda keeps 100 of an account's concurrency unreserved and a new account's quota can
+    # be 10 ("You can reserve up to the Unreserved account concurrency value that is
+    # shown, minus 100": https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html)
+    reserved_concurrency: Mapping[str, int] = field(default_factory=dict)
 
 
 STAGES = {
@@ -55,8 +64,17 @@ STAGES = {
         sweeper_minutes=15,
         incident_archive_days=90,
         failover_reader=True,
+        # the account needs 100 + their sum (113) of concurrency: docs/OPERATIONS.md
+        reserved_concurrency={"incident": 10, "backfill": 1, "migrations": 1, "index": 1},
     ),
 }
+
+
+def incident_bus_name(stage: StageConfig) -> str:
+    """Each stage's own event bus, where the incident platform publishes its closed
+    incidents: a rule or an archive on the shared default bus would match every stage's
+    events (dev ingesting prod's incidents), so nothing of Grandbo listens there."""
+    return f"grandbo-{stage.name}-incidents"
 
 
 def stage_config(name: str) -> StageConfig:

@@ -118,6 +118,12 @@ class Database(Construct):
                 vpc_security_group_ids=[self.security_group.security_group_id],
                 target_role="READ_ONLY",
             )
+        # what a first connection through the proxy needs: its target group (the writer
+        # registered as its target) and the writer instance itself (schema.py waits on it)
+        self.ready = [
+            self.proxy.node.find_child("ProxyTargetGroup"),
+            self.cluster.node.find_child("Writer"),
+        ]
         self.security_group.add_ingress_rule(
             self.security_group, ec2.Port.tcp(5432), "RDS Proxy to Aurora"
         )

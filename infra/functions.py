@@ -54,7 +54,6 @@ class FunctionSpec:
     folder: str
     memory_mb: int
     timeout_s: int
-    reserved_concurrency: int | None
     why: str
     # X-Ray SDK subsegments (grandbo.observability): off on the query path, where the
     # SDK's import would add ~190 ms to every cold start; Lambda's managed tracing stays on
@@ -66,7 +65,6 @@ SPECS = {
         "query_api",
         512,
         10,
-        None,
         "interactive: one Titan call + 3 SQL statements, ~50 ms warm; "
         "API Gateway's 29 s cap is far off",
         xray_sdk=False,
@@ -75,29 +73,27 @@ SPECS = {
         "authorizer",
         256,
         5,
-        None,
         "HMAC check only, results cached 5 minutes by API Gateway",
         xray_sdk=False,
     ),
-    "admin": FunctionSpec("admin_api", 512, 15, None, "a write is one short transaction"),
+    "admin": FunctionSpec("admin_api", 512, 15, "a write is one short transaction"),
     "incident": FunctionSpec(
-        "incident_closed",
-        512,
-        30,
-        10,
-        "up to 50 findings per event; 10 concurrent writers are plenty",
+        "incident_closed", 512, 30, "up to 50 findings per event, one short transaction"
     ),
     "embed": FunctionSpec(
-        "embed_worker",
-        512,
-        60,
-        None,
-        "10 Titan calls per batch; concurrency capped on the event source",
+        "embed_worker", 512, 60, "10 Titan calls per batch; concurrency capped on the event source"
     ),
-    "backfill": FunctionSpec(
-        "backfill", 512, 300, 1, "one sweeper at a time: pages through every tenant"
+    "backfill": FunctionSpec("backfill", 512, 300, "pages through every tenant"),
+    # Lambda's longest: a migration's statements are bounded to the time left
+    # (grandbo.migrations), and docs/OPERATIONS.md says how large a lake each can move
+    "migrations": FunctionSpec(
+        "migrations", 512, 900, "schema changes on deploy, serialized by an advisory lock"
     ),
-    "migrations": FunctionSpec("migrations", 512, 300, 1, "schema changes never run twice at once"),
+    # its own function: a deploy's migration never waits behind an index build, and an
+    # hourly build never throttles a deploy (a shared reserved concurrency of 1 did)
+    "index": FunctionSpec(
+        "index_job", 512, 900, "per-organization HNSW indexes, hourly, outside any deploy"
+    ),
 }
 
 
@@ -118,8 +114,10 @@ FAILURES_GO_TO = {
     "oldest-unembedded alarm fires when runs keep failing",
     "migrations": "invoked synchronously by the deploy's custom-resource provider, which "
     "fails (and rolls back) the deploy on error",
+    "index": "run by an hourly schedule: the next run builds what a failed one did not, and "
+    "the audit reports an organization past the threshold without its index",
 }
-# checkov CKV_AWS_115, for the functions without reserved concurrency (SPECS say why others)
+# checkov CKV_AWS_115, for a function without reserved concurrency: why it needs none
 UNRESERVED = {
     "query": "interactive: a reserved cap would throttle queries under load; RDS Proxy "
     "bounds the database connections",
@@ -127,6 +125,14 @@ UNRESERVED = {
     "admin": "interactive writes, one short transaction each; RDS Proxy bounds connections",
     "embed": "capped on its SQS event source (maxConcurrency), which never throttles the "
     "way a reserved cap would",
+    "incident": "unreserved in this stage (StageConfig.reserved_concurrency): RDS Proxy "
+    "bounds the connections, and EventBridge retries a throttled delivery",
+    "backfill": "unreserved in this stage: two overlapping sweeps enqueue the same jobs, "
+    "which the embed worker's revision guard makes harmless",
+    "migrations": "unreserved in this stage: deploys are serialized by CloudFormation and "
+    "the migrations by a transaction-level advisory lock",
+    "index": "unreserved in this stage: runs of the hourly schedule cannot overlap, each "
+    "ending within its 900 s timeout, and the schedule does not retry",
 }
 
 
@@ -193,7 +199,7 @@ class Functions(Construct):
             if name == "query" and database.read_endpoint is not None:
                 # its searches on the readers (feedback, a write, still on the writer)
                 env["GRANDBO_DB_READ_HOST"] = database.read_endpoint.attr_endpoint
-            if name == "migrations":
+            if name in ("migrations", "index"):
                 env = {
                     "GRANDBO_ADMIN_SECRET_ARN": database.admin_secret.secret_arn,
                     "GRANDBO_DB_SECRET_ARN": database.app_secret.secret_arn,
@@ -216,7 +222,7 @@ class Functions(Construct):
                 layers=[self.layer],
                 memory_size=spec.memory_mb,
                 timeout=Duration.seconds(spec.timeout_s),
-                reserved_concurrent_executions=spec.reserved_concurrency,
+                reserved_concurrent_executions=stage.reserved_concurrency.get(name),
                 environment=env,
                 tracing=lambda_.Tracing.ACTIVE,
                 vpc=network.vpc,
@@ -226,17 +232,20 @@ class Functions(Construct):
             )
             self.functions[name] = function
             skip_checks(function, ENV_KMS, ("CKV_AWS_116", FAILURES_GO_TO[name]))
-            if spec.reserved_concurrency is None:
+            if name not in stage.reserved_concurrency:
                 skip_checks(function, ("CKV_AWS_115", UNRESERVED[name]))
 
         skip_checks(self.keyring, SECRET_CMK)
         for name in ("query", "admin", "incident", "embed", "backfill"):
             database.app_secret.grant_read(self.functions[name])
-        database.admin_secret.grant_read(self.functions["migrations"])
+        for name in ("migrations", "index"):
+            database.admin_secret.grant_read(self.functions[name])
         database.app_secret.grant_read(self.functions["migrations"])
         for name in ("authorizer", "admin"):
             self.keyring.grant_read(self.functions[name])
-        for name in ("admin", "incident", "backfill"):
+        # the embed worker re-sends the records it defers near its deadline (a deferral
+        # must not spend a record's receives: functions/embed_worker)
+        for name in ("admin", "incident", "backfill", "embed"):
             embed_queue.grant_send_messages(self.functions[name])
         titan = iam.PolicyStatement(
             actions=["bedrock:InvokeModel"],

@@ -12,7 +12,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.checkov import skip_checks
-from infra.config import StageConfig
+from infra.config import StageConfig, incident_bus_name
 
 EMBED_TIMEOUT_S = 60  # the embed function's timeout; see infra/functions.py
 INCIDENT_SOURCE = "landfall.incidents"
@@ -81,6 +81,10 @@ class EventWiring(Construct):
                 max_concurrency=max(2, stage.embed_max_concurrency),
             )
         )
+        # the stage's own bus: nothing of another stage in the account reaches this one
+        self.incident_bus = events.EventBus(
+            self, "IncidentBus", event_bus_name=incident_bus_name(stage)
+        )
         self.incident_dead_letters = dead_letter_queue(self, "IncidentDlq")
         incident_function.configure_async_invoke(
             retry_attempts=2,
@@ -91,6 +95,7 @@ class EventWiring(Construct):
             self,
             "IncidentClosedRule",
             description="Corroborated findings of closed incidents become memory entries",
+            event_bus=self.incident_bus,
             event_pattern=events.EventPattern(
                 source=[INCIDENT_SOURCE], detail_type=[INCIDENT_CLOSED]
             ),
@@ -107,7 +112,7 @@ class EventWiring(Construct):
         self.incident_archive = events.Archive(
             self,
             "IncidentClosedArchive",
-            source_event_bus=events.EventBus.from_event_bus_name(self, "DefaultBus", "default"),
+            source_event_bus=self.incident_bus,
             event_pattern=events.EventPattern(
                 source=[INCIDENT_SOURCE], detail_type=[INCIDENT_CLOSED]
             ),

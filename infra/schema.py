@@ -1,5 +1,5 @@
-"""Migrations on every deploy: a custom resource whose handler applies pending migrations;
-the same function ensures per-organization HNSW indexes every hour."""
+"""Migrations on every deploy: a custom resource whose handler applies pending migrations,
+once the database and its proxy can take connections; and the hourly HNSW index job."""
 
 from __future__ import annotations
 
@@ -9,15 +9,22 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
-from constructs import Construct
+from constructs import Construct, IDependable
 
-from grandbo.memory.vector_index import INDEX_JOB_EVENT
 from grandbo.migrations import migrations_digest
 from infra.checkov import ENV_KMS, LOG_GROUP_KMS, NOT_IN_VPC, UNCAPPED, skip_checks
 
 
 class SchemaMigrations(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, function: lambda_.Function) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        function: lambda_.Function,
+        index_function: lambda_.Function,
+        database_ready: list[IDependable],
+    ) -> None:
         super().__init__(scope, construct_id)
         provider = cr.Provider(
             self,
@@ -40,19 +47,18 @@ class SchemaMigrations(Construct):
             resource_type="Custom::GrandboSchema",
             properties={"MigrationsDigest": migrations_digest()},
         )
+        # The function reaches the database through the proxy's endpoint, which exists
+        # before the proxy has a registered target: CloudFormation waits only for what a
+        # resource depends on, so the migration waits for the target group (the writer
+        # registered) and the writer instance, not only for the proxy's name.
+        for ready in database_ready:
+            self.resource.node.add_dependency(ready)
         # organizations that grow past the HNSW threshold between deploys get their index
-        # within the hour (the function's reserved concurrency of 1 keeps it from ever
-        # running beside a deploy's migration)
+        # within the hour, from their own function (never the deploy's)
         self.index_schedule = events.Rule(
             self,
             "HnswIndexSchedule",
             description="Ensure per-organization HNSW indexes (grandbo.memory.vector_index)",
             schedule=events.Schedule.rate(Duration.hours(1)),
-            targets=[
-                targets.LambdaFunction(
-                    function,
-                    event=events.RuleTargetInput.from_object(INDEX_JOB_EVENT),
-                    retry_attempts=0,
-                )
-            ],
+            targets=[targets.LambdaFunction(index_function, retry_attempts=0)],
         )

@@ -86,7 +86,13 @@ class GrandboStack(Stack):
             stage=stage,
         )
         fns = self.functions.functions
-        self.schema = SchemaMigrations(self, "Migrations", function=fns["migrations"])
+        self.schema = SchemaMigrations(
+            self,
+            "Migrations",
+            function=fns["migrations"],
+            index_function=fns["index"],
+            database_ready=self.database.ready,
+        )
         for name, function in fns.items():
             if name != "migrations":
                 function.node.add_dependency(self.schema.resource)

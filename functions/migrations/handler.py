@@ -4,8 +4,8 @@ Create and Update migrate (idempotent: applied versions are skipped, edited ones
 Delete does nothing — data outlives the stack's custom resource. An event whose migrations
 digest is not the one bundled here is a rollback (CloudFormation sends the old properties
 to the function while it still runs the new code): it succeeds without touching the
-schema, so a failed deploy can always roll back. HNSW index builds run only from the
-hourly `INDEX_JOB_EVENT`, never inside a deploy's time limit.
+schema, so a failed deploy can always roll back. HNSW index builds are the index job's
+(functions/index_job), never inside a deploy's time limit.
 """
 
 from __future__ import annotations
@@ -17,33 +17,22 @@ from typing import Any
 from aws_lambda_powertools.utilities.parameters import get_secret
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.memory.vector_index import INDEX_JOB_EVENT, ensure_hnsw_indexes
 from grandbo.migrations import migrate, migrations_digest, set_app_role_password
 from grandbo.observability import logger
-from grandbo.runtime.lambda_container import database_url_from_secret
+from grandbo.runtime.schema_owner import schema_owner_url
 
 PHYSICAL_ID = "grandbo-schema"
 
 
-def admin_url() -> str:
-    """The schema owner through RDS Proxy (GRANDBO_DB_HOST), TLS verify-full."""
-    secret = str(get_secret(os.environ["GRANDBO_ADMIN_SECRET_ARN"]))
-    return database_url_from_secret(secret, os.environ.get("GRANDBO_DB_HOST"))
-
-
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    if event == INDEX_JOB_EVENT:
-        indexed = ensure_hnsw_indexes(admin_url())
-        logger.info("hnsw indexes ensured", extra={"hnsw_indexed": indexed})
-        return {"hnsw_indexed": indexed}
     if event.get("RequestType") == "Delete":
         return {"PhysicalResourceId": event.get("PhysicalResourceId", PHYSICAL_ID)}
     wanted = (event.get("ResourceProperties") or {}).get("MigrationsDigest")
     if wanted != migrations_digest():
         logger.warning("migrations of another deploy (a rollback): schema left as it is")
         return {"PhysicalResourceId": event.get("PhysicalResourceId", PHYSICAL_ID)}
-    url = admin_url()
+    url = schema_owner_url()
     applied = migrate(url)
     app_secret = json.loads(str(get_secret(os.environ["GRANDBO_DB_SECRET_ARN"])))
     set_app_role_password(url, app_secret["password"])

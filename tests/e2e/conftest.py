@@ -14,6 +14,7 @@ import pytest
 from functions.embed_worker.handler import lambda_handler as embed_worker
 
 from grandbo.api.auth import Keyring, SigningKey, mint_query_token, new_secret, sign_admin_request
+from grandbo.api.client import user_agent
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.local.embed_queue import InProcessEmbedQueue
@@ -44,10 +45,14 @@ class Gateway:
         path: str,
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
+        *,
+        identified: bool = True,
     ) -> Reply:
+        """One request; it names its client (`identified`), as the deployed WAF requires."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        sent = {"User-Agent": user_agent("e2e-tests")} if identified else {}
         try:
-            conn.request(method, path, body=body, headers=headers or {})
+            conn.request(method, path, body=body, headers={**sent, **(headers or {})})
             response = conn.getresponse()
             raw = response.read()
         finally:

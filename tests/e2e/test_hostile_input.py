@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from grandbo.api.auth import mint_query_token, sign_admin_request
+from grandbo.api.client import user_agent
 
 from .conftest import Gateway
 from .test_incident_closed import incident_event
@@ -306,6 +307,7 @@ def test_a_second_content_type_that_is_not_json_is_refused(gateway: Gateway, ten
     lines = [
         "POST /v1/admin/entries HTTP/1.1",
         "Host: local",
+        f"User-Agent: {user_agent('e2e-tests')}",
         "Content-Type: text/plain",
         "Content-Type: application/json",  # API Gateway's single-value headers keep this one
         f"Content-Length: {len(raw)}",

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from grandbo.api.auth import Keyring, mint_query_token
+from grandbo.api.client import user_agent
 
 TOPIC = "the payments database ran out of connections after a deploy and requests timed out"
 
@@ -57,7 +58,11 @@ def _query(port: int, data_dir: Path) -> int:
             "POST",
             "/v1/memory/query",
             body=json.dumps({"topic": TOPIC}),
-            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Content-Type": "application/json",
+                "User-Agent": user_agent("e2e-tests"),
+            },
         )
         return conn.getresponse().status
     finally:

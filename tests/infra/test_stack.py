@@ -88,29 +88,88 @@ def test_migrations_run_on_every_deploy_through_a_custom_resource(dev: Any) -> N
     from grandbo.migrations import migrations_digest
 
     assert schema["Properties"]["MigrationsDigest"] == migrations_digest()
-    migrations = _by_description(t, "grandbo migrations")
-    assert migrations["ReservedConcurrentExecutions"] == 1
+    # Lambda's longest timeout: the migration's statements are bounded to the time left
+    assert _by_description(t, "grandbo migrations")["Timeout"] == 900
 
 
-def test_the_migrations_function_ensures_hnsw_indexes_every_hour(dev: Any) -> None:
-    import json
+def test_the_migration_waits_for_the_proxys_target_and_the_writer(dev: Any, prod: Any) -> None:
+    """Issue 23, item 5: CloudFormation waits only for what a resource depends on, and the
+    proxy's endpoint exists before its target group registers the writer; the migration
+    depends on the target group and the writer instance, not only on the proxy."""
+    for _, t in (dev, prod):
+        (schema,) = _resources(t, "Custom::GrandboSchema").values()
+        depends = set(schema.get("DependsOn", []))
+        (target_group,) = _resources(t, "AWS::RDS::DBProxyTargetGroup").keys()
+        assert target_group in depends
+        writers = [
+            k
+            for k, v in _resources(t, "AWS::RDS::DBInstance").items()
+            if "Writer" in k and v["Properties"]["DBInstanceClass"] == "db.serverless"
+        ]
+        assert len(writers) == 1
+        assert writers[0] in depends
 
-    from grandbo.memory.vector_index import INDEX_JOB_EVENT
+
+def test_hnsw_indexes_are_built_every_hour_by_their_own_function(dev: Any, prod: Any) -> None:
+    """Issue 23, item 6: the hourly index job is not the migrations function, so an index
+    build never throttles a deploy's migration (nor waits behind one)."""
+    for _, t in (dev, prod):
+        functions = _functions(t)
+        (index_id,) = [
+            k
+            for k, v in functions.items()
+            if v["Properties"]["Description"].startswith("grandbo index")
+        ]
+        (migrations_id,) = [
+            k
+            for k, v in functions.items()
+            if v["Properties"]["Description"].startswith("grandbo migrations")
+        ]
+        (rule,) = [
+            r["Properties"]
+            for r in _resources(t, "AWS::Events::Rule").values()
+            if r["Properties"].get("ScheduleExpression") == "rate(1 hour)"
+        ]
+        (target,) = rule["Targets"]
+        assert target["Arn"] == {"Fn::GetAtt": [index_id, "Arn"]}
+        (provider,) = [
+            v
+            for v in _resources(t, "AWS::Lambda::Function").values()
+            if v["Properties"]
+            .get("Environment", {})
+            .get("Variables", {})
+            .get("USER_ON_EVENT_FUNCTION_ARN")
+        ]
+        assert provider["Properties"]["Environment"]["Variables"]["USER_ON_EVENT_FUNCTION_ARN"] == {
+            "Fn::GetAtt": [migrations_id, "Arn"]
+        }
+        index = functions[index_id]["Properties"]
+        assert index["Handler"] == "handler.lambda_handler"
+        assert "GRANDBO_ADMIN_SECRET_ARN" in index["Environment"]["Variables"]
+
+
+def test_no_reserved_concurrency_in_dev_and_what_prod_reserves_is_configured(
+    dev: Any, prod: Any
+) -> None:
+    """Issue 23, item 8: Lambda keeps 100 of an account's concurrency unreserved ("You can
+    reserve up to the Unreserved account concurrency value that is shown, minus 100":
+    https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html), and a new
+    account's quota may be 10: dev reserves nothing; prod reserves what its config says."""
+    from infra.config import stage_config
 
     _, t = dev
-    (migrations_id,) = [
-        k
-        for k, v in _functions(t).items()
-        if v["Properties"]["Description"].startswith("grandbo migrations")
-    ]
-    (rule,) = [
-        r["Properties"]
-        for r in _resources(t, "AWS::Events::Rule").values()
-        if r["Properties"].get("ScheduleExpression") == "rate(1 hour)"
-    ]
-    (target,) = rule["Targets"]
-    assert target["Arn"] == {"Fn::GetAtt": [migrations_id, "Arn"]}
-    assert json.loads(target["Input"]) == INDEX_JOB_EVENT
+    assert all(
+        "ReservedConcurrentExecutions" not in f["Properties"] for f in _functions(t).values()
+    )
+    _, t = prod
+    reserved = stage_config("prod").reserved_concurrency
+    assert reserved  # prod caps its writers and serializes its jobs
+    for name, count in reserved.items():
+        assert _by_description(t, f"grandbo {name}")["ReservedConcurrentExecutions"] == count
+    total = sum(
+        f["Properties"].get("ReservedConcurrentExecutions", 0) for f in _functions(t).values()
+    )
+    assert total == sum(reserved.values())
 
 
 # -- functions ------------------------------------------------------------------------------
@@ -120,7 +179,7 @@ def test_every_function_uses_the_shared_layer_on_arm64_python(dev: Any) -> None:
     _, t = dev
     (layer_id,) = _resources(t, "AWS::Lambda::LayerVersion").keys()
     functions = _functions(t)
-    assert len(functions) == 7
+    assert len(functions) == 8
     for function in functions.values():
         props = function["Properties"]
         assert props["Layers"] == [{"Ref": layer_id}]
@@ -170,8 +229,6 @@ def test_sizing_and_concurrency(dev: Any) -> None:
     _, t = dev
     assert _by_description(t, "grandbo query")["Timeout"] == 10
     assert _by_description(t, "grandbo embed")["Timeout"] == 60
-    assert _by_description(t, "grandbo backfill")["ReservedConcurrentExecutions"] == 1
-    assert _by_description(t, "grandbo incident")["ReservedConcurrentExecutions"] == 10
     env = _by_description(t, "grandbo query")["Environment"]["Variables"]
     assert env["GRANDBO_EMBEDDING_PROVIDER"] == "titan"
     assert "GRANDBO_DB_HOST" in env
@@ -264,6 +321,9 @@ def test_api_stage_throttling_access_logs_validation_and_authorizer(dev: Any) ->
 def test_the_waf_lets_bodies_through_up_to_the_apis_own_limit(dev: Any) -> None:
     # issue 12, item 4: the managed rule set's 8 KB body cap is counted, not blocking, and
     # the API's 64 KB limit is enforced by a rule of its own over the whole body
+    import json
+
+    from grandbo.api.edge import BODY_TOO_LARGE
     from grandbo.api.models import MAX_BODY_BYTES
 
     _, t = dev
@@ -275,7 +335,17 @@ def test_the_waf_lets_bodies_through_up_to_the_apis_own_limit(dev: Any) -> None:
         "RuleActionOverrides"
     ]
     size = rules["BodyOverApiLimit"]
-    assert size["Action"] == {"Block": {}}
+    # answered with the edge's own 413 document, as the local gateway answers it
+    assert size["Action"] == {
+        "Block": {
+            "CustomResponse": {
+                "CustomResponseBodyKey": "payload-too-large-413",
+                "ResponseCode": BODY_TOO_LARGE.status,
+            }
+        }
+    }
+    body = props["CustomResponseBodies"]["payload-too-large-413"]
+    assert json.loads(body["Content"]) == BODY_TOO_LARGE.document()
     constraint = size["Statement"]["SizeConstraintStatement"]
     assert (constraint["ComparisonOperator"], constraint["Size"]) == ("GT", MAX_BODY_BYTES)
     assert constraint["FieldToMatch"]["Body"]["OversizeHandling"] == "MATCH"

@@ -26,7 +26,7 @@ def test_an_update_for_the_bundled_migrations_migrates(
 ) -> None:
     import functions.migrations.handler as migrations
 
-    monkeypatch.setattr(migrations, "admin_url", lambda: database.admin)
+    monkeypatch.setattr(migrations, "schema_owner_url", lambda: database.admin)
     monkeypatch.setattr(migrations, "get_secret", lambda arn: '{"password": "local-only"}')
     monkeypatch.setenv("GRANDBO_DB_SECRET_ARN", "arn:aws:secretsmanager:local:0:secret:app")
     reply = migrations.lambda_handler(
@@ -42,7 +42,7 @@ def test_a_rollback_to_other_migrations_touches_nothing(monkeypatch: pytest.Monk
     def no_database() -> str:
         raise AssertionError("a rollback must not reach the database")
 
-    monkeypatch.setattr(migrations, "admin_url", no_database)
+    monkeypatch.setattr(migrations, "schema_owner_url", no_database)
     for request_type in ("Update", "Create"):
         reply = migrations.lambda_handler(
             _event(request_type, "0" * 64), lambda_context("migrations")

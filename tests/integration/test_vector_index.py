@@ -78,7 +78,7 @@ def test_the_hourly_schedule_indexes_organizations_that_grew_past_the_threshold(
     admin_conn: psycopg.Connection[Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import functions.migrations.handler as migrations
+    import functions.index_job.handler as index_job
 
     from grandbo.local.runner import lambda_context
     from grandbo.memory import vector_index
@@ -87,14 +87,12 @@ def test_the_hourly_schedule_indexes_organizations_that_grew_past_the_threshold(
         service.record_entry(tenant, entry(f"Finding {i}", f"{DNS}, case {i}"), context())
     service.embed_pending(tenant)
     monkeypatch.setattr(vector_index, "HNSW_MIN_ENTRIES", 30)
-    monkeypatch.setattr(migrations, "admin_url", lambda: database.admin)
+    monkeypatch.setattr(index_job, "schema_owner_url", lambda: database.admin)
 
-    reply = migrations.lambda_handler(
-        dict(vector_index.INDEX_JOB_EVENT), lambda_context("migrations")
-    )
+    # the schedule's event carries nothing the job reads
+    reply = index_job.lambda_handler({"source": "aws.events"}, lambda_context("index"))
 
     assert tenant in reply["hnsw_indexed"]
-    assert "PhysicalResourceId" not in reply  # not the custom resource's reply
     indexed = admin_conn.execute(
         "SELECT 1 FROM pg_indexes WHERE indexname = %s", (index_name(tenant),)
     ).fetchall()

@@ -152,7 +152,7 @@ def _remote_backend(args: argparse.Namespace) -> MemoryBackend:
         raise GrandboError(f"--url needs a query token in ${TOKEN_VARIABLE} (grandbo token)")
     if not args.url.startswith(("https://", "http://")):
         raise GrandboError("--url must be an http(s) URL")
-    return RemoteBackend(MemoryClient(args.url, token, timeout=args.timeout))
+    return RemoteBackend(MemoryClient(args.url, token, timeout=args.timeout, component="mcp"))
 
 
 @contextlib.contextmanager

@@ -1,9 +1,12 @@
 """Python clients of the HTTP API: Beacon's `query_org_memory` and the signed admin calls.
 
 Standard library only (http.client), so an agent or a script can use them without extras.
-A call never follows a redirect (the bearer token or signature would go wherever it
-points), reads at most MAX_RESPONSE_BYTES, and ends within its timeout as a whole, not
-per socket read: a server that trickles its answer cannot hold a caller.
+Every request names its client (`User-Agent: grandbo/<version> (<component>)`): the
+deployed edge's WAF blocks a request without a User-Agent (the Core rule set's
+`NoUserAgent_HEADER`), and http.client sends none of its own. A call never follows a
+redirect (the bearer token or signature would go wherever it points), reads at most
+MAX_RESPONSE_BYTES, and ends within its timeout as a whole, not per socket read: a server
+that trickles its answer cannot hold a caller.
 """
 
 from __future__ import annotations
@@ -18,10 +21,16 @@ import urllib.parse
 from typing import Any
 from uuid import UUID
 
+from grandbo import __version__
 from grandbo.api.auth import SigningKey, mint_query_token, sign_admin_request
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 _READ_CHUNK = 64 * 1024
+
+
+def user_agent(component: str) -> str:
+    """What a Grandbo client says it is: `grandbo/<version> (<component>)`."""
+    return f"grandbo/{__version__} ({component})"
 
 
 class GrandboHTTPError(Exception):
@@ -74,6 +83,7 @@ def _call(
     body: bytes | None,
     headers: dict[str, str],
     timeout: float,
+    component: str,
 ) -> dict[str, Any]:
     exchange = _Exchange(base_url, timeout)
     deadline = time.monotonic() + timeout
@@ -89,7 +99,11 @@ def _call(
             method,
             exchange.prefix + path,
             body=body,
-            headers={"Content-Type": "application/json", **headers},
+            headers={
+                "Content-Type": "application/json",
+                "User-Agent": user_agent(component),
+                **headers,
+            },
         )
         response = exchange.conn.getresponse()
         raw = _read_capped(response, deadline)
@@ -130,11 +144,19 @@ def _read_capped(response: http.client.HTTPResponse, deadline: float) -> bytes:
 class MemoryClient:
     """Beacon's seam: `query_org_memory(topic)` over the query API with a bearer token."""
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 5.0,
+        component: str = "memory-client",
+    ) -> None:
         base_url_parts(base_url)
         self.base_url = base_url
         self.token = token
         self.timeout = timeout
+        self.component = component  # named in the User-Agent: recall-hook, mcp, ...
 
     @classmethod
     def with_key(cls, base_url: str, key: SigningKey, *, ttl_s: int = 3600) -> MemoryClient:
@@ -194,7 +216,7 @@ class MemoryClient:
         extra_headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self.token}", **(extra_headers or {})}
-        return _call(self.base_url, method, path, body, headers, self.timeout)
+        return _call(self.base_url, method, path, body, headers, self.timeout, self.component)
 
 
 class AdminClient:
@@ -218,7 +240,9 @@ class AdminClient:
     ) -> dict[str, Any]:
         body = json.dumps(payload).encode() if payload is not None else b""
         headers = sign_admin_request(self.key, method, path, body, idempotency_key=idempotency_key)
-        return _call(self.base_url, method, path, body or None, headers, self.timeout)
+        return _call(
+            self.base_url, method, path, body or None, headers, self.timeout, "admin-client"
+        )
 
     def create_entry(
         self,

@@ -57,7 +57,10 @@ FRAMING = (
 FailOpenReason = Literal[
     "timeout",  # no complete answer within timeout_s
     "unreachable",  # connection refused, reset, DNS: the service is not there
-    "unauthorized",  # 401/403: the token is wrong, expired or not a query token
+    "unauthorized",  # 401: the token is wrong, expired or not a query token
+    # 403: the API's edge refused the request before any token was checked (its WAF, a
+    # resource policy); the token may be fine
+    "forbidden",
     "rejected",  # another 4xx: the request was refused (its message is in `detail`)
     "server_error",  # 5xx
     "malformed_answer",  # the answer is not the query API's JSON document
@@ -158,7 +161,7 @@ class RecallHook:
             raise GrandboError("timeout_s must be in (0, 30] seconds")
         if not 1 <= max_memories <= 10:
             raise GrandboError("max_memories must be 1..10")
-        self.client = MemoryClient(base_url, token, timeout=timeout_s)
+        self.client = MemoryClient(base_url, token, timeout=timeout_s, component="recall-hook")
         self.timeout_s = timeout_s
         self.max_memories = max_memories
         self.min_score = min_score
@@ -317,8 +320,15 @@ def _why(why: dict[str, Any]) -> str:
 def _failure(error: BaseException, started: float) -> Recall:
     if isinstance(error, GrandboHTTPError):
         message = str(error.body.get("message", ""))[:200]
-        if error.status in (401, 403):
-            return _empty("unauthorized", f"HTTP {error.status}: {message}", started)
+        if error.status == 401:
+            return _empty("unauthorized", f"HTTP 401: {message}", started)
+        if error.status == 403:
+            return _empty(
+                "forbidden",
+                f"HTTP 403, refused at the API's edge (WAF or resource policy), not a token "
+                f"problem: {message}",
+                started,
+            )
         if error.status >= 500:
             return _empty("server_error", f"HTTP {error.status}: {message}", started)
         return _empty("rejected", f"HTTP {error.status}: {message}", started)

@@ -1,10 +1,13 @@
 """The local runner: every Lambda of Grandbo on 127.0.0.1, driven by real AWS event shapes.
 
-HTTP requests become API Gateway REST proxy events (the query routes pass the same
-REQUEST authorizer first), `POST /local/events` delivers an EventBridge event to the
-incident-closed handler, `POST /local/backfill` invokes the backfill handler, and an
-in-process queue feeds SQS-shaped batches to the embed worker, redelivering records
-it reports in `batchItemFailures` (up to MAX_RECEIVES, then a local dead-letter list).
+HTTP requests pass the deployed edge's checks first (`grandbo.api.edge`: the WAF's
+User-Agent and body-size rules, API Gateway's routes, the REQUEST authorizer of the query
+routes, required parameters and body models, each refusal answered as AWS answers it),
+then become API Gateway REST proxy events; `POST /local/events` delivers an EventBridge
+event to the incident-closed handler, `POST /local/backfill` invokes the backfill handler
+(local doors, with no WAF or API Gateway in front in AWS either), and an in-process
+queue feeds SQS-shaped batches to the embed worker, redelivering records it reports in
+`batchItemFailures` (up to MAX_RECEIVES, then a local dead-letter list).
 
 Requests are served concurrently, one thread each, every one inside one of the runtime's
 bounded pool of containers (`LambdaRuntime.container`): like Lambda's concurrency, a
@@ -30,6 +33,15 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from grandbo.api.auth import Keyring, SigningKey, keyring_document, new_secret
+from grandbo.api.edge import (
+    BODY_TOO_LARGE,
+    NO_ROUTE,
+    UNAUTHORIZED,
+    Refusal,
+    route_for,
+    validation_refusal,
+    waf_refusal,
+)
 from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.errors import InvalidEventError, InvalidInputError, StoreUnavailableError
 from grandbo.local.embed_queue import InProcessEmbedQueue
@@ -268,15 +280,16 @@ class LocalGateway(BaseHTTPRequestHandler):
             self._reply(400, {"error": "invalid_request", "message": "bad Content-Length"})
             return
         length = int(declared)
-        if length > MAX_REQUEST_BYTES:
+        path = urlsplit(self.path).path
+        local_door = path.startswith("/local/")  # local mode's own doors: no WAF in front
+        refusal = None if local_door else waf_refusal(self._headers(), length)
+        if refusal is None and length > MAX_REQUEST_BYTES:
+            refusal = BODY_TOO_LARGE
+        if refusal is not None and length > 0:  # never read what is refused for its size
             self.close_connection = True
-            remaining = min(length, 16 * MAX_REQUEST_BYTES)  # drain, so the client hears 413
-            while remaining > 0:
-                chunk = self.rfile.read(min(remaining, 65536))
-                if not chunk:
-                    break
-                remaining -= len(chunk)
-            self._reply(413, {"error": "payload_too_large", "message": "request too large"})
+            self._drain(length)
+        if refusal is not None:
+            self._reply(refusal.status, refusal.document())
             return
         body = self.rfile.read(length) if length else b""
         if len(body) < length:  # the client closed (or stalled past the timeout) mid-body
@@ -288,6 +301,19 @@ class LocalGateway(BaseHTTPRequestHandler):
         except ContainersBusyError:
             self._reply(503, {"error": "unavailable", "message": "busy; retry"})
 
+    def _drain(self, length: int) -> None:
+        """Read and drop a refused body (bounded), so the client hears the answer."""
+        remaining = min(length, 16 * MAX_REQUEST_BYTES)
+        while remaining > 0:
+            chunk = self.rfile.read(min(remaining, 65536))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+
+    def _headers(self) -> dict[str, str]:
+        """The request's headers, a repeated one's last value (as API Gateway's event)."""
+        return {k: v for k, v in self.headers.items()}
+
     def _route(self, body: bytes) -> None:
         from functions.admin_api.handler import lambda_handler as admin_handler
         from functions.authorizer.handler import lambda_handler as authorize
@@ -295,42 +321,51 @@ class LocalGateway(BaseHTTPRequestHandler):
         from functions.incident_closed.handler import lambda_handler as incident_handler
         from functions.query_api.handler import lambda_handler as query_handler
 
-        headers = {k: v for k, v in self.headers.items()}
+        headers = self._headers()
         multi: dict[str, list[str]] = {}
         for name, value in self.headers.items():
             multi.setdefault(name, []).append(value)
-        path = urlsplit(self.path).path
+        url = urlsplit(self.path)
+        path = url.path
         try:
-            if path.startswith(("/v1/memory/", "/v1/topology/")):
+            if path == "/local/events" and self.command == "POST":
+                closed = self._json_object(body)
+                if closed is not None:
+                    result = incident_handler(closed, lambda_context("grandbo-incident-closed"))
+                    self._reply(200, result)
+                return
+            if path == "/local/backfill" and self.command == "POST":
+                payload = self._json_object(body) if body.strip() else {}
+                if payload is not None:
+                    self._reply(200, backfill_handler(payload, lambda_context("grandbo-backfill")))
+                return
+            route = route_for(self.command, path)
+            if route is None:
+                self._refuse(NO_ROUTE)
+                return
+            context: dict[str, Any] | None = None
+            if route.auth == "token":
                 try:
                     policy = authorize(
                         authorizer_event(self.command, path, headers),
                         lambda_context("grandbo-authorizer"),
                     )
                 except Exception:
-                    self._reply(401, {"message": "Unauthorized"})
+                    self._refuse(UNAUTHORIZED)
                     return
                 context = {**policy.get("context", {}), "principalId": policy["principalId"]}
-                event = proxy_event(
-                    self.command, self.path, headers, body, authorizer=context, multi_headers=multi
-                )
+            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            refusal = validation_refusal(route, query, headers, body)
+            if refusal is not None:
+                self._refuse(refusal)
+                return
+            event = proxy_event(
+                self.command, self.path, headers, body, authorizer=context, multi_headers=multi
+            )
+            if route.function == "query":
                 self._proxy_reply(query_handler(event, lambda_context("grandbo-query")))
-            elif path.startswith("/v1/admin/"):
-                event = proxy_event(self.command, self.path, headers, body, multi_headers=multi)
-                self._proxy_reply(admin_handler(event, lambda_context("grandbo-admin")))
-            elif path == "/local/events" and self.command == "POST":
-                closed = self._json_object(body)
-                if closed is not None:
-                    result = incident_handler(closed, lambda_context("grandbo-incident-closed"))
-                    self._reply(200, result)
-            elif path == "/local/backfill" and self.command == "POST":
-                payload = self._json_object(body) if body.strip() else {}
-                if payload is not None:
-                    self._reply(200, backfill_handler(payload, lambda_context("grandbo-backfill")))
             else:
-                self._reply(
-                    404, {"error": "not_found", "message": f"no route {self.command} {path}"}
-                )
+                self._proxy_reply(admin_handler(event, lambda_context("grandbo-admin")))
         except (InvalidEventError, InvalidInputError) as exc:
             # in AWS the event is retried, then kept in the target's dead-letter queue; the
             # local door says what was wrong with it, as the API does for a bad request
@@ -342,6 +377,9 @@ class LocalGateway(BaseHTTPRequestHandler):
         except Exception:  # a handler raising is what Lambda reports as an error
             _log.exception("handler failed")
             self._reply(502, {"error": "lambda_error", "message": "the function failed; logged"})
+
+    def _refuse(self, refusal: Refusal) -> None:
+        self._reply(refusal.status, refusal.document())
 
     def _json_object(self, body: bytes) -> dict[str, Any] | None:
         """The body as one JSON object, or None once a 400 has been sent.

@@ -1,0 +1,162 @@
+"""The stage's WAF: AWS's Core rule set and known-bad inputs, a per-address rate limit
+derived from the stage's API throttle, and the API's body limit; every block Grandbo
+defines answers with the edge's own document (`grandbo.api.edge`).
+
+Rule by rule, what blocks and what only counts, and why:
+https://docs.aws.amazon.com/waf/latest/developerguide/aws-managed-rule-groups-baseline.html
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import aws_wafv2 as wafv2
+from constructs import Construct
+
+from grandbo.api.edge import BODY_TOO_LARGE, NO_USER_AGENT, RATE_LIMITED, Refusal
+from grandbo.api.models import MAX_BODY_BYTES
+from infra.config import WAF_RATE_WINDOW_S, StageConfig
+
+CORE_RULE_SET = "AWSManagedRulesCommonRuleSet"
+# Core rule set rules that inspect the body, counted instead of blocked on every route.
+# Every body Grandbo takes is incident text (a topic, a finding, a correction) or JSON
+# settings, and post-mortems quote exactly what these look for; the API answers JSON
+# only, never renders a body as HTML, never fetches a URL or opens a path it was sent.
+COUNTED_BODY_RULES: dict[str, str] = {
+    "SizeRestrictions_BODY": "its 8 KB cap would block admin writes and topology batches "
+    "the API accepts; the API's own limit is the BodyOverApiLimit rule",
+    "GenericRFI_BODY": "findings quote URLs with IP addresses (a health check against "
+    "http://10.0.3.7:8080/healthz); the service never fetches a URL it is sent",
+    "GenericLFI_BODY": "findings quote relative paths (../../etc/nginx/nginx.conf); the "
+    "service never opens a path it is sent",
+    "EC2MetaDataSSRF_BODY": "findings quote the instance metadata endpoint "
+    "(169.254.169.254/latest/meta-data/) when credentials or IMDS failed; never fetched",
+    "CrossSiteScripting_BODY": "findings quote HTML error pages and markup; the API "
+    "answers application/json only, so no body is ever rendered by a browser from it",
+}
+# NoUserAgent_HEADER stays a block (every Grandbo client names itself), with the edge's
+# document in place of WAF's bare 403
+NO_USER_AGENT_RULE = "NoUserAgent_HEADER"
+
+
+def waf_rate_limit(stage: StageConfig) -> int:
+    """Requests per address per window: the stage's whole API throttle, since Grandbo's
+    callers are services behind one NAT address (and a recall hook on every model call),
+    so one address may legitimately use all of it; API Gateway's throttle still caps it."""
+    return stage.api_rate_limit * WAF_RATE_WINDOW_S
+
+
+def _body_key(refusal: Refusal) -> str:
+    return refusal.error.replace("_", "-") + f"-{refusal.status}"
+
+
+def _block(refusal: Refusal) -> wafv2.CfnWebACL.RuleActionProperty:
+    return wafv2.CfnWebACL.RuleActionProperty(
+        block=wafv2.CfnWebACL.BlockActionProperty(
+            custom_response=wafv2.CfnWebACL.CustomResponseProperty(
+                response_code=refusal.status, custom_response_body_key=_body_key(refusal)
+            )
+        )
+    )
+
+
+def _visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
+    return wafv2.CfnWebACL.VisibilityConfigProperty(
+        cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True
+    )
+
+
+def _managed(
+    name: str, priority: int, metric: str, overrides: list[Any]
+) -> wafv2.CfnWebACL.RuleProperty:
+    return wafv2.CfnWebACL.RuleProperty(
+        name=name,
+        priority=priority,
+        override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
+        statement=wafv2.CfnWebACL.StatementProperty(
+            managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
+                vendor_name="AWS", name=name, rule_action_overrides=overrides or None
+            )
+        ),
+        visibility_config=_visibility(metric),
+    )
+
+
+class EdgeFirewall(Construct):
+    """A regional web ACL associated with the API's stage."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, stage_arn: str, stage: StageConfig
+    ) -> None:
+        super().__init__(scope, construct_id)
+        counted = [
+            wafv2.CfnWebACL.RuleActionOverrideProperty(
+                name=rule, action_to_use=wafv2.CfnWebACL.RuleActionProperty(count={})
+            )
+            for rule in COUNTED_BODY_RULES
+        ]
+        named = wafv2.CfnWebACL.RuleActionOverrideProperty(
+            name=NO_USER_AGENT_RULE, action_to_use=_block(NO_USER_AGENT)
+        )
+        self.web_acl = wafv2.CfnWebACL(
+            self,
+            "WebAcl",
+            scope="REGIONAL",
+            default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
+            # WAF reads up to 64 KB of an API Gateway body (the API's own limit), so the
+            # size rule sees whole bodies; a larger one counts as over the limit
+            association_config=wafv2.CfnWebACL.AssociationConfigProperty(
+                request_body={
+                    "API_GATEWAY": wafv2.CfnWebACL.RequestBodyAssociatedResourceTypeConfigProperty(
+                        default_size_inspection_limit="KB_64"
+                    )
+                }
+            ),
+            custom_response_bodies={
+                _body_key(refusal): wafv2.CfnWebACL.CustomResponseBodyProperty(
+                    content=refusal.body(), content_type="APPLICATION_JSON"
+                )
+                for refusal in (NO_USER_AGENT, BODY_TOO_LARGE, RATE_LIMITED)
+            },
+            visibility_config=_visibility(f"grandbo-{stage.name}-api"),
+            rules=[
+                _managed(CORE_RULE_SET, 0, "common-rules", [named, *counted]),
+                wafv2.CfnWebACL.RuleProperty(
+                    name="RatePerIp",
+                    priority=1,
+                    action=_block(RATE_LIMITED),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
+                            limit=waf_rate_limit(stage),
+                            aggregate_key_type="IP",
+                            evaluation_window_sec=WAF_RATE_WINDOW_S,
+                        )
+                    ),
+                    visibility_config=_visibility("rate-per-ip"),
+                ),
+                wafv2.CfnWebACL.RuleProperty(
+                    name="BodyOverApiLimit",
+                    priority=2,
+                    action=_block(BODY_TOO_LARGE),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        size_constraint_statement=wafv2.CfnWebACL.SizeConstraintStatementProperty(
+                            comparison_operator="GT",
+                            size=MAX_BODY_BYTES,
+                            field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(
+                                body=wafv2.CfnWebACL.BodyProperty(oversize_handling="MATCH")
+                            ),
+                            text_transformations=[
+                                wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")
+                            ],
+                        )
+                    ),
+                    visibility_config=_visibility("body-over-api-limit"),
+                ),
+                # request patterns known to be malicious (Log4Shell's JNDI lookups among
+                # them), blocked
+                _managed("AWSManagedRulesKnownBadInputsRuleSet", 3, "known-bad-inputs", []),
+            ],
+        )
+        wafv2.CfnWebACLAssociation(
+            self, "WebAclAssociation", resource_arn=stage_arn, web_acl_arn=self.web_acl.attr_arn
+        )

@@ -1,0 +1,128 @@
+"""The stage's WAF lets Grandbo's clients and its incident text through (issue 23, items
+1-3), read from the synthesized templates.
+
+AWS's Core rule set (https://docs.aws.amazon.com/waf/latest/developerguide/aws-managed-rule-groups-baseline.html):
+`NoUserAgent_HEADER` "inspects for requests that are missing the HTTP User-Agent
+header" (Block); the body rules `GenericRFI_BODY`, `GenericLFI_BODY`,
+`EC2MetaDataSSRF_BODY`, `CrossSiteScripting_BODY` and `SizeRestrictions_BODY` block by
+default. A custom response of a Block action takes precedence over the protected
+resource's own (https://docs.aws.amazon.com/waf/latest/developerguide/customizing-the-response-for-blocked-requests.html).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from infra.config import WAF_RATE_WINDOW_S, stage_config
+
+from grandbo.api.edge import (
+    BODY_TOO_LARGE,
+    GATEWAY_RESPONSES,
+    NO_USER_AGENT,
+    RATE_LIMITED,
+    ROUTES,
+)
+
+from .legitimate_bodies import LEGITIMATE_FINDINGS
+
+# The Core rule set's rules that read the body, from AWS's table for the rule group
+CORE_BODY_RULES = {
+    "SizeRestrictions_BODY",
+    "GenericRFI_BODY",
+    "GenericLFI_BODY",
+    "EC2MetaDataSSRF_BODY",
+    "CrossSiteScripting_BODY",
+}
+
+
+def _acl(template: Any) -> dict[str, Any]:
+    (acl,) = template.find_resources("AWS::WAFv2::WebACL").values()
+    return dict(acl["Properties"])
+
+
+def _overrides(acl: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    rules = {rule["Name"]: rule for rule in acl["Rules"]}
+    core = rules["AWSManagedRulesCommonRuleSet"]
+    assert core["OverrideAction"] == {"None": {}}  # the group's own actions, less overrides
+    managed = core["Statement"]["ManagedRuleGroupStatement"]
+    return {o["Name"]: o["ActionToUse"] for o in managed["RuleActionOverrides"]}
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_a_request_without_a_user_agent_is_blocked_with_the_edges_document(
+    stage: str, dev: Any, prod: Any
+) -> None:
+    _, t = {"dev": dev, "prod": prod}[stage]
+    acl = _acl(t)
+    action = _overrides(acl)["NoUserAgent_HEADER"]
+    response = action["Block"]["CustomResponse"]
+    assert response["ResponseCode"] == NO_USER_AGENT.status
+    body = acl["CustomResponseBodies"][response["CustomResponseBodyKey"]]
+    assert body["ContentType"] == "APPLICATION_JSON"
+    assert json.loads(body["Content"]) == NO_USER_AGENT.document()
+
+
+@pytest.mark.parametrize("finding", LEGITIMATE_FINDINGS, ids=lambda f: f.rule)
+def test_every_body_rule_legitimate_incident_text_trips_only_counts(
+    finding: Any, dev: Any, prod: Any
+) -> None:
+    assert finding.rule in CORE_BODY_RULES
+    for _, t in (dev, prod):
+        assert _overrides(_acl(t))[finding.rule] == {"Count": {}}, finding.rule
+
+
+def test_every_core_body_rule_counts_and_every_other_rule_keeps_its_action(dev: Any) -> None:
+    """Only body rules are counted (each with its reason in infra/waf.py); the header,
+    path and query-string rules of the group keep blocking."""
+    from infra.waf import COUNTED_BODY_RULES
+
+    _, t = dev
+    overrides = _overrides(_acl(t))
+    assert set(COUNTED_BODY_RULES) == CORE_BODY_RULES
+    counted = {name for name, action in overrides.items() if action == {"Count": {}}}
+    assert counted == CORE_BODY_RULES
+    assert set(overrides) == CORE_BODY_RULES | {"NoUserAgent_HEADER"}
+    assert all(reason.strip() for reason in COUNTED_BODY_RULES.values())
+    # what each counted rule no longer blocks is covered by a legitimate finding
+    assert {f.rule for f in LEGITIMATE_FINDINGS} == CORE_BODY_RULES - {"SizeRestrictions_BODY"}
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_per_address_rate_is_the_stages_whole_throttle(stage: str, dev: Any, prod: Any) -> None:
+    """Grandbo's callers sit behind one NAT address: the WAF lets one address use the
+    stage's whole API throttle (requests per second over the rule's window), no less."""
+    _, t = {"dev": dev, "prod": prod}[stage]
+    config = stage_config(stage)
+    (rate,) = [rule for rule in _acl(t)["Rules"] if rule["Name"] == "RatePerIp"]
+    statement = rate["Statement"]["RateBasedStatement"]
+    assert statement["EvaluationWindowSec"] == WAF_RATE_WINDOW_S
+    assert statement["Limit"] == config.api_rate_limit * WAF_RATE_WINDOW_S
+    (stage_resource,) = t.find_resources("AWS::ApiGateway::Stage").values()
+    (settings,) = stage_resource["Properties"]["MethodSettings"]
+    assert statement["Limit"] / statement["EvaluationWindowSec"] == settings["ThrottlingRateLimit"]
+    response = rate["Action"]["Block"]["CustomResponse"]
+    assert response["ResponseCode"] == RATE_LIMITED.status
+
+
+def test_api_gateways_refusals_answer_with_the_edges_documents(dev: Any) -> None:
+    _, t = dev
+    found = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in t.find_resources("AWS::ApiGateway::GatewayResponse").values()
+    }
+    assert set(found) == set(GATEWAY_RESPONSES)
+    for response_type, refusal in GATEWAY_RESPONSES.items():
+        props = found[response_type]
+        assert props["StatusCode"] == str(refusal.status)
+        assert json.loads(props["ResponseTemplates"]["application/json"]) == refusal.document()
+    assert GATEWAY_RESPONSES["REQUEST_TOO_LARGE"] == BODY_TOO_LARGE
+
+
+def test_every_edge_route_is_a_method_of_the_api_and_nothing_else_is(dev: Any) -> None:
+    _, t = dev
+    methods = t.find_resources("AWS::ApiGateway::Method")
+    assert len(methods) == len(ROUTES)
+    by_auth = sorted(m["Properties"]["AuthorizationType"] for m in methods.values())
+    assert by_auth == sorted("CUSTOM" if route.auth == "token" else "NONE" for route in ROUTES)
