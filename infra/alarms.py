@@ -2,9 +2,10 @@
 throttles, API 5xx, entries waiting for a vector (and a sweeper that stopped saying so),
 Aurora at its capacity ceiling, hot or out of connections, and an unavailable proxy.
 
-Each threshold is a named constant here, documented in docs/OPERATIONS.md. Hand-written
-rather than cdk-monitoring-constructs: a dozen alarms did not justify another jsii
-library in the synthesis path; its dashboards are the reason to adopt it later.
+Each threshold is a named constant here, documented in docs/OPERATIONS.md. Every
+alarm's metric and dimension set is one AWS publishes (tests/infra/test_alarms.py holds
+AWS's metric tables); Grandbo's own metrics carry the stage (grandbo.observability), so
+each stage's alarms watch its own data. The dashboard is infra/dashboard.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
+from grandbo.observability import NAMESPACE, metric_dimensions
+from infra.config import StageConfig
 
 # The sweeper publishes this (seconds since the oldest active entry without a current
 # vector was written); past 30 minutes, embedding is stuck, not slow.
@@ -44,10 +48,12 @@ class Alarms(Construct):
         api: apigw.RestApi,
         cluster: rds.DatabaseCluster,
         proxy: rds.DatabaseProxy,
-        max_acu: float,
+        stage: StageConfig,
         alarm_email: str | None,
     ) -> None:
         super().__init__(scope, construct_id)
+        max_acu = stage.max_acu
+        own = metric_dimensions(stage.name)
         self.topic = sns.Topic(
             self,
             "AlarmTopic",
@@ -83,11 +89,11 @@ class Alarms(Construct):
         )
         alarms.append(
             cloudwatch.Metric(
-                namespace="Grandbo",
+                namespace=NAMESPACE,
                 metric_name="EmbedFailures",
                 period=Duration.minutes(5),
                 statistic="Sum",
-                dimensions_map={"service": "grandbo"},
+                dimensions_map=own,
             ).create_alarm(
                 self,
                 "EmbedRecordFailures",
@@ -109,11 +115,11 @@ class Alarms(Construct):
         )
         alarms.append(
             cloudwatch.Metric(
-                namespace="Grandbo",
+                namespace=NAMESPACE,
                 metric_name="OldestUnembeddedAgeSeconds",
                 period=Duration.minutes(15),
                 statistic="Maximum",
-                dimensions_map={"service": "grandbo"},
+                dimensions_map=own,
             ).create_alarm(
                 self,
                 "OldestUnembeddedEntry",
@@ -186,22 +192,43 @@ class Alarms(Construct):
             )
         )
         alarms.append(
-            cloudwatch.Metric(
-                namespace="AWS/RDS",
-                metric_name="AvailabilityPercentage",
-                dimensions_map={"ProxyName": proxy.db_proxy_name},
-                period=Duration.minutes(5),
-                statistic="Minimum",
-            ).create_alarm(
+            proxy_availability(proxy).create_alarm(
                 self,
                 "ProxyUnavailable",
                 threshold=100,
                 evaluation_periods=2,
                 comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                # AWS: "Some of these metrics might not be visible until after the first
+                # successful connection by a proxy"; the deploy's migration makes that
+                # connection and the sweeper one every run, so no data is a proxy that
+                # does not work
                 treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-                alarm_description="RDS Proxy cannot reach its target",
+                alarm_description="RDS Proxy cannot reach its writer",
             )
         )
         for alarm in alarms:
             alarm.add_alarm_action(actions.SnsAction(self.topic))
         self.alarms = alarms
+
+
+# RDS Proxy's target group (CDK's DatabaseProxy registers the cluster in the one named so)
+PROXY_TARGET_GROUP = "default"
+
+
+def proxy_availability(proxy: rds.DatabaseProxy) -> cloudwatch.Metric:
+    """The writer's availability through the proxy. AWS publishes AvailabilityPercentage
+    with the dimension set ProxyName, TargetGroup, TargetRole only, so a metric named by
+    ProxyName alone has no data at all:
+    https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/rds-proxy.monitoring.html
+    """
+    return cloudwatch.Metric(
+        namespace="AWS/RDS",
+        metric_name="AvailabilityPercentage",
+        dimensions_map={
+            "ProxyName": proxy.db_proxy_name,
+            "TargetGroup": PROXY_TARGET_GROUP,
+            "TargetRole": "READ_WRITE",
+        },
+        period=Duration.minutes(5),
+        statistic="Minimum",
+    )

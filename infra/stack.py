@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, CfnResource, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from cdk_nag import NagPackSuppression, NagSuppressions
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from infra.alarms import Alarms
 from infra.api import MemoryApi
-from infra.checkov import NOT_IN_VPC, UNCAPPED, skip_checks
+from infra.checkov import LOG_GROUP_KMS, NOT_IN_VPC, UNCAPPED, skip_checks
 from infra.config import StageConfig
+from infra.dashboard import OperationsDashboard, dashboard_name
 from infra.database import Database
 from infra.functions import RERANKER_CONTEXT, Functions
 from infra.messaging import EmbedQueue, EventWiring
 from infra.network import Network
+from infra.retention import retention
 from infra.schema import SchemaMigrations
+
+
+def replay_prefix(stage: StageConfig) -> str:
+    """The runbook names a stage's replays with this prefix: its operator may start,
+    describe and cancel those only (a replay's name is unique per account and region)."""
+    return f"grandbo-{stage.name}-replay-"
 
 
 def operator_policy(
@@ -24,9 +33,13 @@ def operator_policy(
     fns: dict[str, lambda_.Function],
     embed: EmbedQueue,
     wiring: EventWiring,
+    stage: StageConfig,
 ) -> iam.ManagedPolicy:
     """Least privilege for the runbook's replays: invoke the sweeper, move the embed
     dead letters back, and replay archived incident-closed events; nothing else."""
+    replays = Stack.of(scope).format_arn(
+        service="events", resource="replay", resource_name=f"{replay_prefix(stage)}*"
+    )
     return iam.ManagedPolicy(
         scope,
         "OperatorReplayPolicy",
@@ -50,13 +63,16 @@ def operator_policy(
                 actions=["sqs:SendMessage", "sqs:GetQueueAttributes"],
                 resources=[embed.queue.queue_arn],
             ),
+            # The Service Authorization Reference for EventBridge gives each replay action
+            # its resource type: StartReplay acts on the archive it replays from
+            # (archive*), DescribeReplay and CancelReplay on the replay (replay*):
+            # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoneventbridge.html
             iam.PolicyStatement(
-                actions=["events:StartReplay", "events:DescribeReplay", "events:CancelReplay"],
-                resources=[
-                    Stack.of(scope).format_arn(
-                        service="events", resource="replay", resource_name="grandbo-*"
-                    )
-                ],
+                actions=["events:StartReplay"],
+                resources=[wiring.incident_archive.archive_arn, replays],
+            ),
+            iam.PolicyStatement(
+                actions=["events:DescribeReplay", "events:CancelReplay"], resources=[replays]
             ),
             iam.PolicyStatement(
                 actions=["events:DescribeArchive"],
@@ -125,10 +141,23 @@ class GrandboStack(Stack):
             api=self.api.api,
             cluster=self.database.cluster,
             proxy=self.database.proxy,
-            max_acu=stage.max_acu,
+            stage=stage,
             alarm_email=self.node.try_get_context("alarm_email"),
         )
+        self.dashboard = OperationsDashboard(
+            self,
+            "Dashboard",
+            stage=stage,
+            api=self.api.api,
+            functions=fns,
+            embed_queue=self.embed.queue,
+            embed_dead_letters=self.embed.dead_letters,
+            incident_dead_letters=self.events.incident_dead_letters,
+            cluster=self.database.cluster,
+            proxy=self.database.proxy,
+        )
         CfnOutput(self, "ApiUrl", value=self.api.api.url)
+        CfnOutput(self, "DashboardName", value=dashboard_name(stage))
         CfnOutput(self, "KeyringSecretArn", value=self.functions.keyring.secret_arn)
         CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn)
         # what an operator replays with (docs/OPERATIONS.md), without reading the code
@@ -140,11 +169,25 @@ class GrandboStack(Stack):
         )
         CfnOutput(self, "IncidentArchiveArn", value=self.events.incident_archive.archive_arn)
         CfnOutput(self, "IncidentRuleArn", value=self.events.incident_rule.rule_arn)
+        # where the incident platform publishes this stage's closed incidents
+        CfnOutput(self, "IncidentBusName", value=self.events.incident_bus.event_bus_name)
+        CfnOutput(self, "IncidentBusArn", value=self.events.incident_bus.event_bus_arn)
+        CfnOutput(self, "ReplayNamePrefix", value=replay_prefix(stage))
         for name in ("backfill", "incident", "embed"):
             CfnOutput(self, f"{name.title()}FunctionName", value=fns[name].function_name)
-        self.operator_policy = operator_policy(self, fns, self.embed, self.events)
+        self.operator_policy = operator_policy(self, fns, self.embed, self.events, stage)
         CfnOutput(self, "OperatorPolicyArn", value=self.operator_policy.managed_policy_arn)
         self._justify_suppressions()
+
+    def _keep_helper_logs_for(self, helper: IConstruct) -> None:
+        """A CDK helper function logs to a group of ours with the stage's retention (left
+        alone, Lambda creates `/aws/lambda/<name>` that keeps its logs for ever)."""
+        group = logs.LogGroup(
+            self, "CdkHelperLogs", retention=retention(self.stage.log_retention_days)
+        )
+        skip_checks(group, LOG_GROUP_KMS)
+        assert isinstance(helper, CfnResource)
+        helper.add_property_override("LoggingConfig.LogGroup", group.log_group_name)
 
     def _justify_suppressions(self) -> None:
         """Each suppression says why the rule does not apply or what replaces it."""
@@ -181,12 +224,14 @@ class GrandboStack(Stack):
                 NagPackSuppression(
                     id="AwsSolutions-IAM5",
                     reason="A replay is named when it is started: the runbook's replays are "
-                    "named grandbo-*, and only those can be started, described or cancelled.",
+                    "named grandbo-<stage>-replay-*, and only those can be started, described "
+                    "or cancelled.",
                 )
             ],
         )
         log_retention = self.node.try_find_child("LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a")
         if log_retention is not None:  # CDK's function that sets the exported logs' retention
+            self._keep_helper_logs_for(log_retention.node.find_child("Resource"))
             NagSuppressions.add_resource_suppressions(
                 log_retention, [managed_role, scoped_wildcards], apply_to_children=True
             )

@@ -3,9 +3,16 @@
 A provider failure (throttling, 5xx, timeout, a vector that breaks the 1024 contract)
 fails only that record, which SQS redelivers and finally dead-letters; the entry itself
 is never touched except by a successful, revision-guarded vector write. A record whose
-entry already has its vector costs no provider call. Records the function has no time
-left for (under DEADLINE_MARGIN_MS) are reported failed without being tried: SQS hands
-them out again, instead of a timeout losing the whole batch's report.
+entry already has its vector costs no provider call.
+
+A record the function has no time left for (under DEADLINE_MARGIN_MS) is not tried: its
+job is sent to the queue again as a new message and the record reported done, so the
+deferral spends none of its retries. SQS counts every receive toward the redrive
+policy's maxReceiveCount whatever the consumer did with it ("If the receive count for a
+message exceeds the maximum receive count, Amazon SQS moves the message to the
+dead-letter queue": https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues.html),
+so reporting it failed five times would dead-letter a job never tried. Only if the
+re-send fails is the record reported failed (SQS then hands it out again).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.errors import GrandboError
+from grandbo.errors import EnqueueError, GrandboError
 from grandbo.memory.models import EmbedJob
 from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
@@ -43,10 +50,10 @@ class DeadlineError(GrandboError):
 
 @tracer.capture_method
 def embed_record(record: SQSRecord, lambda_context: LambdaContext) -> int:
-    if lambda_context.get_remaining_time_in_millis() < DEADLINE_MARGIN_MS:
-        metrics.add_metric("EmbedDeferred", MetricUnit.Count, 1)
-        raise DeadlineError(f"under {DEADLINE_MARGIN_MS} ms left: record {record.message_id}")
     job = EmbedJob.model_validate_json(record.body)
+    if lambda_context.get_remaining_time_in_millis() < DEADLINE_MARGIN_MS:
+        defer(job, record)
+        return 0
     try:
         stored = runtime().service().embed_jobs([job])
     except Exception:
@@ -54,6 +61,23 @@ def embed_record(record: SQSRecord, lambda_context: LambdaContext) -> int:
         raise
     metrics.add_metric("EmbeddingsWritten", MetricUnit.Count, stored)
     return stored
+
+
+def defer(job: EmbedJob, record: SQSRecord) -> None:
+    """The job again, as a new message with receives of its own; DeadlineError if the
+    queue refuses it (the record is then reported failed and SQS redelivers it)."""
+    queue = runtime().embed_queue
+    try:
+        if queue is None:
+            raise EnqueueError("no embed queue configured")
+        queue.send([job])
+    except EnqueueError as exc:
+        metrics.add_metric("EmbedDeferralsFailed", MetricUnit.Count, 1)
+        raise DeadlineError(
+            f"under {DEADLINE_MARGIN_MS} ms left and not re-sent ({exc}): "
+            f"record {record.message_id}"
+        ) from exc
+    metrics.add_metric("EmbedDeferred", MetricUnit.Count, 1)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -17,12 +17,25 @@ from typing import Any, TypeVar
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
 SERVICE = "grandbo"
+NAMESPACE = "Grandbo"
 XRAY_SDK_ENV = "GRANDBO_XRAY_SDK"
+STAGE_ENV = "GRANDBO_STAGE"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace="Grandbo", service=SERVICE)
+
+
+def metric_dimensions(stage: str) -> dict[str, str]:
+    """The dimensions of every Grandbo metric of `stage`: two stages in one account publish
+    apart, and each stage's alarms (infra/alarms.py, which states these same dimensions)
+    watch its own data only. CloudWatch names a metric by its namespace, name and whole
+    dimension set, so an alarm matches only the exact set the code publishes."""
+    return {"service": SERVICE, "stage": stage}
+
+
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+metrics.set_default_dimensions(stage=os.environ.get(STAGE_ENV, "local"))
 
 
 class Untraced:
@@ -68,6 +81,10 @@ def count_entries_created(origin: str, count: int) -> None:
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
     with single_metric(
-        name="EntriesCreated", unit=MetricUnit.Count, value=count, namespace="Grandbo"
+        name="EntriesCreated",
+        unit=MetricUnit.Count,
+        value=count,
+        namespace=NAMESPACE,
+        default_dimensions=metric_dimensions(os.environ.get(STAGE_ENV, "local")),
     ) as metric:
         metric.add_dimension(name="origin", value=origin)

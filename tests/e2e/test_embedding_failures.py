@@ -258,10 +258,12 @@ class NearlyOut:
         return self.remaining_ms
 
 
-def test_records_past_the_deadline_are_reported_not_tried(
+def test_records_past_the_deadline_are_sent_again_not_tried(
     database: DatabaseUrls, tenant: str
 ) -> None:
-    # issue 12, item 9: with too little time left, every record goes back to SQS untried
+    """Issue 23, item 12: a record the function has no time for goes back to the queue
+    as a new message (a receive of its own), reported done, so deferrals never spend the
+    record's retries; tried with time enough, it is embedded."""
     from functions.embed_worker.handler import DEADLINE_MARGIN_MS
 
     provider = FakeEmbeddingProvider()  # records every batch of texts it embeds
@@ -273,12 +275,36 @@ def test_records_past_the_deadline_are_reported_not_tried(
             )
         jobs = gateway.queue.drain()
         late = embed_worker(_sqs_event(jobs), NearlyOut(DEADLINE_MARGIN_MS - 1))
-        assert [f["itemIdentifier"] for f in late["batchItemFailures"]] == ["m0", "m1", "m2"]
+        assert late["batchItemFailures"] == []
         assert provider.calls == []
-        # and with time enough the same records go through
-        on_time = embed_worker(_sqs_event(jobs), NearlyOut(DEADLINE_MARGIN_MS + 20_000))
+        resent = gateway.queue.drain()
+        assert resent == jobs  # the same jobs, as new messages
+        on_time = embed_worker(_sqs_event(resent), NearlyOut(DEADLINE_MARGIN_MS + 20_000))
         assert on_time["batchItemFailures"] == []
         assert sum(len(texts) for texts in provider.calls) == 3
+    finally:
+        server.shutdown()
+        server.server_close()
+        gateway.runtime.close()
+        install_runtime(None)
+
+
+def test_a_deferral_the_queue_refuses_is_reported_failed(
+    database: DatabaseUrls, tenant: str
+) -> None:
+    """If the re-send fails, the record is reported failed: SQS hands it out again rather
+    than the job being lost."""
+    from functions.embed_worker.handler import DEADLINE_MARGIN_MS
+
+    queue = FlakyQueue()
+    queue.down = False
+    gateway, server = start_gateway(database, (tenant,), FakeEmbeddingProvider(), queue)
+    try:
+        gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY)
+        jobs = list(queue.sent)
+        queue.down = True
+        late = embed_worker(_sqs_event(jobs), NearlyOut(DEADLINE_MARGIN_MS - 1))
+        assert [f["itemIdentifier"] for f in late["batchItemFailures"]] == ["m0"]
     finally:
         server.shutdown()
         server.server_close()

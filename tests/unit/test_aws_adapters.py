@@ -130,3 +130,69 @@ def test_database_secrets_become_verify_full_tls_connection_urls() -> None:
 def test_the_environment_requires_a_database() -> None:
     with pytest.raises(ValueError, match="DATABASE_URL or GRANDBO_DB_SECRET_ARN"):
         LambdaEnvironment.model_validate({"GRANDBO_EMBEDDING_PROVIDER": "titan"})
+
+
+def test_a_job_deferred_more_times_than_the_redrive_allows_is_never_dead_lettered(
+    aws: None,
+) -> None:
+    """Issue 23, item 12, on SQS's own counting (moto): the embed worker defers a record
+    near its deadline by sending its job again, so however often that happens the job's
+    messages are each received once and nothing reaches the dead-letter queue."""
+    from functions.embed_worker.handler import DEADLINE_MARGIN_MS
+    from functions.embed_worker.handler import lambda_handler as embed_worker
+
+    from grandbo.runtime.lambda_container import install_runtime
+
+    sqs = boto3.client("sqs")
+    dlq = sqs.create_queue(QueueName="grandbo-embed-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])
+    redrive = {"deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"], "maxReceiveCount": 2}
+    url = sqs.create_queue(
+        QueueName="grandbo-embed",
+        Attributes={"RedrivePolicy": json.dumps(redrive), "VisibilityTimeout": "0"},
+    )["QueueUrl"]
+    (job,) = _jobs(1)
+    queue = SqsEmbedQueue(url, client=sqs)
+    queue.send([job])
+    env = LambdaEnvironment.model_validate({"DATABASE_URL": "postgresql://unused/none"})
+    install_runtime(LambdaRuntime(env, embed_queue=queue))
+
+    class NearlyOut:
+        function_name = "grandbo-embed-worker"
+        memory_limit_in_mb = 512
+        invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:embed"
+        aws_request_id = "req"
+
+        def get_remaining_time_in_millis(self) -> int:
+            return DEADLINE_MARGIN_MS - 1
+
+    try:
+        for _ in range(5):  # more deferrals than maxReceiveCount
+            (message,) = sqs.receive_message(
+                QueueUrl=url, AttributeNames=["ApproximateReceiveCount"]
+            )["Messages"]
+            assert message["Attributes"]["ApproximateReceiveCount"] == "1"
+            record = {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "0",
+                    "SenderId": "x",
+                    "ApproximateFirstReceiveTimestamp": "0",
+                },
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:grandbo-embed",
+                "awsRegion": "us-east-1",
+            }
+            reply = embed_worker({"Records": [record]}, NearlyOut())
+            assert reply["batchItemFailures"] == []
+            # Lambda deletes what the function reported done
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    finally:
+        install_runtime(None)
+    assert [EmbedJob.model_validate(b) for b in _receive_all(sqs, url)] == [job]
+    assert _receive_all(sqs, dlq) == []
