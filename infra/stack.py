@@ -173,7 +173,7 @@ class GrandboStack(Stack):
         CfnOutput(self, "IncidentBusName", value=self.events.incident_bus.event_bus_name)
         CfnOutput(self, "IncidentBusArn", value=self.events.incident_bus.event_bus_arn)
         CfnOutput(self, "ReplayNamePrefix", value=replay_prefix(stage))
-        for name in ("backfill", "incident", "embed"):
+        for name in ("backfill", "incident", "embed", "index"):
             CfnOutput(self, f"{name.title()}FunctionName", value=fns[name].function_name)
         self.operator_policy = operator_policy(self, fns, self.embed, self.events, stage)
         CfnOutput(self, "OperatorPolicyArn", value=self.operator_policy.managed_policy_arn)
