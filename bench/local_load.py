@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from grandbo.api.auth import Keyring, mint_query_token, sign_admin_request
+from grandbo.api.client import user_agent
 
 TENANT = "demo"
 TOPICS = [
@@ -90,7 +91,9 @@ class Client:
     def request(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> Any:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
-            conn.request(method, path, body=body or None, headers=headers)
+            # named, as the deployed WAF and the local edge require (grandbo.api.edge)
+            named = {"User-Agent": user_agent("bench-load"), **headers}
+            conn.request(method, path, body=body or None, headers=named)
             response = conn.getresponse()
             return str(response.status), response.read()
         except (OSError, http.client.HTTPException) as exc:
