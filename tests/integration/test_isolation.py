@@ -1,7 +1,12 @@
-"""Tenant isolation at the SQL level: RLS alone, with no tenant predicate, still isolates."""
+"""Tenant isolation at the SQL level: RLS alone, with no tenant predicate, still isolates.
+
+Every test runs twice: on a connection of its own, and through PgBouncer in transaction
+mode, where the backend is shared in turn with other clients as RDS Proxy shares it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -10,6 +15,7 @@ import pytest
 from grandbo.errors import EntryNotFoundError, InvalidInputError
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
+from grandbo.storage.connections import DatabaseUrls, connect
 
 from .helpers import context, entry
 
@@ -20,6 +26,17 @@ SECRET = entry(
 TOPIC = "checkout requests wait for a database connection from the pool"
 ALPHA = "Alpha: a cron misconfiguration ran the nightly billing report twice"
 HIJACK = "Hijacked text: tenant A tries to rewrite what tenant B learned about its pool"
+
+
+@pytest.fixture(params=["direct", "through_transaction_pooler"])
+def app_conn(
+    request: pytest.FixtureRequest, database: DatabaseUrls
+) -> Iterator[psycopg.Connection[Any]]:
+    """The application role's connection, direct or through the pooler."""
+    urls = database if request.param == "direct" else request.getfixturevalue("pooled_database")
+    conn = connect(urls.app)
+    yield conn
+    conn.close()
 
 
 @pytest.fixture

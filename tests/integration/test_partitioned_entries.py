@@ -17,7 +17,7 @@ from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
-from grandbo.migrations import migrate
+from grandbo.migrations import available_migrations, migrate
 from grandbo.storage.connections import DatabaseUrls, connect, url_as
 
 from .helpers import context, database_at, entry
@@ -189,7 +189,8 @@ def test_0016_and_the_index_job_as_an_owner_that_is_no_superuser(
     rows = _rows(v15_database.admin)
     owner_url = url_as(v15_database.admin, plain_owner)
     try:
-        assert [m.version for m in migrate(owner_url)] == [16]
+        pending = [m.version for m in available_migrations()][15:]  # 16 and after
+        assert [m.version for m in migrate(owner_url)] == pending
         assert _rows(v15_database.admin) == rows  # every row copied, none left behind
         assert ensure_hnsw_indexes(owner_url, min_entries=1) == sorted(TENANTS)
         with connect(v15_database.app) as conn:

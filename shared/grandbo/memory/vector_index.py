@@ -20,9 +20,9 @@ import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import psycopg
 from psycopg import sql
 
+from grandbo.storage.connections import connect
 from grandbo.storage.tenant_scope import TenantScopedRepository
 
 HNSW_MIN_ENTRIES = 2_000
@@ -52,21 +52,24 @@ def ensure_hnsw_indexes(
     """Create the missing per-tenant HNSW indexes (concurrently); return the tenants indexed.
 
     `min_entries` defaults to HNSW_MIN_ENTRIES; an index left invalid by an interrupted
-    build is dropped and built again.
+    build is dropped and built again. Each statement stands alone (a concurrent build runs
+    outside any transaction block) and leaves nothing in the session, so the job behaves
+    the same through RDS Proxy or a transaction pooler: its build memory is the owner's
+    default (migration 0017), not a SET, and no statement is prepared (`connect`).
     """
     threshold = HNSW_MIN_ENTRIES if min_entries is None else min_entries
     created = []
-    with psycopg.connect(admin_url, autocommit=True) as conn:
+    with connect(admin_url) as conn:
         sizes = _TenantSizes(conn)
-        rows = []
+        rows: list[tuple[str, str]] = []
         for (tenant_id,) in conn.execute(
             "SELECT tenant_id FROM org_memory_tenants ORDER BY tenant_id"
         ).fetchall():
-            size, partition = sizes.size_and_partition(tenant_id)
+            size, partition = sizes.size_and_partition(str(tenant_id))
             if size >= threshold and partition is not None:
-                rows.append((tenant_id, partition))
+                rows.append((str(tenant_id), partition))
         existing: dict[str, bool] = {
-            row[0]: row[1]
+            str(row[0]): bool(row[1])
             for row in conn.execute(
                 "SELECT c.relname, i.indisvalid FROM pg_index i"
                 " JOIN pg_class c ON c.oid = i.indexrelid"
@@ -74,7 +77,6 @@ def ensure_hnsw_indexes(
                 "   WHERE inhparent = 'org_memory_entries'::regclass)"
             )
         }
-        conn.execute("SET maintenance_work_mem = '1GB'")
         for tenant_id, partition in rows if progress is None else progress(rows, len(rows)):
             name = index_name(tenant_id)
             if existing.get(name):

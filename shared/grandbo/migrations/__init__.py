@@ -1,8 +1,8 @@
 """Versioned SQL migrations and the one command that applies them.
 
 Files are `NNNN_name.sql`, applied in order, each in its own transaction, recorded with
-its checksum in `grandbo_schema_migrations`. An advisory lock serializes concurrent
-deploys; an edited, already-applied file is refused rather than silently skipped.
+its checksum in `grandbo_schema_migrations`. A transaction-level advisory lock serializes
+concurrent deploys; an edited, already-applied file is refused rather than silently skipped.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import psycopg
 
@@ -57,41 +58,65 @@ def migrations_digest() -> str:
 
 def migrate(admin_url: str, *, up_to: int | None = None) -> list[Migration]:
     """Apply every pending migration (through version `up_to`, if given) as the schema
-    owner; return those applied now."""
+    owner; return those applied now.
+
+    Each transaction takes the deploys' advisory lock itself (`pg_advisory_xact_lock`,
+    released at its commit) and reads what is applied under it. A session-level lock held
+    only because RDS Proxy pins the session that takes one; a transaction pooler hands the
+    backend to the next client after each statement, and that client then holds the
+    "same" lock as well (it is re-entrant within a session), while the unlock may reach
+    another backend and leave it held for ever. Prepared statements are off for the same
+    reason: one stays on whichever backend it was prepared on.
+    """
     applied_now: list[Migration] = []
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
-        try:
+    with psycopg.connect(admin_url, autocommit=True, prepare_threshold=None) as conn:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS grandbo_schema_migrations ("
                 " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
-            rows = conn.execute(
-                "SELECT version, checksum FROM grandbo_schema_migrations"
-            ).fetchall()
-            done = {version: checksum for version, checksum in rows}
-            for migration in available_migrations():
-                if up_to is not None and migration.version > up_to:
-                    break
-                if migration.version in done:
-                    if done[migration.version] != migration.checksum:
-                        raise MigrationError(
-                            f"migration {migration.version}_{migration.name} changed after it "
-                            "was applied; add a new migration instead of editing it"
-                        )
+            done = _applied(conn)
+        for migration in available_migrations():
+            if up_to is not None and migration.version > up_to:
+                break
+            if migration.version in done:
+                _check_unchanged(migration, done[migration.version])
+                continue
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                # another deploy may have applied it while this one waited for the lock
+                checksum = _applied(conn, migration.version).get(migration.version)
+                if checksum is not None:
+                    _check_unchanged(migration, checksum)
                     continue
-                with conn.transaction():
-                    conn.execute(migration.sql.encode())
-                    conn.execute(
-                        "INSERT INTO grandbo_schema_migrations (version, name, checksum)"
-                        " VALUES (%s, %s, %s)",
-                        (migration.version, migration.name, migration.checksum),
-                    )
-                applied_now.append(migration)
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+                conn.execute(migration.sql.encode())
+                conn.execute(
+                    "INSERT INTO grandbo_schema_migrations (version, name, checksum)"
+                    " VALUES (%s, %s, %s)",
+                    (migration.version, migration.name, migration.checksum),
+                )
+            applied_now.append(migration)
     return applied_now
+
+
+def _applied(conn: psycopg.Connection[Any], version: int | None = None) -> dict[int, str]:
+    """The applied versions (or only `version`) and their checksums."""
+    rows = conn.execute(
+        "SELECT version, checksum FROM grandbo_schema_migrations"
+        " WHERE %(version)s::integer IS NULL OR version = %(version)s",
+        {"version": version},
+    ).fetchall()
+    return {applied: checksum for applied, checksum in rows}
+
+
+def _check_unchanged(migration: Migration, checksum: str) -> None:
+    if checksum != migration.checksum:
+        raise MigrationError(
+            f"migration {migration.version}_{migration.name} changed after it "
+            "was applied; add a new migration instead of editing it"
+        )
 
 
 def set_app_role_password(admin_url: str, password: str) -> None:

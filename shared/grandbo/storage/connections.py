@@ -1,7 +1,8 @@
-"""Connections: the vector type registered, prepared statements off (RDS Proxy-safe).
+"""Connections: the vector type registered, prepared statements off (RDS Proxy-safe),
+a bounded wait to connect.
 
-A server that cannot be reached is a `StoreUnavailableError` (503), never a driver error
-a handler would have to know about.
+A server that cannot be reached in time is a `StoreUnavailableError` (503), never a driver
+error a handler would have to know about.
 """
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from grandbo.errors import StoreUnavailableError
 
 APP_ROLE = "grandbo_app"
+# How long `connect` waits for a server to accept and authenticate it, unless the URL says
+# otherwise (the reader's is shorter: grandbo.runtime.lambda_container). The query function
+# has 10 s in all: a saturated RDS Proxy (every database connection borrowed, the client
+# queued) must cost a request at most half of that, so it is answered 503 and retried
+# instead of timing out with no answer. The proxy's ConnectionBorrowTimeout (infra) is
+# derived from this value. psycopg applies it to each address the host resolves to.
+CONNECT_TIMEOUT_S = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,13 +34,24 @@ class DatabaseUrls:
 
 
 def connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
-    """One autocommit connection; the repository opens explicit, short transactions."""
+    """One autocommit connection; the repository opens explicit, short transactions.
+
+    Within CONNECT_TIMEOUT_S, or the URL's own `connect_timeout`.
+    """
     try:
-        conn = psycopg.connect(url, autocommit=True, prepare_threshold=None)
+        conn = psycopg.connect(_with_connect_timeout(url), autocommit=True, prepare_threshold=None)
         register_vector(conn)
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(str(exc)) from exc
     return conn
+
+
+def _with_connect_timeout(url: str) -> str:
+    """`url` with `connect_timeout` (CONNECT_TIMEOUT_S) unless it sets its own."""
+    params = conninfo_to_dict(url)
+    if params.get("connect_timeout") not in (None, ""):
+        return url
+    return make_conninfo(url, connect_timeout=str(CONNECT_TIMEOUT_S))
 
 
 def app_url_for(admin_url: str) -> str:

@@ -44,10 +44,27 @@ class TenantLock(enum.Enum):
 
 
 class Isolation(enum.Enum):
-    READ_COMMITTED = ""
+    READ_COMMITTED = None
     # one snapshot for every statement: what a verification that must not see a writer's
-    # commit between two of its reads needs
-    SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+    # commit between two of its reads needs. Asked for in the BEGIN itself: a `SET
+    # TRANSACTION` is a SET statement (RDS Proxy pins on SET) and leaves its mark on the
+    # backend after commit (`transaction_isolation` with source 'session').
+    SNAPSHOT = psycopg.IsolationLevel.REPEATABLE_READ
+
+
+@contextmanager
+def _begun_at(conn: psycopg.Connection[Any], isolation: Isolation) -> Iterator[None]:
+    """The transaction opened inside begins at `isolation` (psycopg writes the connection's
+    level into its BEGIN); the connection's own level is back to the server's after."""
+    if isolation.value is None:
+        yield
+        return
+    conn.isolation_level = isolation.value
+    try:
+        yield
+    finally:
+        if not conn.closed and is_idle(conn):  # else the scope closes it
+            conn.isolation_level = None
 
 
 def returned_rows(cur: Cursor) -> Iterator[dict[str, Any]]:
@@ -88,12 +105,11 @@ class TenantScopedRepository:
             params.append(f"grandbo.tenant:{tenant}")
         try:
             with (
+                _begun_at(self._conn, isolation),
                 self._conn.pipeline() if pipelined else nullcontext(),
                 self._conn.transaction(),
                 self._conn.cursor(row_factory=dict_row) as cur,
             ):
-                if isolation is not Isolation.READ_COMMITTED:
-                    cur.execute(isolation.value)
                 # one round trip: set_config(..., true) is SET LOCAL, the lock is the tenant's
                 cur.execute("SELECT " + ", ".join(calls), params)
                 yield cur
