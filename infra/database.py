@@ -8,6 +8,7 @@ from aws_cdk import aws_rds as rds
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from grandbo.storage.connections import CONNECT_TIMEOUT_S
 from infra.checkov import SECRET_CMK, skip_checks
 from infra.config import StageConfig
 from infra.network import Network
@@ -101,6 +102,10 @@ class Database(Construct):
             security_groups=[self.security_group],
             require_tls=True,
             debug_logging=False,
+            # a saturated pool answers a waiting client with an error within this (then a
+            # 503, retried) instead of holding it past the query function's 10 s timeout;
+            # the default is 120 s
+            borrow_timeout=Duration.seconds(CONNECT_TIMEOUT_S),
         )
         # Reads scale out (a stage with readers): the proxy's read-only endpoint spreads
         # connections over the Aurora readers; the query function reads through it, every

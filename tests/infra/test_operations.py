@@ -200,3 +200,21 @@ def test_every_log_group_the_stack_makes_has_a_retention(dev: Any, prod: Any) ->
         functions = t.find_resources("AWS::Lambda::Function")
         for logical_id, function in functions.items():
             assert "LoggingConfig" in function["Properties"], logical_id
+
+
+def test_a_saturated_proxy_answers_before_the_query_function_times_out(dev: Any) -> None:
+    """Issue 23, item 14: RDS Proxy holds a client waiting for a pooled connection up to
+    its ConnectionBorrowTimeout (120 s by default), past the query function's 10 s; both
+    it and the driver's connect timeout stay well inside, so the caller gets a 503."""
+    from grandbo.storage.connections import CONNECT_TIMEOUT_S
+
+    stack, t = dev
+    (group,) = t.find_resources("AWS::RDS::DBProxyTargetGroup").values()
+    pool = group["Properties"]["ConnectionPoolConfigurationInfo"]
+    query_timeout = next(
+        f["Properties"]["Timeout"]
+        for f in t.find_resources("AWS::Lambda::Function").values()
+        if f["Properties"].get("Description", "").startswith("grandbo query")
+    )
+    assert pool["ConnectionBorrowTimeout"] == CONNECT_TIMEOUT_S
+    assert pool["ConnectionBorrowTimeout"] + CONNECT_TIMEOUT_S <= query_timeout

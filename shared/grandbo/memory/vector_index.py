@@ -9,9 +9,9 @@ Past `HNSW_MIN_ENTRIES`, a tenant gets its own partial HNSW index
 which the planner uses only for that tenant's queries;
 the vector leg runs with pgvector's iterative scan so filters (status, embed_rev,
 service) never make it under-return. Index DDL needs the schema owner, so this runs from
-the admin side (`grandbo index`, the deploy-time migrations function, and the same
-function every hour, so an organization that grows past the threshold between deploys
-gets its index), never from a request path.
+the admin side (`grandbo index`; in AWS the index job function, every hour, so an
+organization that grows past the threshold between deploys gets its index), never from a
+request path.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ HNSW_MIN_ENTRIES = 2_000
 # Candidates the graph search keeps: recall against the exact top 25 measured at 50,000
 # entries: 0.92 at 40, 0.97 at 100, 1.00 at 200 (p95 2.5 / 3.1 / 6.4 ms).
 HNSW_EF_SEARCH = 200
-# The event the hourly schedule sends the migrations function: ensure indexes, nothing else.
-INDEX_JOB_EVENT = {"grandbo": "ensure_hnsw_indexes"}
 # The index's operator class, on the column's type (`halfvec(1024)`, migration 0015;
 # grandbo.memory.repository.vectors binds every vector as that type). Defined here: this
 # module imports nothing of the repository, which imports it (HNSW_EF_SEARCH).
