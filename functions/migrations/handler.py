@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import get_secret
@@ -22,6 +23,8 @@ from grandbo.observability import logger
 from grandbo.runtime.schema_owner import schema_owner_url
 
 PHYSICAL_ID = "grandbo-schema"
+# what the function keeps of its time after the migrations: the role's password, the reply
+MARGIN_S = 30
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -33,7 +36,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger.warning("migrations of another deploy (a rollback): schema left as it is")
         return {"PhysicalResourceId": event.get("PhysicalResourceId", PHYSICAL_ID)}
     url = schema_owner_url()
-    applied = migrate(url)
+    # every statement ends before the function does: a statement left running after a
+    # timeout would keep its locks, and the retried deploy would wait on them
+    deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000 - MARGIN_S
+    applied = migrate(url, deadline=deadline)
     app_secret = json.loads(str(get_secret(os.environ["GRANDBO_DB_SECRET_ARN"])))
     set_app_role_password(url, app_secret["password"])
     logger.info("schema migrated", extra={"applied": [f"{m.version}_{m.name}" for m in applied]})

@@ -208,7 +208,7 @@ def test_a_saturated_proxy_answers_before_the_query_function_times_out(dev: Any)
     it and the driver's connect timeout stay well inside, so the caller gets a 503."""
     from grandbo.storage.connections import CONNECT_TIMEOUT_S
 
-    stack, t = dev
+    _, t = dev
     (group,) = t.find_resources("AWS::RDS::DBProxyTargetGroup").values()
     pool = group["Properties"]["ConnectionPoolConfigurationInfo"]
     query_timeout = next(

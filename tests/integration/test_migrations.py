@@ -97,3 +97,21 @@ def test_the_application_role_owns_nothing_and_cannot_bypass_rls(
         "SELECT count(*) FROM pg_class WHERE relowner = 'grandbo_app'::regrole"
     ).fetchone()
     assert owned == (0,)
+
+
+def test_a_deploy_waiting_on_another_deploys_lock_gives_up_and_says_so(
+    database: DatabaseUrls, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """Issue 23, item 7: a run waits for the deploys' lock at most `lock_wait_s` (the lock
+    a statement left running by a timed-out function would keep), then fails naming it."""
+    import time
+
+    from grandbo.migrations import _LOCK_KEY
+
+    with admin_conn.transaction():
+        admin_conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        started = time.monotonic()
+        with pytest.raises(MigrationError, match=r"waited 0\.5 s for a lock"):
+            migrate(database.admin, lock_wait_s=0.5)
+        assert time.monotonic() - started < 5
+    assert migrate(database.admin) == []  # the lock released, the next run goes through

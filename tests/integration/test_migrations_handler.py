@@ -3,13 +3,18 @@ migrations, and a rollback (the old properties, sent to the new code) changes no
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import psycopg
 import pytest
 
+from grandbo.errors import MigrationError
 from grandbo.local.runner import lambda_context
 from grandbo.migrations import migrations_digest
 from grandbo.storage.connections import DatabaseUrls
+
+from .helpers import database_at
 
 
 def _event(request_type: str, digest: str) -> dict[str, Any]:
@@ -29,11 +34,54 @@ def test_an_update_for_the_bundled_migrations_migrates(
     monkeypatch.setattr(migrations, "schema_owner_url", lambda: database.admin)
     monkeypatch.setattr(migrations, "get_secret", lambda arn: '{"password": "local-only"}')
     monkeypatch.setenv("GRANDBO_DB_SECRET_ARN", "arn:aws:secretsmanager:local:0:secret:app")
-    reply = migrations.lambda_handler(
-        _event("Update", migrations_digest()), lambda_context("migrations")
-    )
+    reply = migrations.lambda_handler(_event("Update", migrations_digest()), Deploying(900_000))
     assert reply["PhysicalResourceId"] == "grandbo-schema"
     assert reply["Data"] == {"Applied": ""}  # all applied already by the test session
+
+
+class Deploying:
+    """The custom resource's Lambda context, with `remaining_ms` of its time left."""
+
+    function_name = "grandbo-migrations"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:grandbo-migrations"
+    aws_request_id = "deploy"
+
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def test_a_migration_the_function_has_no_time_for_fails_the_deploy_saying_so(
+    database: DatabaseUrls, admin_conn: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23, item 7: the function bounds every statement to its own time left (less
+    its margin), so a migration too long for it is cancelled by the server, rolled back,
+    and reported as a timeout, instead of running on under its locks after the function
+    timed out."""
+    import functions.migrations.handler as migrations
+
+    import grandbo.migrations as schema
+    from grandbo.migrations import Migration, available_migrations
+
+    bundled = available_migrations()
+    slow = Migration(len(bundled) + 1, "slow", "SELECT pg_sleep(20)")
+    monkeypatch.setattr(schema, "available_migrations", lambda: [*bundled, slow])
+    monkeypatch.setattr(migrations, "migrations_digest", lambda: "digest-with-slow")
+    with database_at(database, admin_conn, len(bundled)) as scratch:
+        monkeypatch.setattr(migrations, "schema_owner_url", lambda: scratch.admin)
+        started = time.monotonic()
+        with pytest.raises(MigrationError, match=f"migration {slow.version:04d}_slow timed out"):
+            # 2 s after the function's 30 s margin
+            migrations.lambda_handler(
+                _event("Update", "digest-with-slow"), Deploying((migrations.MARGIN_S + 2) * 1000)
+            )
+        assert time.monotonic() - started < 10
+        with psycopg.connect(scratch.admin) as conn:
+            recorded = conn.execute("SELECT max(version) FROM grandbo_schema_migrations")
+            assert recorded.fetchone() == (len(bundled),)
 
 
 def test_a_rollback_to_other_migrations_touches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

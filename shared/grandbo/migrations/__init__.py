@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -56,7 +59,21 @@ def migrations_digest() -> str:
     return digest.hexdigest()
 
 
-def migrate(admin_url: str, *, up_to: int | None = None) -> list[Migration]:
+# How long a run waits for another deploy's lock before it says so, and for a server to
+# accept its connection. PostgreSQL keeps running a statement whose client went away (a
+# function that timed out), under its locks: the retried deploy would wait on them without
+# end, so every wait is bounded and every statement ends by the caller's deadline.
+LOCK_WAIT_S = 60.0
+CONNECT_TIMEOUT_S = 10
+
+
+def migrate(
+    admin_url: str,
+    *,
+    up_to: int | None = None,
+    deadline: float | None = None,
+    lock_wait_s: float = LOCK_WAIT_S,
+) -> list[Migration]:
     """Apply every pending migration (through version `up_to`, if given) as the schema
     owner; return those applied now.
 
@@ -67,10 +84,18 @@ def migrate(admin_url: str, *, up_to: int | None = None) -> list[Migration]:
     "same" lock as well (it is re-entrant within a session), while the unlock may reach
     another backend and leave it held for ever. Prepared statements are off for the same
     reason: one stays on whichever backend it was prepared on.
+
+    Bounded: a lock is waited for at most `lock_wait_s`, and with a `deadline` (a
+    `time.monotonic()` value: the migrations function passes its own time left less a
+    margin) each statement ends by it; either raises MigrationError saying which
+    migration timed out. A migration is one transaction, so one that times out leaves
+    nothing of itself: the schema stays at the version before it.
     """
     applied_now: list[Migration] = []
-    with psycopg.connect(admin_url, autocommit=True, prepare_threshold=None) as conn:
-        with conn.transaction():
+    with psycopg.connect(
+        admin_url, autocommit=True, prepare_threshold=None, connect_timeout=CONNECT_TIMEOUT_S
+    ) as conn:
+        with _bounded(conn, "the migrations table", deadline, lock_wait_s):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS grandbo_schema_migrations ("
@@ -84,7 +109,8 @@ def migrate(admin_url: str, *, up_to: int | None = None) -> list[Migration]:
             if migration.version in done:
                 _check_unchanged(migration, done[migration.version])
                 continue
-            with conn.transaction():
+            label = f"migration {migration.version:04d}_{migration.name}"
+            with _bounded(conn, label, deadline, lock_wait_s):
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
                 # another deploy may have applied it while this one waited for the lock
                 checksum = _applied(conn, migration.version).get(migration.version)
@@ -99,6 +125,40 @@ def migrate(admin_url: str, *, up_to: int | None = None) -> list[Migration]:
                 )
             applied_now.append(migration)
     return applied_now
+
+
+@contextmanager
+def _bounded(
+    conn: psycopg.Connection[Any], label: str, deadline: float | None, lock_wait_s: float
+) -> Iterator[None]:
+    """One transaction whose lock waits and statements are bounded (transaction-local
+    settings: nothing stays on the backend), a timeout reported as such."""
+    left_s = None if deadline is None else deadline - time.monotonic()
+    if left_s is not None and left_s <= 0:
+        raise MigrationError(f"{label}: no time left to start it; nothing of it was applied")
+    try:
+        with conn.transaction():
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, true),"
+                " set_config('statement_timeout', %s, true)",
+                (
+                    f"{int(min(lock_wait_s, left_s or lock_wait_s) * 1000)}ms",
+                    "0" if left_s is None else f"{int(left_s * 1000)}ms",
+                ),
+            )
+            yield
+    except psycopg.errors.LockNotAvailable as exc:
+        raise MigrationError(
+            f"{label}: waited {lock_wait_s:g} s for a lock another session holds (another "
+            "deploy's migration, or a statement still running after its function timed "
+            "out: see pg_stat_activity); nothing of it was applied"
+        ) from exc
+    except psycopg.errors.QueryCanceled as exc:
+        raise MigrationError(
+            f"{label} timed out: it did not finish in the {left_s or 0:.0f} s left and was "
+            "rolled back; apply it with `grandbo migrate` from a host that can wait "
+            "(docs/OPERATIONS.md), then deploy again"
+        ) from exc
 
 
 def _applied(conn: psycopg.Connection[Any], version: int | None = None) -> dict[int, str]:
