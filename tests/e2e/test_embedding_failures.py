@@ -22,6 +22,7 @@ from grandbo.local.runner import lambda_context
 from grandbo.memory.models import EmbedJob
 from grandbo.runtime.lambda_container import install_runtime, runtime
 from grandbo.storage.connections import DatabaseUrls
+from tests.lambda_events import TimedContext, sqs_record
 
 from .conftest import Gateway, start_gateway
 
@@ -79,23 +80,7 @@ def test_a_failed_enqueue_keeps_the_write_and_the_sweeper_repairs_it(
 def _sqs_event(jobs: list[EmbedJob]) -> dict[str, Any]:
     return {
         "Records": [
-            {
-                "messageId": f"m{i}",
-                "receiptHandle": f"r{i}",
-                "body": job.model_dump_json(),
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "0",
-                    "SenderId": "x",
-                    "ApproximateFirstReceiveTimestamp": "0",
-                },
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:grandbo-embed",
-                "awsRegion": "us-east-1",
-            }
-            for i, job in enumerate(jobs)
+            sqs_record(f"m{i}", f"r{i}", job.model_dump_json()) for i, job in enumerate(jobs)
         ]
     }
 
@@ -243,21 +228,6 @@ def test_a_duplicate_job_makes_no_bedrock_call(database: DatabaseUrls, tenant: s
         install_runtime(None)
 
 
-class NearlyOut:
-    """A Lambda context with little time left."""
-
-    function_name = "grandbo-embed-worker"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:grandbo-embed-worker"
-    aws_request_id = "req"
-
-    def __init__(self, remaining_ms: int) -> None:
-        self.remaining_ms = remaining_ms
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
-
-
 def test_records_past_the_deadline_are_sent_again_not_tried(
     database: DatabaseUrls, tenant: str
 ) -> None:
@@ -274,12 +244,12 @@ def test_records_past_the_deadline_are_sent_again_not_tried(
                 tenant, "POST", "/v1/admin/entries", {**ENTRY, "title": f"Rebalance storm {n}"}
             )
         jobs = gateway.queue.drain()
-        late = embed_worker(_sqs_event(jobs), NearlyOut(DEADLINE_MARGIN_MS - 1))
+        late = embed_worker(_sqs_event(jobs), TimedContext(DEADLINE_MARGIN_MS - 1))
         assert late["batchItemFailures"] == []
         assert provider.calls == []
         resent = gateway.queue.drain()
         assert resent == jobs  # the same jobs, as new messages
-        on_time = embed_worker(_sqs_event(resent), NearlyOut(DEADLINE_MARGIN_MS + 20_000))
+        on_time = embed_worker(_sqs_event(resent), TimedContext(DEADLINE_MARGIN_MS + 20_000))
         assert on_time["batchItemFailures"] == []
         assert sum(len(texts) for texts in provider.calls) == 3
     finally:
@@ -303,7 +273,7 @@ def test_a_deferral_the_queue_refuses_is_reported_failed(
         gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY)
         jobs = list(queue.sent)
         queue.down = True
-        late = embed_worker(_sqs_event(jobs), NearlyOut(DEADLINE_MARGIN_MS - 1))
+        late = embed_worker(_sqs_event(jobs), TimedContext(DEADLINE_MARGIN_MS - 1))
         assert [f["itemIdentifier"] for f in late["batchItemFailures"]] == ["m0"]
     finally:
         server.shutdown()

@@ -13,6 +13,7 @@ from grandbo.errors import MigrationError
 from grandbo.local.runner import lambda_context
 from grandbo.migrations import migrations_digest
 from grandbo.storage.connections import DatabaseUrls
+from tests.lambda_events import TimedContext
 
 from .helpers import database_at
 
@@ -34,24 +35,11 @@ def test_an_update_for_the_bundled_migrations_migrates(
     monkeypatch.setattr(migrations, "schema_owner_url", lambda: database.admin)
     monkeypatch.setattr(migrations, "get_secret", lambda arn: '{"password": "local-only"}')
     monkeypatch.setenv("GRANDBO_DB_SECRET_ARN", "arn:aws:secretsmanager:local:0:secret:app")
-    reply = migrations.lambda_handler(_event("Update", migrations_digest()), Deploying(900_000))
+    reply = migrations.lambda_handler(
+        _event("Update", migrations_digest()), TimedContext(900_000, "grandbo-migrations")
+    )
     assert reply["PhysicalResourceId"] == "grandbo-schema"
     assert reply["Data"] == {"Applied": ""}  # all applied already by the test session
-
-
-class Deploying:
-    """The custom resource's Lambda context, with `remaining_ms` of its time left."""
-
-    function_name = "grandbo-migrations"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:grandbo-migrations"
-    aws_request_id = "deploy"
-
-    def __init__(self, remaining_ms: int) -> None:
-        self.remaining_ms = remaining_ms
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
 
 
 def test_a_migration_the_function_has_no_time_for_fails_the_deploy_saying_so(
@@ -76,7 +64,8 @@ def test_a_migration_the_function_has_no_time_for_fails_the_deploy_saying_so(
         with pytest.raises(MigrationError, match=f"migration {slow.version:04d}_slow timed out"):
             # 2 s after the function's 30 s margin
             migrations.lambda_handler(
-                _event("Update", "digest-with-slow"), Deploying((migrations.MARGIN_S + 2) * 1000)
+                _event("Update", "digest-with-slow"),
+                TimedContext((migrations.MARGIN_S + 2) * 1000, "grandbo-migrations"),
             )
         assert time.monotonic() - started < 10
         with psycopg.connect(scratch.admin) as conn:

@@ -20,6 +20,7 @@ from grandbo.runtime.lambda_container import (
     database_url_from_secret,
 )
 from grandbo.runtime.sqs_queue import SqsEmbedQueue
+from tests.lambda_events import TimedContext, sqs_record
 
 
 @pytest.fixture
@@ -157,38 +158,14 @@ def test_a_job_deferred_more_times_than_the_redrive_allows_is_never_dead_lettere
     env = LambdaEnvironment.model_validate({"DATABASE_URL": "postgresql://unused/none"})
     install_runtime(LambdaRuntime(env, embed_queue=queue))
 
-    class NearlyOut:
-        function_name = "grandbo-embed-worker"
-        memory_limit_in_mb = 512
-        invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:embed"
-        aws_request_id = "req"
-
-        def get_remaining_time_in_millis(self) -> int:
-            return DEADLINE_MARGIN_MS - 1
-
     try:
         for _ in range(5):  # more deferrals than maxReceiveCount
             (message,) = sqs.receive_message(
                 QueueUrl=url, AttributeNames=["ApproximateReceiveCount"]
             )["Messages"]
             assert message["Attributes"]["ApproximateReceiveCount"] == "1"
-            record = {
-                "messageId": message["MessageId"],
-                "receiptHandle": message["ReceiptHandle"],
-                "body": message["Body"],
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "0",
-                    "SenderId": "x",
-                    "ApproximateFirstReceiveTimestamp": "0",
-                },
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:grandbo-embed",
-                "awsRegion": "us-east-1",
-            }
-            reply = embed_worker({"Records": [record]}, NearlyOut())
+            record = sqs_record(message["MessageId"], message["ReceiptHandle"], message["Body"])
+            reply = embed_worker({"Records": [record]}, TimedContext(DEADLINE_MARGIN_MS - 1))
             assert reply["batchItemFailures"] == []
             # Lambda deletes what the function reported done
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
