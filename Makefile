@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
 SRC := shared tests app.py $(wildcard functions infra bench)
 
-.PHONY: install run test unit integration lint lint-infra format eval bench bench-scale bench-load layer layer-lock openapi synth clean
+.PHONY: install run test pgbouncer unit integration lint lint-infra format eval bench bench-scale bench-load layer layer-lock openapi synth clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,14 +22,22 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/grandbo serve
 
-## The whole suite (lint, types, unit, integration on a real embedded PostgreSQL).
-test: lint $(STAMP)
+## The whole suite (lint, types, unit, integration on a real embedded PostgreSQL, the
+## store also through PgBouncer in transaction mode, as RDS Proxy multiplexes it).
+test: lint $(STAMP) pgbouncer
 	$(BIN)/pytest -q
+
+## Debian's PgBouncer, for the transaction-pooler tests (tests/integration/transaction_pooler.py)
+pgbouncer:
+	@command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && \
+	    apt-get install -y -q --no-install-recommends pgbouncer; \
+	  else echo "the tests need PgBouncer: sudo apt-get install pgbouncer" >&2; exit 1; fi; }
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-integration: $(STAMP)
+integration: $(STAMP) pgbouncer
 	$(BIN)/pytest -q tests/integration
 
 lint: $(STAMP)
