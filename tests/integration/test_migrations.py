@@ -115,3 +115,11 @@ def test_a_deploy_waiting_on_another_deploys_lock_gives_up_and_says_so(
             migrate(database.admin, lock_wait_s=0.5)
         assert time.monotonic() - started < 5
     assert migrate(database.admin) == []  # the lock released, the next run goes through
+
+
+def test_a_run_with_less_than_a_second_left_starts_nothing(database: DatabaseUrls) -> None:
+    """Rounded to milliseconds, a bound under 1 ms would be 0: no limit at all."""
+    import time
+
+    with pytest.raises(MigrationError, match="no time left"):
+        migrate(database.admin, deadline=time.monotonic() + 0.0009)

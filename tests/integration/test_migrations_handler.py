@@ -55,7 +55,16 @@ def test_a_migration_the_function_has_no_time_for_fails_the_deploy_saying_so(
     from grandbo.migrations import Migration, available_migrations
 
     bundled = available_migrations()
-    slow = Migration(len(bundled) + 1, "slow", "SELECT pg_sleep(20)")
+    # several statements, each shorter than the time left and all of them longer: the
+    # bound is on the migration, not on each statement (PostgreSQL applies
+    # statement_timeout to each statement of a multi-statement query separately)
+    slow = Migration(
+        len(bundled) + 1,
+        "slow",
+        "CREATE TABLE slow_marker (id int);"
+        + "SELECT pg_sleep(1.5);" * 4
+        + "CREATE TABLE slow_marker_after (id int);",
+    )
     monkeypatch.setattr(schema, "available_migrations", lambda: [*bundled, slow])
     monkeypatch.setattr(migrations, "migrations_digest", lambda: "digest-with-slow")
     with database_at(database, admin_conn, len(bundled)) as scratch:
@@ -67,10 +76,12 @@ def test_a_migration_the_function_has_no_time_for_fails_the_deploy_saying_so(
                 _event("Update", "digest-with-slow"),
                 TimedContext((migrations.MARGIN_S + 2) * 1000, "grandbo-migrations"),
             )
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 5
         with psycopg.connect(scratch.admin) as conn:
             recorded = conn.execute("SELECT max(version) FROM grandbo_schema_migrations")
             assert recorded.fetchone() == (len(bundled),)
+            # rolled back whole: not even its first statement stayed
+            assert conn.execute("SELECT to_regclass('slow_marker')").fetchone() == (None,)
 
 
 def test_a_rollback_to_other_migrations_touches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -127,33 +127,46 @@ def migrate(
     return applied_now
 
 
+# Under this much time left a migration is not started: rounded to milliseconds a
+# smaller bound could become 0, which PostgreSQL reads as no limit at all.
+MIN_TIME_LEFT_S = 1.0
+# `transaction_timeout` bounds a whole transaction (PostgreSQL 17+; Aurora PostgreSQL
+# 17.5 has it). `statement_timeout` alone bounds each statement of a multi-statement
+# migration separately, so together they could outlast the function.
+TRANSACTION_TIMEOUT_SINCE = 170000
+
+
 @contextmanager
 def _bounded(
     conn: psycopg.Connection[Any], label: str, deadline: float | None, lock_wait_s: float
 ) -> Iterator[None]:
-    """One transaction whose lock waits and statements are bounded (transaction-local
-    settings: nothing stays on the backend), a timeout reported as such."""
+    """One transaction whose lock waits, statements and whole run are bounded
+    (transaction-local settings: nothing stays on the backend), a timeout reported as
+    such."""
     left_s = None if deadline is None else deadline - time.monotonic()
-    if left_s is not None and left_s <= 0:
+    if left_s is not None and left_s < MIN_TIME_LEFT_S:
         raise MigrationError(f"{label}: no time left to start it; nothing of it was applied")
+    lock_s = lock_wait_s if left_s is None else min(lock_wait_s, left_s)
+    settings = {"lock_timeout": f"{max(1, int(lock_s * 1000))}ms"}
+    if left_s is not None:
+        bound = f"{int(left_s * 1000)}ms"
+        settings["statement_timeout"] = bound
+        if conn.info.server_version >= TRANSACTION_TIMEOUT_SINCE:
+            settings["transaction_timeout"] = bound
     try:
         with conn.transaction():
             conn.execute(
-                "SELECT set_config('lock_timeout', %s, true),"
-                " set_config('statement_timeout', %s, true)",
-                (
-                    f"{int(min(lock_wait_s, left_s or lock_wait_s) * 1000)}ms",
-                    "0" if left_s is None else f"{int(left_s * 1000)}ms",
-                ),
+                "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in settings),
+                [value for item in settings.items() for value in item],
             )
             yield
     except psycopg.errors.LockNotAvailable as exc:
         raise MigrationError(
-            f"{label}: waited {lock_wait_s:g} s for a lock another session holds (another "
+            f"{label}: waited {lock_s:g} s for a lock another session holds (another "
             "deploy's migration, or a statement still running after its function timed "
             "out: see pg_stat_activity); nothing of it was applied"
         ) from exc
-    except psycopg.errors.QueryCanceled as exc:
+    except (psycopg.errors.QueryCanceled, psycopg.errors.TransactionTimeout) as exc:
         raise MigrationError(
             f"{label} timed out: it did not finish in the {left_s or 0:.0f} s left and was "
             "rolled back; apply it with `grandbo migrate` from a host that can wait "
