@@ -35,8 +35,8 @@ def operator_policy(
     wiring: EventWiring,
     stage: StageConfig,
 ) -> iam.ManagedPolicy:
-    """Least privilege for the runbook's replays: invoke the sweeper, move the embed
-    dead letters back, and replay archived incident-closed events; nothing else."""
+    """Least privilege for the runbook: invoke the sweeper and the index job, move the
+    embed dead letters back, and replay archived incident-closed events; nothing else."""
     replays = Stack.of(scope).format_arn(
         service="events", resource="replay", resource_name=f"{replay_prefix(stage)}*"
     )
@@ -45,8 +45,11 @@ def operator_policy(
         "OperatorReplayPolicy",
         description="Grandbo runbook: backfill, redrive the embed DLQ, replay incidents",
         statements=[
+            # the runbook invokes the sweeper (backfills) and the index job (an index
+            # rebuilt at once after an upgrade: docs/OPERATIONS.md)
             iam.PolicyStatement(
-                actions=["lambda:InvokeFunction"], resources=[fns["backfill"].function_arn]
+                actions=["lambda:InvokeFunction"],
+                resources=[fns["backfill"].function_arn, fns["index"].function_arn],
             ),
             iam.PolicyStatement(
                 actions=[

@@ -18,6 +18,7 @@ from grandbo.api.models import MAX_BODY_BYTES
 from infra.config import WAF_RATE_WINDOW_S, StageConfig
 
 CORE_RULE_SET = "AWSManagedRulesCommonRuleSet"
+KNOWN_BAD_INPUTS = "AWSManagedRulesKnownBadInputsRuleSet"
 # Core rule set rules that inspect the body, counted instead of blocked on every route.
 # Every body Grandbo takes is incident text (a topic, a finding, a correction) or JSON
 # settings, and post-mortems quote exactly what these look for; the API answers JSON
@@ -33,6 +34,16 @@ COUNTED_BODY_RULES: dict[str, str] = {
     "(169.254.169.254/latest/meta-data/) when credentials or IMDS failed; never fetched",
     "CrossSiteScripting_BODY": "findings quote HTML error pages and markup; the API "
     "answers application/json only, so no body is ever rendered by a browser from it",
+}
+# Known bad inputs rules that read the body, counted too: a post-mortem of Log4Shell
+# quotes its `${jndi:ldap://...}` lookup, and a Java incident its deserialization stack
+# trace. Grandbo runs no Java and no Log4j; the header, path and query-string variants of
+# the same rules (where such a string is an attack, not a quotation) keep blocking.
+COUNTED_KNOWN_BAD_BODY_RULES: dict[str, str] = {
+    "Log4JRCE_BODY": "post-mortems of Log4Shell quote the JNDI lookup they were attacked "
+    "with; nothing here runs Log4j",
+    "JavaDeserializationRCE_BODY": "Java incidents quote deserialization stack traces; "
+    "nothing here deserializes Java",
 }
 # NoUserAgent_HEADER stays a block (every Grandbo client names itself), with the edge's
 # document in place of WAF's bare 403
@@ -58,6 +69,15 @@ def _block(refusal: Refusal) -> wafv2.CfnWebACL.RuleActionProperty:
             )
         )
     )
+
+
+def _counted(rules: dict[str, str]) -> list[wafv2.CfnWebACL.RuleActionOverrideProperty]:
+    return [
+        wafv2.CfnWebACL.RuleActionOverrideProperty(
+            name=rule, action_to_use=wafv2.CfnWebACL.RuleActionProperty(count={})
+        )
+        for rule in rules
+    ]
 
 
 def _visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
@@ -89,12 +109,7 @@ class EdgeFirewall(Construct):
         self, scope: Construct, construct_id: str, *, stage_arn: str, stage: StageConfig
     ) -> None:
         super().__init__(scope, construct_id)
-        counted = [
-            wafv2.CfnWebACL.RuleActionOverrideProperty(
-                name=rule, action_to_use=wafv2.CfnWebACL.RuleActionProperty(count={})
-            )
-            for rule in COUNTED_BODY_RULES
-        ]
+        counted = _counted(COUNTED_BODY_RULES)
         named = wafv2.CfnWebACL.RuleActionOverrideProperty(
             name=NO_USER_AGENT_RULE, action_to_use=_block(NO_USER_AGENT)
         )
@@ -154,7 +169,12 @@ class EdgeFirewall(Construct):
                 ),
                 # request patterns known to be malicious (Log4Shell's JNDI lookups among
                 # them), blocked
-                _managed("AWSManagedRulesKnownBadInputsRuleSet", 3, "known-bad-inputs", []),
+                _managed(
+                    KNOWN_BAD_INPUTS,
+                    3,
+                    "known-bad-inputs",
+                    _counted(COUNTED_KNOWN_BAD_BODY_RULES),
+                ),
             ],
         )
         wafv2.CfnWebACLAssociation(

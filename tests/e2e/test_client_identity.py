@@ -124,6 +124,33 @@ def test_the_local_edge_refuses_a_request_without_a_user_agent(
     assert named.status == 200, named.body
 
 
+def test_any_user_agent_header_that_names_a_client_is_enough(gateway: Gateway, tenant: str) -> None:
+    """Repeated or differently cased User-Agent headers: the WAF's rule looks for a
+    missing header, so one that names a client lets the request through, and none that
+    does gets the refusal."""
+    import socket
+
+    token = mint_query_token(gateway.keys[f"{tenant}-query"])
+    body = json.dumps({"topic": TOPIC}).encode()
+
+    def status(*agents: str) -> bytes:
+        lines = [
+            "POST /v1/memory/query HTTP/1.1",
+            "Host: local",
+            f"Authorization: Bearer {token}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            *agents,
+        ]
+        with socket.create_connection((gateway.host, gateway.port), timeout=10) as sock:
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+            return sock.recv(4096).split(b"\r\n", 1)[0]
+
+    assert status("User-Agent: ", "user-agent: grandbo/x (probe)").endswith(b"200 OK")
+    assert status("user-agent: grandbo/x (probe)", "User-Agent: ").endswith(b"200 OK")
+    assert status("User-Agent: ", "user-agent:  ").endswith(b"403 Forbidden")
+
+
 def test_a_403_from_the_edge_is_not_reported_as_a_bad_token() -> None:
     """The recall hook tells an operator the edge refused, not that the token is wrong."""
 

@@ -81,6 +81,15 @@ REQUESTS: dict[str, tuple[str, str, bytes, dict[str, Any]]] = {
         {},
     ),
     "an admin read without a User-Agent": ("GET", "/v1/admin/review", b"", {"agent": None}),
+    "HEAD on the admin routes (ANY includes it)": ("HEAD", "/v1/admin/review", b"", {}),
+    "TRACE, which no route has": ("TRACE", "/v1/memory/query", b"", {}),
+    "TRACE without a User-Agent": ("TRACE", "/v1/memory/query", b"", {"agent": None}),
+    "a query body of another media type (no model applies)": (
+        "POST",
+        "/v1/memory/query",
+        _query(limit=0),
+        {"content_type": "application/json-patch+json"},
+    ),
 }
 EDGE_DOCUMENTS = [NO_USER_AGENT.document()] + [r.document() for r in GATEWAY_RESPONSES.values()]
 
@@ -90,7 +99,7 @@ def test_the_local_gateway_refuses_what_the_deployed_edge_refuses(
     case: str, gateway: Gateway, tenant: str, deployed: DeployedEdge
 ) -> None:
     method, path, body, broken = REQUESTS[case]
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": broken.get("content_type", "application/json")}
     if broken.get("token", True):
         headers["Authorization"] = f"Bearer {mint_query_token(gateway.keys[f'{tenant}-query'])}"
     identified = broken.get("agent", True) is not None

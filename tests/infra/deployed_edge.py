@@ -148,8 +148,9 @@ class DeployedEdge:
             return self.responses["UNAUTHORIZED"]
         if any(not query.get(name) for name in chosen.required_query):
             return self.responses["BAD_REQUEST_PARAMETERS"]
-        content_type = lowered.get("content-type", "application/json").lower()
-        if chosen.model is not None and content_type.startswith("application/json"):
+        content_type = lowered.get("content-type", "application/json")
+        media_type = content_type.split(";")[0].strip().lower()
+        if chosen.model is not None and media_type == "application/json":
             try:
                 document = json.loads(body or b"{}")
             except ValueError:

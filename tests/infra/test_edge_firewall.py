@@ -27,13 +27,18 @@ from grandbo.api.edge import (
 
 from .legitimate_bodies import LEGITIMATE_FINDINGS
 
-# The Core rule set's rules that read the body, from AWS's table for the rule group
+# The rules that read the body, from AWS's tables for each rule group
 CORE_BODY_RULES = {
     "SizeRestrictions_BODY",
     "GenericRFI_BODY",
     "GenericLFI_BODY",
     "EC2MetaDataSSRF_BODY",
     "CrossSiteScripting_BODY",
+}
+KNOWN_BAD_BODY_RULES = {"Log4JRCE_BODY", "JavaDeserializationRCE_BODY"}
+BODY_RULES = {
+    "AWSManagedRulesCommonRuleSet": CORE_BODY_RULES,
+    "AWSManagedRulesKnownBadInputsRuleSet": KNOWN_BAD_BODY_RULES,
 }
 
 
@@ -42,12 +47,15 @@ def _acl(template: Any) -> dict[str, Any]:
     return dict(acl["Properties"])
 
 
-def _overrides(acl: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _overrides(
+    acl: dict[str, Any], group: str = "AWSManagedRulesCommonRuleSet"
+) -> dict[str, dict[str, Any]]:
     rules = {rule["Name"]: rule for rule in acl["Rules"]}
-    core = rules["AWSManagedRulesCommonRuleSet"]
-    assert core["OverrideAction"] == {"None": {}}  # the group's own actions, less overrides
-    managed = core["Statement"]["ManagedRuleGroupStatement"]
-    return {o["Name"]: o["ActionToUse"] for o in managed["RuleActionOverrides"]}
+    managed_rule = rules[group]
+    # the group's own actions, less the overrides
+    assert managed_rule["OverrideAction"] == {"None": {}}
+    managed = managed_rule["Statement"]["ManagedRuleGroupStatement"]
+    return {o["Name"]: o["ActionToUse"] for o in managed.get("RuleActionOverrides", [])}
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
@@ -68,15 +76,15 @@ def test_a_request_without_a_user_agent_is_blocked_with_the_edges_document(
 def test_every_body_rule_legitimate_incident_text_trips_only_counts(
     finding: Any, dev: Any, prod: Any
 ) -> None:
-    assert finding.rule in CORE_BODY_RULES
+    assert finding.rule in BODY_RULES[finding.group]
     for _, t in (dev, prod):
-        assert _overrides(_acl(t))[finding.rule] == {"Count": {}}, finding.rule
+        assert _overrides(_acl(t), finding.group)[finding.rule] == {"Count": {}}, finding.rule
 
 
 def test_every_core_body_rule_counts_and_every_other_rule_keeps_its_action(dev: Any) -> None:
     """Only body rules are counted (each with its reason in infra/waf.py); the header,
     path and query-string rules of the group keep blocking."""
-    from infra.waf import COUNTED_BODY_RULES
+    from infra.waf import COUNTED_BODY_RULES, COUNTED_KNOWN_BAD_BODY_RULES
 
     _, t = dev
     overrides = _overrides(_acl(t))
@@ -84,9 +92,15 @@ def test_every_core_body_rule_counts_and_every_other_rule_keeps_its_action(dev: 
     counted = {name for name, action in overrides.items() if action == {"Count": {}}}
     assert counted == CORE_BODY_RULES
     assert set(overrides) == CORE_BODY_RULES | {"NoUserAgent_HEADER"}
-    assert all(reason.strip() for reason in COUNTED_BODY_RULES.values())
+    known_bad = _overrides(_acl(t), "AWSManagedRulesKnownBadInputsRuleSet")
+    assert known_bad == {rule: {"Count": {}} for rule in KNOWN_BAD_BODY_RULES}
+    assert set(COUNTED_KNOWN_BAD_BODY_RULES) == KNOWN_BAD_BODY_RULES
+    reasons = {**COUNTED_BODY_RULES, **COUNTED_KNOWN_BAD_BODY_RULES}.values()
+    assert all(reason.strip() for reason in reasons)
     # what each counted rule no longer blocks is covered by a legitimate finding
-    assert {f.rule for f in LEGITIMATE_FINDINGS} == CORE_BODY_RULES - {"SizeRestrictions_BODY"}
+    assert {f.rule for f in LEGITIMATE_FINDINGS} == (CORE_BODY_RULES | KNOWN_BAD_BODY_RULES) - {
+        "SizeRestrictions_BODY"
+    }
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])

@@ -218,3 +218,23 @@ def test_a_saturated_proxy_answers_before_the_query_function_times_out(dev: Any)
     )
     assert pool["ConnectionBorrowTimeout"] == CONNECT_TIMEOUT_S
     assert pool["ConnectionBorrowTimeout"] + CONNECT_TIMEOUT_S <= query_timeout
+
+
+def test_every_function_the_runbook_invokes_the_operator_policy_may_invoke(dev: Any) -> None:
+    """docs/OPERATIONS.md invokes functions by their stack outputs; each is allowed."""
+    import re
+
+    stack, t = dev
+    runbook = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    invoked = set(re.findall(r"`?(\w+)FunctionName`?", runbook))
+    assert {"Backfill", "Index"} <= invoked
+    granted = [
+        resource
+        for statement in _statements(t)
+        if "lambda:InvokeFunction" in _as_list(statement["Action"])
+        for resource in _as_list(statement["Resource"])
+    ]
+    for name in invoked:
+        function = stack.functions.functions[name.lower()]
+        logical = stack.get_logical_id(function.node.default_child)
+        assert {"Fn::GetAtt": [logical, "Arn"]} in granted, name

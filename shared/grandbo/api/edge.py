@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -141,13 +141,16 @@ def route_for(method: str, path: str) -> Route | None:
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """The header's last value, whatever the case of its name (as API Gateway's event)."""
     wanted = name.lower()
-    return next((value for key, value in headers.items() if key.lower() == wanted), None)
+    found = [value for key, value in headers.items() if key.lower() == wanted]
+    return found[-1] if found else None
 
 
-def waf_refusal(headers: Mapping[str, str], body_length: int) -> Refusal | None:
-    """What the stage's WAF blocks before API Gateway sees the request (infra/api.py)."""
-    if not (_header(headers, "User-Agent") or "").strip():
+def waf_refusal(user_agents: Iterable[str], body_length: int) -> Refusal | None:
+    """What the stage's WAF blocks before API Gateway sees the request (infra/api.py),
+    given every User-Agent header the request carries: refused when none says anything."""
+    if not any(value.strip() for value in user_agents):
         return NO_USER_AGENT
     if body_length > MAX_BODY_BYTES:
         return BODY_TOO_LARGE
@@ -160,12 +163,15 @@ def validation_refusal(
     """What the route's request validator refuses: a missing required query parameter,
     then a body its model does not accept. The gateway's draft-4 model is generated from
     the same pydantic model (grandbo.api.gateway_schema; tests/infra compare the two).
-    API Gateway applies the application/json model when the request says that type or
-    none at all."""
+    AWS: required parameters must be "included and not blank", and "If no matching
+    content type is found, request validation is not performed"
+    (https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-method-request-validation.html);
+    a request that names no type is taken as application/json."""
     if any(not query.get(name) for name in route.query_parameters):
         return BAD_PARAMETERS
-    content_type = (_header(headers, "Content-Type") or "application/json").lower()
-    if route.body is None or not content_type.startswith("application/json"):
+    content_type = _header(headers, "Content-Type") or "application/json"
+    # the model's content type, parameters (charset) aside
+    if route.body is None or content_type.split(";")[0].strip().lower() != "application/json":
         return None
     try:
         route.body.model_validate_json(body or b"{}")

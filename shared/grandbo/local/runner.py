@@ -244,30 +244,11 @@ class LocalGateway(BaseHTTPRequestHandler):
     server_version = "grandbo-local"
     timeout = SOCKET_TIMEOUT_S  # per connection: a stalled client is dropped, never waited on
 
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_PUT(self) -> None:
-        self._dispatch()
-
-    def do_DELETE(self) -> None:
-        self._dispatch()
-
-    def do_PATCH(self) -> None:
-        self._dispatch()
-
-    def do_OPTIONS(self) -> None:
-        self._dispatch()
-
     def __getattr__(self, name: str) -> Any:
-        # any other method (TRACE, QUERY, ...) is refused like API Gateway would: 405, not 501
+        # every method goes through the edge, as in AWS: the WAF first, then the routes
+        # (ANY on the admin routes includes HEAD; a method no route has is a 404 there)
         if name.startswith("do_"):
-            return lambda: self._reply(
-                405, {"error": "method_not_allowed", "message": f"{name[3:]} is not served"}
-            )
+            return self._dispatch
         raise AttributeError(name)
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -282,7 +263,8 @@ class LocalGateway(BaseHTTPRequestHandler):
         length = int(declared)
         path = urlsplit(self.path).path
         local_door = path.startswith("/local/")  # local mode's own doors: no WAF in front
-        refusal = None if local_door else waf_refusal(self._headers(), length)
+        user_agents = self.headers.get_all("User-Agent") or []  # every one, any case
+        refusal = None if local_door else waf_refusal(user_agents, length)
         if refusal is None and length > MAX_REQUEST_BYTES:
             refusal = BODY_TOO_LARGE
         if refusal is not None and length > 0:  # never read what is refused for its size
@@ -409,7 +391,8 @@ class LocalGateway(BaseHTTPRequestHandler):
             self.send_header(name, str(value))
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
-        self.wfile.write(raw)
+        if self.command != "HEAD":
+            self.wfile.write(raw)
 
     def _reply(self, status: int, payload: Any) -> None:
         raw = json.dumps(payload, default=str).encode()
@@ -417,7 +400,8 @@ class LocalGateway(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
-        self.wfile.write(raw)
+        if self.command != "HEAD":
+            self.wfile.write(raw)
 
 
 class LocalServer(ThreadingHTTPServer):
