@@ -38,6 +38,7 @@ class Gateway:
     queue: InProcessEmbedQueue
     pump: LocalEmbedPump
     runtime: LambdaRuntime
+    door_key: str = ""
 
     def request(
         self,
@@ -97,8 +98,13 @@ class Gateway:
         all_headers = {"Content-Type": "application/json", **signed, **extra}
         return self.request(method, path, body or None, all_headers)
 
+    def door(self, path: str, body: bytes) -> Reply:
+        """A request through a local door, as `grandbo serve`'s curl examples send it."""
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.door_key}"}
+        return self.request("POST", path, body, headers)
+
     def publish(self, event: dict[str, Any]) -> Reply:
-        return self.request("POST", "/local/events", json.dumps(event).encode())
+        return self.door("/local/events", json.dumps(event).encode())
 
     def drain(self) -> None:
         while self.pump.pump_once():
@@ -137,12 +143,13 @@ def start_gateway(
         containers=4,
     )
     install_runtime(runtime)
-    server = serve("127.0.0.1", 0)
+    door_key = new_secret()
+    server = serve("127.0.0.1", 0, door_key=door_key)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     host, port = server.server_address[0], server.server_address[1]
     gateway = Gateway(
-        str(host), int(port), keys, queue, LocalEmbedPump(queue, embed_worker), runtime
+        str(host), int(port), keys, queue, LocalEmbedPump(queue, embed_worker), runtime, door_key
     )
     return gateway, server
 

@@ -60,8 +60,8 @@ def test_a_failed_enqueue_keeps_the_write_and_the_sweeper_repairs_it(
         assert found["hits"][0]["why"]["vector_rank"] is None
 
         flaky.down = False  # SQS is back; the scheduled sweeper runs once
-        swept = gateway.request(
-            "POST", "/local/backfill", json.dumps({"detail-type": "Scheduled Event"}).encode()
+        swept = gateway.door(
+            "/local/backfill", json.dumps({"detail-type": "Scheduled Event"}).encode()
         )
         assert swept.status == 200
         mine = [job for job in flaky.sent if job.tenant_id == tenant]
@@ -294,7 +294,7 @@ def test_the_sweeper_does_not_resend_a_job_in_flight(database: DatabaseUrls, ten
 
         def sweep(**event: Any) -> list[str]:
             queue.sent.clear()
-            reply = gateway.request("POST", "/local/backfill", json.dumps(event).encode())
+            reply = gateway.door("/local/backfill", json.dumps(event).encode())
             assert reply.status == 200, reply.body
             return [str(job.entry_id) for job in queue.sent if job.tenant_id == tenant]
 

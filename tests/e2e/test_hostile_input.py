@@ -226,8 +226,8 @@ def test_hostile_local_events_get_a_4xx_and_store_nothing(
     mutate(event)
     _assert_4xx_naming(gateway.publish(event), field)
     for raw in (DEEP, BIG_INT, b"[1, 2]", b"not json"):
-        _assert_4xx_naming(gateway.request("POST", "/local/events", raw), "body")
-        _assert_4xx_naming(gateway.request("POST", "/local/backfill", raw), "body")
+        _assert_4xx_naming(gateway.door("/local/events", raw), "body")
+        _assert_4xx_naming(gateway.door("/local/backfill", raw), "body")
     assert _events(admin_conn, tenant) == 0
 
 

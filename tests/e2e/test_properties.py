@@ -102,7 +102,7 @@ def test_any_json_body_on_the_local_doors_is_never_a_5xx(
     prop_gateway: tuple[Gateway, str], body: Any, route: str
 ) -> None:
     gateway, _ = prop_gateway
-    reply = gateway.request("POST", route, json.dumps(body).encode())
+    reply = gateway.door(route, json.dumps(body).encode())
     assert reply.status < 500, (body, reply.body)
 
 

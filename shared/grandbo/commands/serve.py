@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 
 from grandbo.commands.common import keyring_path, print_result, settings_from
 from grandbo.local.demo import DEMO_TENANT
@@ -63,8 +64,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"\n$ grandbo query --tenant {DEMO_TENANT} {json.dumps(DEMO_TOPIC)}\n")
     print_result(service.query_org_memory(DEMO_TENANT, DEMO_TOPIC, limit=3), as_json=False)
 
-    server = serve(args.host, args.port)
+    from grandbo.local.doors import door_key, is_loopback
+
+    if not is_loopback(args.host):
+        print(
+            f"grandbo serve: listening on {args.host}, beyond this machine: the API's routes "
+            "answer anyone who holds a token or a signing key of the keyring; the local "
+            "doors (/local/events, /local/backfill) answer only requests to loopback",
+            file=sys.stderr,
+            flush=True,
+        )
+    doors = door_key(settings.data_dir)
+    server = serve(args.host, args.port, door_key=doors)
     base = f"http://{args.host}:{server.server_address[1]}"
+    door_base = base if is_loopback(args.host) else f"http://127.0.0.1:{server.server_address[1]}"
     token = mint_query_token(keyring.find(f"{DEMO_TENANT}-beacon", "query"), ttl_s=86_400)
     create = json.dumps(
         {
@@ -91,10 +104,14 @@ Admin (signed; this signature is valid once, for 5 minutes):
   Sign your own: .venv/bin/grandbo sign POST /v1/admin/entries --body '<json>'
   New query token: .venv/bin/grandbo token
 
+Local doors (EventBridge and Lambda's invoke in AWS): JSON only, to loopback only, with
+the local door key ({settings.data_dir / "local-doors.key"}):
 Incident closed (EventBridge shape; only corroborated findings are kept):
-  curl -s {base}/local/events -d @incident.json     # schema: shared/grandbo/memory/incidents.py
+  curl -s {door_base}/local/events -H 'Content-Type: application/json' \
+    -H 'Authorization: Bearer {doors}' -d @incident.json   # shared/grandbo/memory/incidents.py
 Backfill / sweeper:
-  curl -s -X POST {base}/local/backfill -d '{{"tenant_id": "{DEMO_TENANT}"}}'
+  curl -s {door_base}/local/backfill -H 'Content-Type: application/json' \
+    -H 'Authorization: Bearer {doors}' -d '{{"tenant_id": "{DEMO_TENANT}"}}'
 """,
         flush=True,
     )

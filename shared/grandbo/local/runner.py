@@ -44,6 +44,7 @@ from grandbo.api.edge import (
 )
 from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.errors import InvalidEventError, InvalidInputError, StoreUnavailableError
+from grandbo.local.doors import DoorGuard, DoorRefusal
 from grandbo.local.embed_queue import InProcessEmbedQueue
 from grandbo.memory.models import EmbedJob
 from grandbo.runtime.lambda_container import ContainersBusyError, runtime
@@ -51,6 +52,7 @@ from grandbo.runtime.lambda_container import ContainersBusyError, runtime
 _log = logging.getLogger(__name__)
 
 MAX_RECEIVES = 5
+LOCAL_DOORS = ("/local/events", "/local/backfill")  # guarded: grandbo.local.doors
 REDELIVERY_DELAY_S = 0.5
 MAX_REQUEST_BYTES = 1024 * 1024
 SOCKET_TIMEOUT_S = 15.0
@@ -310,6 +312,11 @@ class LocalGateway(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         path = url.path
         try:
+            if path in LOCAL_DOORS and self.command == "POST":
+                refused = self._door_refusal()
+                if refused is not None:
+                    self._reply(refused.status, refused.document())
+                    return
             if path == "/local/events" and self.command == "POST":
                 closed = self._json_object(body)
                 if closed is not None:
@@ -360,6 +367,17 @@ class LocalGateway(BaseHTTPRequestHandler):
             _log.exception("handler failed")
             self._reply(502, {"error": "lambda_error", "message": "the function failed; logged"})
 
+    def _door_refusal(self) -> DoorRefusal | None:
+        guard = getattr(self.server, "door_guard", None)
+        if guard is None:
+            return DoorRefusal(403, "forbidden", "this runner's local doors are closed")
+        return guard.refusal(  # type: ignore[no-any-return]
+            self.headers.get_all("Host") or [],
+            self.headers.get_all("Origin") or [],
+            self.headers.get_all("Content-Type") or [],
+            self.headers.get_all("Authorization") or [],
+        )
+
     def _refuse(self, refusal: Refusal) -> None:
         self._reply(refusal.status, refusal.document())
 
@@ -409,9 +427,13 @@ class LocalServer(ThreadingHTTPServer):
 
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
+    door_guard: DoorGuard | None = None  # None: the local doors are closed
 
 
-def serve(host: str, port: int) -> LocalServer:
+def serve(host: str, port: int, *, door_key: str | None = None) -> LocalServer:
     """An HTTP server bound to `host:port`, serving requests concurrently (the runtime's
-    container pool bounds how many run at once)."""
-    return LocalServer((host, port), LocalGateway)
+    container pool bounds how many run at once); its local doors open to `door_key`."""
+    server = LocalServer((host, port), LocalGateway)
+    if door_key is not None:
+        server.door_guard = DoorGuard.serving(door_key, host, int(server.server_address[1]))
+    return server
