@@ -39,15 +39,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     migrate(urls.admin)
     keyring = local_keyring(keyring_path(settings), DEMO_TENANT)
     embed_queue = InProcessEmbedQueue()
+    # the keyring from its file, read again whenever it changes: a key removed from it
+    # stops authenticating at the next request
     environment = LambdaEnvironment.model_validate(
-        {"DATABASE_URL": urls.app, "GRANDBO_EMBEDDING_PROVIDER": settings.provider}
+        {
+            "DATABASE_URL": urls.app,
+            "GRANDBO_EMBEDDING_PROVIDER": settings.provider,
+            "GRANDBO_KEYRING_FILE": str(keyring_path(settings)),
+        }
     )
     install_runtime(
         LambdaRuntime(
             environment,
             provider=provider_named(settings.provider),
             embed_queue=embed_queue,
-            keyring=keyring,
             containers=args.containers,
         )
     )

@@ -152,6 +152,7 @@ class LambdaRuntime:
         self._queue = embed_queue
         self._keyring = keyring
         self._keyring_loaded_at = 0.0
+        self._keyring_version: tuple[int, int, int] | None = None
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[psycopg.Connection[Any]] = []
@@ -358,25 +359,39 @@ class LambdaRuntime:
         return slot.nonces
 
     def keyring(self) -> Keyring:
-        """The signing keys, from Secrets Manager (cached 5 minutes) or a local file."""
-        if self._keyring is not None and (
-            self._keyring_loaded_at == 0.0
-            or time.monotonic() - self._keyring_loaded_at < KEYRING_CACHE_S
+        """The signing keys: from Secrets Manager (cached 5 minutes, as the authorizer's
+        answers are), or from a local file, read again as soon as it changes (a key
+        removed from it stops authenticating at the next request)."""
+        if self._keyring is not None and self._keyring_loaded_at == 0.0:
+            return self._keyring  # given by the caller (the tests): used as it is
+        env = self.environment
+        if env.keyring_file and not env.keyring_secret_arn:
+            return self._file_keyring(env.keyring_file)
+        if (
+            self._keyring is not None
+            and time.monotonic() - self._keyring_loaded_at < KEYRING_CACHE_S
         ):
             return self._keyring
-        env = self.environment
-        if env.keyring_secret_arn:
-            from aws_lambda_powertools.utilities.parameters import get_secret
-
-            document = str(get_secret(env.keyring_secret_arn, max_age=KEYRING_CACHE_S))
-        elif env.keyring_file:
-            with open(env.keyring_file, encoding="utf-8") as handle:
-                document = handle.read()
-        else:
+        if not env.keyring_secret_arn:
             raise GrandboError("no keyring: set GRANDBO_KEYRING_SECRET_ARN or GRANDBO_KEYRING_FILE")
+        from aws_lambda_powertools.utilities.parameters import get_secret
+
+        document = str(get_secret(env.keyring_secret_arn, max_age=KEYRING_CACHE_S))
         self._keyring = Keyring.from_json(document)
         self._keyring_loaded_at = time.monotonic()
         return self._keyring
+
+    def _file_keyring(self, path: str) -> Keyring:
+        """The keyring file's keys, read again when its identity, size or time changes."""
+        seen = os.stat(path)
+        version = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
+        with self._lock:
+            if self._keyring is None or version != self._keyring_version:
+                with open(path, encoding="utf-8") as handle:
+                    self._keyring = Keyring.from_json(handle.read())
+                self._keyring_version = version
+                self._keyring_loaded_at = time.monotonic()
+            return self._keyring
 
 
 _runtime: LambdaRuntime | None = None

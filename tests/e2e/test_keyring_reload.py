@@ -1,0 +1,73 @@
+"""A key removed from the local keyring stops authenticating at once (issue 24, item 12).
+
+`grandbo serve` reads its keyring from the file and reads it again whenever the file
+changes, so removing a key (or replacing the file, as an editor does) takes effect at
+the next request, where the deployed authorizer's cache takes 5 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+from grandbo.api.auth import SigningKey, keyring_document, mint_query_token, new_secret
+from grandbo.api.client import GrandboHTTPError, MemoryClient
+from grandbo.local.runner import serve
+from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime, install_runtime
+from grandbo.storage.connections import DatabaseUrls
+
+TOPIC = "checkout requests time out because the database connection pool is exhausted"
+
+
+def _key(tenant: str, name: str) -> SigningKey:
+    return SigningKey(key_id=name, tenant_id=tenant, secret=new_secret(), roles=["query"])
+
+
+def _status(base: str, key: SigningKey) -> int:
+    try:
+        MemoryClient(base, mint_query_token(key)).query_org_memory(TOPIC)
+    except GrandboHTTPError as error:
+        return error.status
+    return 200
+
+
+def test_a_removed_key_stops_authenticating_on_a_running_runner(
+    database: DatabaseUrls, tenant: str, tmp_path: Path
+) -> None:
+    keep, revoke = _key(tenant, "kept"), _key(tenant, "revoked")
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(keyring_document([keep, revoke]))
+    env = LambdaEnvironment.model_validate(
+        {
+            "DATABASE_URL": database.app,
+            "GRANDBO_EMBEDDING_PROVIDER": "fake",
+            "GRANDBO_KEYRING_FILE": str(keyring),
+        }
+    )
+    runtime = LambdaRuntime(env, containers=2)
+    install_runtime(runtime)
+    server = serve("127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert _status(base, revoke) == 200
+        # edited in place, the file keeps its inode (and maybe its size and second)
+        document = json.loads(keyring.read_text())
+        document["keys"] = [k for k in document["keys"] if k["key_id"] != "revoked"]
+        keyring.write_text(json.dumps(document))
+        assert _status(base, revoke) == 401
+        assert _status(base, keep) == 200
+        # replaced by a rename, as editors and config tools do
+        fresh = _key(tenant, "fresh")
+        staged = tmp_path / "keyring.json.new"
+        staged.write_text(keyring_document([fresh]))
+        os.replace(staged, keyring)
+        assert _status(base, fresh) == 200
+        assert _status(base, keep) == 401
+    finally:
+        server.shutdown()
+        server.server_close()
+        runtime.close()
+        install_runtime(None)
