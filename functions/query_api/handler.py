@@ -75,8 +75,8 @@ def get_entry(entry_id: UUID) -> dict[str, Any]:
 @app.post("/v1/memory/entries/<entry_id>/feedback")
 @tracer.capture_method
 def record_feedback(entry_id: UUID, request: FeedbackRequest) -> Response[Any]:
-    """Did this entry help the investigation? One verdict per caller, entry, incident and
-    verdict (a retry is a no-op) unless an Idempotency-Key says otherwise."""
+    """Did this entry help the investigation? Counted once per caller, entry and incident
+    (the first verdict stands; a retry is a no-op), rate-limited per caller (429)."""
     key_id = caller_key_id()
     own = app.current_event.headers.get("idempotency-key") or app.current_event.headers.get(
         "Idempotency-Key"

@@ -107,3 +107,11 @@ class EnqueueError(GrandboError):
 
 class StoreUnavailableError(GrandboError):
     """The database cannot be reached or dropped the connection (maps to 503; retry)."""
+
+
+class RateLimitedError(GrandboError):
+    """A caller sent more of a kind of write than its window allows (maps to 429)."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = max(1, retry_after_s)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+from collections.abc import Iterator
 
-from grandbo.api.auth import mint_query_token
+import pytest
 
-from .conftest import Gateway
+from grandbo.api.auth import SigningKey, mint_query_token, new_secret
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.runtime.lambda_container import install_runtime
+from grandbo.storage.connections import DatabaseUrls
+
+from .conftest import Gateway, start_gateway
 
 ENTRY = {
     "title": "PgBouncer pool exhausted on checkout",
@@ -14,8 +21,32 @@ ENTRY = {
 }
 
 
-def feedback(gateway: Gateway, tenant: str, entry_id: str, body: object, **headers: str) -> object:
-    token = mint_query_token(gateway.keys[f"{tenant}-query"])
+@pytest.fixture
+def gateway(
+    database: DatabaseUrls, tenant: str, other_tenant: str, provider: FakeEmbeddingProvider
+) -> Iterator[Gateway]:
+    """The tenant has two query callers here (two investigators' keys)."""
+    second = SigningKey(
+        key_id=f"{tenant}-query-2", tenant_id=tenant, secret=new_secret(), roles=["query"]
+    )
+    gw, server = start_gateway(database, (tenant, other_tenant), provider, extra_keys=(second,))
+    yield gw
+    server.shutdown()
+    server.server_close()
+    gw.runtime.close()
+    install_runtime(None)
+
+
+def feedback(
+    gateway: Gateway,
+    tenant: str,
+    entry_id: str,
+    body: object,
+    *,
+    caller: str | None = None,
+    **headers: str,
+) -> object:
+    token = mint_query_token(gateway.keys[caller or f"{tenant}-query"])
     return gateway.request(
         "POST",
         f"/v1/memory/entries/{entry_id}/feedback",
@@ -46,7 +77,20 @@ def test_feedback_is_counted_once_per_verdict_and_listed_for_review(
         {**verdict, "incident_id": "INC-2"},
         **{"Idempotency-Key": "beacon-run-9"},
     )
-    assert keyed.status == 201  # the caller's own key: a distinct verdict
+    # issue 24, item 5: a key of its own no longer makes the same caller's verdict on the
+    # same incident count again, nor does another verdict: the first stands
+    assert (keyed.status, keyed.body["feedback"]["misleading"]) == (200, 2)
+    changed = feedback(gateway, tenant, entry_id, {**verdict, "verdict": "helpful"})
+    assert (changed.status, changed.body["feedback"]) == (
+        200,
+        {"helpful": 0, "not_helpful": 0, "misleading": 2},
+    )
+    # one caller naming two incidents (made up or not) puts nothing on the review list
+    assert gateway.admin(tenant, "GET", "/v1/admin/review").body["entries"] == []
+    other = feedback(
+        gateway, tenant, entry_id, {**verdict, "incident_id": "INC-3"}, caller=f"{tenant}-query-2"
+    )
+    assert other.status == 201
     review = gateway.admin(tenant, "GET", "/v1/admin/review")
     assert review.status == 200
     assert [e["entry_id"] for e in review.body["entries"]] == [entry_id]
@@ -66,7 +110,7 @@ def test_feedback_is_counted_once_per_verdict_and_listed_for_review(
         {"verdict": "great", "incident_id": "I"},
         {"verdict": "helpful"},
         {**verdict, "extra": 1},
-        {**verdict, "note": "n" * 2001},
+        {**verdict, "note": "n" * 501},
         [verdict],
     ):
         reply = feedback(gateway, tenant, entry_id, bad)
@@ -80,8 +124,9 @@ def test_the_health_route_reports_the_callers_organization_only(
     gateway: Gateway, tenant: str, other_tenant: str
 ) -> None:
     entry_id = gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY).body["entry"]["entry_id"]
-    for n in range(2):
-        feedback(gateway, tenant, entry_id, {"verdict": "misleading", "incident_id": f"I{n}"})
+    for n, caller in enumerate((f"{tenant}-query", f"{tenant}-query-2")):
+        verdict = {"verdict": "misleading", "incident_id": f"I{n}"}
+        feedback(gateway, tenant, entry_id, verdict, caller=caller)
     mine = gateway.admin(tenant, "GET", "/v1/admin/health")
     assert mine.status == 200
     assert mine.body["tenant_id"] == tenant
@@ -94,3 +139,48 @@ def test_the_health_route_reports_the_callers_organization_only(
         [],
     )
     assert gateway.request("GET", "/v1/admin/health").status == 401  # unsigned
+
+
+def test_one_caller_flooding_verdicts_gets_429_with_retry_after(
+    gateway: Gateway, tenant: str
+) -> None:
+    """Issue 24, item 5: one token wrote 2,411 verdicts in 20 s. Past FEEDBACK_RATE in its
+    window a caller gets 429 with Retry-After; a retry of a counted verdict is still the
+    no-op it was, and another caller is not held back."""
+    from grandbo.memory.service import FEEDBACK_RATE
+
+    entry_id = gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY).body["entry"]["entry_id"]
+    for n in range(FEEDBACK_RATE.limit):
+        reply = feedback(gateway, tenant, entry_id, {"verdict": "helpful", "incident_id": f"F{n}"})
+        assert reply.status == 201, (n, reply.body)
+    conn = http.client.HTTPConnection(gateway.host, gateway.port, timeout=30)
+    try:
+        conn.request(
+            "POST",
+            f"/v1/memory/entries/{entry_id}/feedback",
+            body=json.dumps({"verdict": "helpful", "incident_id": "F-over"}),
+            headers={
+                "Authorization": f"Bearer {mint_query_token(gateway.keys[f'{tenant}-query'])}",
+                "Content-Type": "application/json",
+                "User-Agent": "grandbo/test (feedback)",
+            },
+        )
+        flood = conn.getresponse()
+        body = json.loads(flood.read())
+    finally:
+        conn.close()
+    assert flood.status == 429, body
+    assert body["error"] == "too_many_requests"
+    assert 1 <= int(flood.headers["Retry-After"]) <= FEEDBACK_RATE.window_s
+    retry = feedback(gateway, tenant, entry_id, {"verdict": "helpful", "incident_id": "F0"})
+    assert (retry.status, retry.body["applied"]) == (200, False)
+    other = feedback(
+        gateway,
+        tenant,
+        entry_id,
+        {"verdict": "helpful", "incident_id": "F-other"},
+        caller=f"{tenant}-query-2",
+    )
+    assert other.status == 201
+    entry = gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry_id}").body
+    assert entry["helpful_count"] == FEEDBACK_RATE.limit + 1

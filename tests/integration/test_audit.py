@@ -69,8 +69,11 @@ def test_each_broken_state_is_found_and_repaired(
     episodic = lessons(blue, tenant, 1, kind="episodic")[0]
     blue.embed_pending(tenant)
     for n in range(2):
-        blue.record_feedback(
-            tenant, ids[0], {"verdict": "misleading", "incident_id": f"I{n}"}, context()
+        blue.record_feedback(  # two callers: the review list weighs callers, not verdicts
+            tenant,
+            ids[0],
+            {"verdict": "misleading", "incident_id": f"I{n}"},
+            context(actor=f"investigator-{n}"),
         )
     # break it: a vector of another model (the provider changed), a projection row edited
     # behind the log's back, a tag posting lost, an index missing at a tiny threshold

@@ -88,8 +88,12 @@ def lessons(service: MemoryService, tenant: str, n: int) -> list[uuid.UUID]:
 
 def misleading(service: MemoryService, tenant: str, entry_id: uuid.UUID, times: int) -> None:
     for n in range(times):
+        # distinct callers: the review list weighs callers, not verdicts
         service.record_feedback(
-            tenant, entry_id, {"verdict": "misleading", "incident_id": f"INC-{n}"}, context()
+            tenant,
+            entry_id,
+            {"verdict": "misleading", "incident_id": f"INC-{n}"},
+            context(actor=f"investigator-{n}"),
         )
 
 

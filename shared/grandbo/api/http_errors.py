@@ -28,6 +28,7 @@ from grandbo.errors import (
     InvalidInputError,
     InvalidTopicError,
     NotARecurrenceError,
+    RateLimitedError,
     RevisionConflictError,
     StoreUnavailableError,
 )
@@ -182,6 +183,15 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
         # a route that embeds (calibration): the provider failed, throttled or refused
         logger.warning("embedding provider unavailable", extra={"reason": str(exc)})
         return error_response(503, "unavailable", "the embedding provider is unavailable; retry")
+
+    @app.exception_handler(RateLimitedError)
+    def _rate(exc: RateLimitedError) -> Response[Any]:
+        return Response(
+            status_code=429,
+            content_type=content_types.APPLICATION_JSON,
+            body=error_body("too_many_requests", f"{exc}; retry after {exc.retry_after_s} s"),
+            headers={"Retry-After": str(exc.retry_after_s)},
+        )
 
     @app.exception_handler(StoreUnavailableError)
     def _database(exc: StoreUnavailableError) -> Response[Any]:

@@ -7,6 +7,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from grandbo.memory.models import MAX_FEEDBACK_NOTE_CHARS
 from grandbo.memory.service import DEFAULT_LIMIT, MAX_LIMIT
 from grandbo.memory.topic import MAX_TOPIC_CHARS
 from grandbo.topology.model import TopologyBatch
@@ -36,7 +37,7 @@ class FeedbackRequest(_Body):
 
     verdict: Literal["helpful", "not_helpful", "misleading"]
     incident_id: Annotated[StrictStr, Field(min_length=1, max_length=200)]
-    note: Annotated[StrictStr, Field(max_length=2000)] | None = None
+    note: Annotated[StrictStr, Field(max_length=MAX_FEEDBACK_NOTE_CHARS)] | None = None
 
 
 class CreateEntryRequest(_Body):

@@ -30,6 +30,9 @@ MAX_ACTOR_CHARS = 200
 # 255-character caller key, fit
 MAX_IDEMPOTENCY_KEY_CHARS = 1_300
 MAX_REASON_CHARS = 2_000
+# a verdict's note says why in a sentence or two; the log is append-only, so a note is
+# kept for ever (issue 24: 2,411 notes of 2,000 characters were written in 20 s)
+MAX_FEEDBACK_NOTE_CHARS = 500
 # How long an episodic entry is served unless its organization says otherwise (issue 14)
 DEFAULT_EPISODIC_TTL_DAYS = 30
 MAX_EPISODIC_TTL_DAYS = 3650
@@ -161,12 +164,21 @@ class Feedback(_Command):
 
     verdict: Verdict
     incident_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    note: Annotated[str, StringConstraints(max_length=MAX_REASON_CHARS)] | None = None
+    note: Annotated[str, StringConstraints(max_length=MAX_FEEDBACK_NOTE_CHARS)] | None = None
 
     @field_validator("incident_id", "note")
     @classmethod
     def _safe_text(cls, value: str | None) -> str | None:
         return None if value is None else reject_unsafe_text(value)
+
+
+class FeedbackRate(BaseModel):
+    """How many verdicts one caller may record in a window (the rest: 429)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    limit: int
+    window_s: int
 
 
 class FeedbackCounts(BaseModel):

@@ -35,6 +35,7 @@ from grandbo.memory.models import (
     EmbedJob,
     EntryText,
     Feedback,
+    FeedbackRate,
     MatchExplanation,
     MemoryEntry,
     MemoryHit,
@@ -63,6 +64,9 @@ TITLE_TAG_BATCH = 500
 # An entry called misleading by more investigations than this is listed for admin review
 # (feedback is shown on hits, never used to rank them until an evaluation shows it helps).
 MISLEADING_REVIEW_THRESHOLD = 1
+# One caller's verdicts per window: far above an investigation's (a few hits each, after
+# it closes), far below a flood (2,411 in 20 s from one token, issue 24)
+FEEDBACK_RATE = FeedbackRate(limit=120, window_s=300)
 SERVICE_PATTERN_HINT = "letters, digits and . _ : / - (at most 120 characters)"
 
 # Topic embeddings in flight at once, process-wide (each on its own thread; see _embed_topic)
@@ -517,18 +521,25 @@ class MemoryService(EmbeddingJobs, Calibration):
         actor: str,
         own_key: str | None = None,
     ) -> WriteOutcome:
-        """A caller's verdict, keyed once per caller, entry, incident and verdict (as the
-        domain reads them: a padded incident id is the same incident) unless the caller
-        sent its own key. The query API and the MCP server both record through here."""
+        """A caller's verdict, counted at most once per caller, entry and incident (as the
+        domain reads them: a padded incident id is the same incident), whatever its
+        verdict or Idempotency-Key: the first stands, and a key only makes a retry a no-op,
+        as the verdict's own key already does. At most FEEDBACK_RATE verdicts per caller
+        and window (RateLimitedError, a 429). The query API and the MCP server both record
+        through here."""
         command = self._parse(Feedback, feedback)
-        parts = (
-            [caller_key(own_key)]
-            if own_key is not None
-            else [command.incident_id, command.verdict.value]
+        if own_key is not None:
+            caller_key(own_key)  # still checked: a malformed key is a 400 as before
+        key = idempotency_key(
+            KeySpace.QUERY, caller, "feedback", str(entry_id), command.incident_id
         )
-        key = idempotency_key(KeySpace.QUERY, caller, "feedback", str(entry_id), *parts)
-        return self.record_feedback(
-            tenant_id, entry_id, command, WriteContext(actor=actor, idempotency_key=key)
+        tenant = require_tenant(tenant_id)
+        return self.repository.record_feedback(
+            tenant,
+            entry_id,
+            command,
+            WriteContext(actor=actor, idempotency_key=key),
+            rate=FEEDBACK_RATE,
         )
 
     def entries_for_review(self, tenant_id: str) -> list[MemoryEntry]:

@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 from grandbo.errors import (
     EntryNotActiveError,
     EntryNotFoundError,
+    RateLimitedError,
     RevisionConflictError,
 )
 from grandbo.memory.models import (
@@ -24,6 +25,7 @@ from grandbo.memory.models import (
     EntryText,
     EventType,
     Feedback,
+    FeedbackRate,
     Kind,
     MemoryEntry,
     NewEntry,
@@ -275,14 +277,22 @@ class EntryWrites(EntryReads):
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
 
     def record_feedback(
-        self, tenant_id: str, entry_id: UUID, feedback: Feedback, context: WriteContext
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        feedback: Feedback,
+        context: WriteContext,
+        rate: FeedbackRate | None = None,
     ) -> WriteOutcome:
         """Count a verdict on an entry (of any status: it may have been retired since it
-        was served), as an event of the entry's current revision."""
+        was served), as an event of the entry's current revision; with `rate`, refused
+        (RateLimitedError) past the actor's verdicts per window, a retry excepted."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             current = self._lock_unless_applied(cur, tenant_id, entry_id, context, active=False)
             if isinstance(current, WriteOutcome):
                 return current
+            if rate is not None:
+                self._within_rate(cur, tenant_id, context.actor, rate)
             payload = feedback.model_dump(mode="json")
             recorded_at = self._append_event(
                 cur, tenant_id, entry_id, EventType.FEEDBACK, current.revision, payload, context
@@ -299,15 +309,35 @@ class EntryWrites(EntryReads):
             )
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
 
+    def _within_rate(self, cur: Cursor, tenant_id: str, actor: str, rate: FeedbackRate) -> None:
+        """RateLimitedError once `actor` has recorded `rate.limit` verdicts in the last
+        `rate.window_s` seconds (a partial index of the feedback events, migration 0018)."""
+        cur.execute(
+            "SELECT count(*) AS n, ceil(extract(epoch FROM min(recorded_at)"
+            "   + make_interval(secs => %(window)s) - clock_timestamp())) AS wait"
+            " FROM org_memory_events WHERE tenant_id = %(tenant)s"
+            "   AND event_type = 'feedback_recorded' AND actor = %(actor)s"
+            "   AND recorded_at > clock_timestamp() - make_interval(secs => %(window)s)",
+            {"tenant": tenant_id, "actor": actor, "window": rate.window_s},
+        )
+        row = cur.fetchone()
+        if row is not None and row["n"] >= rate.limit:
+            raise RateLimitedError(
+                f"{rate.limit} verdicts in {rate.window_s} s is this caller's limit",
+                int(row["wait"] or rate.window_s),
+            )
+
     def entries_flagged_misleading(self, tenant_id: str, more_than: int) -> list[MemoryEntry]:
-        """Active entries whose current text investigations called misleading more than
-        `more_than` times, worst first: a correction (a new revision) or a retirement
-        clears an entry from the list; its lifetime counts stay on it."""
+        """Active entries whose current text more than `more_than` distinct callers called
+        misleading, worst first (one caller naming many incidents, made up or not, counts
+        once): a correction (a new revision) or a retirement clears an entry from the
+        list; its lifetime counts stay on it."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 sql.SQL(
                     "SELECT {columns} FROM org_memory_entries e"
-                    " CROSS JOIN LATERAL (SELECT count(*) AS n FROM org_memory_events ev"
+                    " CROSS JOIN LATERAL (SELECT count(DISTINCT ev.actor) AS n"
+                    "   FROM org_memory_events ev"
                     "   WHERE ev.tenant_id = e.tenant_id AND ev.entry_id = e.entry_id"
                     "     AND ev.event_type = 'feedback_recorded' AND ev.revision = e.revision"
                     "     AND ev.payload->>'verdict' = 'misleading') current"
