@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 
 from grandbo.agent.backends import RemoteBackend, StoreBackend
+from grandbo.agent.http_door import bind_address, http_door_app, transport_security
 from grandbo.agent.server import (
     TOOLS,
     KeyringTokenVerifier,
@@ -191,7 +192,7 @@ def test_a_bad_topic_is_a_tool_error_the_model_can_correct(gateway: Gateway, ten
         assert result.is_error
         assert result.content[0].text.startswith(message), result.content[0].text
         assert "pydantic" not in result.content[0].text
-    snapshot = metrics.snapshot()
+    snapshot = metrics.snapshot(tenant)
     assert snapshot["query_org_memory"]["outcomes"] == {"invalid_input": 3}
     assert snapshot["get_memory_entry"]["outcomes"] == {"not_found": 1, "invalid_input": 1}
 
@@ -261,7 +262,8 @@ class HttpDoor:
     def __init__(self, gateway: Gateway) -> None:
         self.metrics = ToolMetrics()
         listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        port = listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
         server = build_server(
             StoreBackend(gateway.runtime),
             token_tenant,
@@ -269,7 +271,7 @@ class HttpDoor:
             verifier=KeyringTokenVerifier(gateway.runtime.keyring),
             issuer_url=self.url,
         )
-        app = server.streamable_http_app(stateless_http=True, json_response=True)
+        app = http_door_app(server, transport_security(bind_address("127.0.0.1"), port))
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [listener]}, daemon=True
@@ -333,11 +335,13 @@ def test_the_http_door_answers_from_the_tokens_tenant_only(
     (mine,) = seeded(gateway, tenant, ENTRY)
     (theirs,) = seeded(gateway, other_tenant, OTHER)
     token = mint_query_token(gateway.keys[f"{tenant}-query"])
-    # a tenant named in the arguments is not an input: the token's tenant answers
-    for arguments in ({"topic": TOPIC}, {"topic": TOPIC, "tenant_id": other_tenant}):
-        result = door.call(token, "query_org_memory", arguments)
-        assert not result.is_error, result.content
-        assert [hit["entry_id"] for hit in result.structured_content["hits"]] == [mine]
+    result = door.call(token, "query_org_memory", {"topic": TOPIC})
+    assert not result.is_error, result.content
+    assert [hit["entry_id"] for hit in result.structured_content["hits"]] == [mine]
+    # a tenant named in the arguments is not an input: refused, as the API refuses it
+    named = door.call(token, "query_org_memory", {"topic": TOPIC, "tenant_id": other_tenant})
+    assert named.is_error
+    assert named.content[0].text.startswith("invalid tenant_id:")
     stolen = door.call(token, "get_memory_entry", {"entry_id": theirs})
     assert stolen.is_error
     assert "not found" in stolen.content[0].text
@@ -348,9 +352,9 @@ def test_the_http_door_answers_from_the_tokens_tenant_only(
     counts = httpx2.get(
         f"{door.url}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=5
     ).json()["query_org_memory"]
-    assert counts["calls"] == 3
-    assert counts["returned"] == 3
-    assert counts["outcomes"] == {"ok": 3}
+    assert counts["calls"] == 2  # this tenant's; the other tenant's query is not counted
+    assert counts["returned"] == 1
+    assert counts["outcomes"] == {"ok": 1, "invalid_input": 1}
 
 
 # -- stdio: the command an agent's configuration launches ----------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ipaddress
 import os
 import signal
 import socket
@@ -38,8 +37,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mcp.add_argument("--tenant", help="stdio on the local store: whose memory (default: demo)")
     mcp.add_argument("--url", help="a deployed Grandbo's API base URL instead of the local store")
     mcp.add_argument("--timeout", type=float, default=10.0, help="remote API timeout, seconds")
-    mcp.add_argument("--host", default="127.0.0.1", help="http: bind address (default loopback)")
+    mcp.add_argument(
+        "--host", default="127.0.0.1", help="http: the IP address to bind (default loopback)"
+    )
     mcp.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT)
+    mcp.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="http: a Host header value clients send, accepted besides the address served "
+        "(repeatable; without a port also as HOST:PORT; required with --host 0.0.0.0 or ::). "
+        "Any other Host or Origin is refused: the DNS-rebinding defence",
+    )
     mcp.add_argument(
         "--containers", type=int, default=4, help="local store: concurrent database connections"
     )
@@ -56,6 +66,8 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, keyring_path: Path) ->
         )
     if args.transport == "http" and args.tenant:
         raise GrandboError("--tenant is for stdio: over HTTP each request's token names it")
+    if args.transport == "stdio" and args.allowed_host:
+        raise GrandboError("--allowed-host is for --transport http")
     if args.transport == "stdio":
         return _serve_stdio(args, settings)
     return _serve_http(args, settings, keyring_path)
@@ -85,33 +97,40 @@ def _serve_stdio(args: argparse.Namespace, settings: Settings) -> int:
 def _serve_http(args: argparse.Namespace, settings: Settings, keyring_path: Path) -> int:
     import uvicorn
 
+    from grandbo.agent.http_door import bind_address, http_door_app, transport_security
     from grandbo.agent.server import KeyringTokenVerifier, build_server, token_tenant
     from grandbo.local.demo import DEMO_TENANT
     from grandbo.local.runner import local_keyring
 
-    if not _is_loopback(args.host):
+    bound = bind_address(args.host)
+    if not bound.loopback:
         print(
-            f"grandbo mcp: listening on {args.host}, beyond this machine: every request "
+            f"grandbo mcp: listening on {bound.host}, beyond this machine: every request "
             "still needs a query token; put TLS in front of it",
             file=sys.stderr,
         )
     # the port first: a taken port or a bad address fails before a database is started
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    family = socket.AF_INET6 if bound.ipv6 else socket.AF_INET
     try:
-        listener = socket.create_server((args.host, args.port), family=family)
+        listener = socket.create_server((bound.host, args.port), family=family)
     except OSError as exc:
         raise GrandboError(f"cannot listen on {args.host}:{args.port}: {exc}") from None
+    host, port = listener.getsockname()[:2]
+    try:
+        security = transport_security(bound, port, args.allowed_host)
+    except GrandboError:
+        listener.close()
+        raise
     keyring = local_keyring(keyring_path, DEMO_TENANT)
     backend = _store_backend(settings, args.containers)
-    host, port = listener.getsockname()[:2]
     base = f"http://[{host}]:{port}" if family == socket.AF_INET6 else f"http://{host}:{port}"
     server = build_server(
         backend, token_tenant, verifier=KeyringTokenVerifier(lambda: keyring), issuer_url=base
     )
-    app = server.streamable_http_app(stateless_http=True, json_response=True, host=args.host)
+    app = http_door_app(server, security)
     print(
         f"Grandbo MCP server on {base}/mcp (streamable HTTP; Bearer query token required: "
-        "grandbo token)",
+        f"grandbo token; Host accepted: {', '.join(security.allowed_hosts)})",
         file=sys.stderr,
         flush=True,
     )
@@ -173,15 +192,6 @@ def _supervised(settings: Settings, *, local: bool) -> Iterator[None]:
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(0)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @contextlib.contextmanager

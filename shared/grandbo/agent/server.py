@@ -8,16 +8,21 @@ The tenant never comes from a tool argument. Over stdio it is fixed when the ser
 starts (`--tenant`, or the remote API's token). Over streamable HTTP the server is a
 multi-tenant door: every request carries a query token (the HTTP API's `gbq1` tokens),
 the SDK's bearer middleware refuses a request without a valid one, and each call reads
-the tenant the token's key is bound to.
+the tenant the token's key is bound to; `/metrics` counts that tenant's calls only.
+
+Arguments are validated as strictly as the HTTP API validates its bodies: with the API's
+own request models where it has one (a `limit` of `true`, `"3"` or `2.0` is refused, not
+coerced), and with strict types elsewhere.
 """
 
 from __future__ import annotations
 
 import http.client
 import logging
+import threading
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from uuid import UUID
 
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -25,15 +30,18 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp.types import ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from grandbo.agent.backends import MemoryBackend
+from grandbo.agent.stdio import answering_every_request
 from grandbo.api.auth import Keyring, verify_query_token
 from grandbo.api.call_metrics import CallMetrics
 from grandbo.api.client import GrandboHTTPError
+from grandbo.api.models import FeedbackRequest, QueryRequest
 from grandbo.errors import (
     AuthenticationError,
     EntryNotFoundError,
@@ -43,7 +51,7 @@ from grandbo.errors import (
     invalid_input_from,
 )
 from grandbo.memory.models import Feedback, FeedbackCounts, MemoryEntry, MemoryQueryResult
-from grandbo.memory.service import DEFAULT_LIMIT, MAX_LIMIT
+from grandbo.memory.service import DEFAULT_LIMIT
 from grandbo.memory.topic import GUIDANCE
 from grandbo.runtime.lambda_container import ContainersBusyError
 from grandbo.topology.model import BlastRadius, Criticality
@@ -103,6 +111,31 @@ TenantResolver = Callable[[], str | None]
 Result = TypeVar("Result")
 
 
+def _api_field(model: type[BaseModel], field: str) -> Any:
+    """A field's type in an HTTP API request model, its constraints included."""
+    return model.model_fields[field].rebuild_annotation()
+
+
+# The tools take the API's own field types (strict, with its bounds), so the schema they
+# advertise and what the SDK accepts cannot drift from the API; mypy sees the plain types.
+if TYPE_CHECKING:
+    QueryTopic = str
+    QueryLimit = int
+    QueryService = str | None
+    QueryScope = str | None
+    Verdict = str
+    IncidentId = str
+    FeedbackNote = str | None
+else:
+    QueryTopic = _api_field(QueryRequest, "topic")
+    QueryLimit = _api_field(QueryRequest, "limit")
+    QueryService = _api_field(QueryRequest, "service")
+    QueryScope = _api_field(QueryRequest, "scope")
+    Verdict = _api_field(FeedbackRequest, "verdict")
+    IncidentId = _api_field(FeedbackRequest, "incident_id")
+    FeedbackNote = _api_field(FeedbackRequest, "note")
+
+
 class KeyringTokenVerifier:
     """The SDK's TokenVerifier over Grandbo's query tokens: a `gbq1` token signed by a
     key of the keyring with the query role, not expired. Its key's tenant is a claim."""
@@ -132,41 +165,96 @@ def fixed_tenant(tenant: str | None) -> TenantResolver:
 
 def token_tenant() -> str:
     """Streamable HTTP: the tenant of the token that authenticated this request."""
-    token = get_access_token()
-    tenant = (token.claims or {}).get(TENANT_CLAIM) if token is not None else None
-    if not isinstance(tenant, str) or not tenant:
+    tenant = _authenticated_tenant()
+    if tenant is None:
         raise ToolError("unauthenticated: this request carries no valid query token")
     return tenant
 
 
-class GrandboMCPServer(MCPServer):
-    """The SDK's server, with arguments it refuses worded like every other bad input
-    (the field and the problem, no validation-library dump) and counted in the metrics."""
+def _authenticated_tenant() -> str | None:
+    token = get_access_token()
+    tenant = (token.claims or {}).get(TENANT_CLAIM) if token is not None else None
+    return tenant if isinstance(tenant, str) and tenant else None
 
-    def __init__(self, *args: Any, metrics: ToolMetrics, **kwargs: Any) -> None:
+
+class FeedbackArguments(FeedbackRequest):
+    """`record_feedback`'s arguments: the HTTP API's feedback body and the entry it rates
+    (in the API, the entry is the path)."""
+
+    entry_id: UUID
+
+
+# the API's request models, so a tool takes exactly what the API's body takes
+ARGUMENT_MODELS: dict[str, type[BaseModel]] = {
+    "query_org_memory": QueryRequest,
+    "record_feedback": FeedbackArguments,
+}
+
+
+class GrandboMCPServer(MCPServer):
+    """The SDK's server, with arguments checked against the API's models first, those it
+    refuses worded like every other bad input (the field and the problem, no
+    validation-library dump) and counted in the metrics; and a stdio transport that
+    answers every request it read."""
+
+    def __init__(
+        self, *args: Any, metrics: ToolMetrics, tenant_of: TenantResolver, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.metrics = metrics
+        self.tenant_of = tenant_of
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
+            model = ARGUMENT_MODELS.get(name)
+            if model is not None:
+                model.model_validate(arguments)
             return await super().call_tool(name, arguments, context)
+        except ValidationError as exc:
+            raise self._refused(name, exc) from None
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise
-            problem = invalid_input_from(exc.__cause__)
-            if name in self.metrics.tools:
-                self.metrics.tools[name].record("invalid_input", 0, 0.0)
-            raise ToolError(f"invalid {problem.field}: {problem.message}") from None
+            raise self._refused(name, exc.__cause__) from None
+
+    def _refused(self, name: str, exc: ValidationError) -> ToolError:
+        problem = invalid_input_from(exc)
+        if name in TOOLS:
+            try:
+                tenant = self.tenant_of()
+            except ToolError:
+                tenant = None
+            self.metrics.of(tenant, name).record("invalid_input", 0, 0.0)
+        return ToolError(f"invalid {problem.field}: {problem.message}")
+
+    async def run_stdio_async(self) -> None:
+        async with (
+            stdio_server() as (stdin, stdout),
+            answering_every_request(stdin, stdout) as (reads, writes),
+        ):
+            server = self._lowlevel_server
+            await server.run(reads, writes, server.create_initialization_options())
 
 
 class ToolMetrics:
-    """Per tool: calls, results returned (hits, affected services), outcomes, latency."""
+    """Per tenant and tool: calls, results returned (hits, affected services), outcomes,
+    latency. A tenant reads its own counts only."""
 
     def __init__(self) -> None:
-        self.tools = {name: CallMetrics() for name in TOOLS}
+        self._lock = threading.Lock()
+        self._tenants: dict[str | None, dict[str, CallMetrics]] = {}
 
-    def snapshot(self) -> dict[str, object]:
-        return {name: metrics.snapshot() for name, metrics in self.tools.items()}
+    def of(self, tenant: str | None, tool: str) -> CallMetrics:
+        with self._lock:
+            tools = self._tenants.get(tenant)
+            if tools is None:
+                tools = self._tenants[tenant] = {name: CallMetrics() for name in TOOLS}
+        return tools[tool]
+
+    def snapshot(self, tenant: str | None) -> dict[str, object]:
+        with self._lock:
+            tools = self._tenants.get(tenant) or {name: CallMetrics() for name in TOOLS}
+        return {name: metrics.snapshot() for name, metrics in tools.items()}
 
 
 def build_server(
@@ -183,6 +271,7 @@ def build_server(
     server = GrandboMCPServer(
         "grandbo",
         metrics=counters,
+        tenant_of=tenant_of,
         title="Grandbo organizational memory",
         instructions=INSTRUCTIONS,
         version="1",
@@ -204,9 +293,10 @@ def build_server(
         name: str, work: Callable[[str | None], Result], size: Callable[[Result], int]
     ) -> Result:
         started = time.perf_counter()
-        outcome, returned = "error", 0
+        outcome, returned, tenant = "error", 0, None
         try:
-            result = work(tenant_of())
+            tenant = tenant_of()
+            result = work(tenant)
             outcome, returned = "ok", size(result)
             return result
         except ToolError:
@@ -216,23 +306,21 @@ def build_server(
             outcome, error = _tool_error(exc)
             raise error from None
         finally:
-            counters.tools[name].record(outcome, returned, (time.perf_counter() - started) * 1000)
+            latency_ms = (time.perf_counter() - started) * 1000
+            counters.of(tenant, name).record(outcome, returned, latency_ms)
 
     @server.tool(description=QUERY_DESCRIPTION, annotations=read_only)
     def query_org_memory(
         topic: Annotated[
-            str,
+            QueryTopic,
             Field(description="a sentence: symptom, suspected mechanism, affected component"),
         ],
-        limit: Annotated[
-            int, Field(ge=1, le=MAX_LIMIT, description="at most this many hits")
-        ] = DEFAULT_LIMIT,
+        limit: Annotated[QueryLimit, Field(description="at most this many hits")] = DEFAULT_LIMIT,
         service: Annotated[
-            str | None, Field(description="keep entries of this service (e.g. checkout-api)")
+            QueryService, Field(description="keep entries of this service (e.g. checkout-api)")
         ] = None,
         scope: Annotated[
-            Literal["service", "blast_radius", "dependencies"] | None,
-            Field(description="with `service`: widen through the service graph"),
+            QueryScope, Field(description="with `service`: widen through the service graph")
         ] = None,
     ) -> MemoryQueryResult:
         return call(
@@ -249,8 +337,8 @@ def build_server(
 
     @server.tool(description=BLAST_RADIUS_DESCRIPTION, annotations=read_only)
     def blast_radius(
-        service: Annotated[str, Field(min_length=1, max_length=300, description="a service")],
-        hops: Annotated[int, Field(ge=1, le=3, description="how far to follow")] = 3,
+        service: Annotated[StrictStr, Field(min_length=1, max_length=300, description="a service")],
+        hops: Annotated[StrictInt, Field(ge=1, le=3, description="how far to follow")] = 3,
     ) -> BlastRadius:
         return call(
             "blast_radius",
@@ -260,7 +348,7 @@ def build_server(
 
     @server.tool(description=CRITICALITY_DESCRIPTION, annotations=read_only)
     def criticality(
-        service: Annotated[str, Field(min_length=1, max_length=300, description="a service")],
+        service: Annotated[StrictStr, Field(min_length=1, max_length=300, description="a service")],
     ) -> Criticality:
         return call("criticality", lambda tenant: backend.criticality(tenant, service), _one)
 
@@ -270,14 +358,9 @@ def build_server(
     )
     def record_feedback(
         entry_id: Annotated[UUID, Field(description="the hit's entry_id")],
-        verdict: Annotated[
-            Literal["helpful", "not_helpful", "misleading"],
-            Field(description="what the entry turned out to be worth"),
-        ],
-        incident_id: Annotated[
-            str, Field(min_length=1, max_length=200, description="the incident investigated")
-        ],
-        note: Annotated[str | None, Field(max_length=2000, description="why, briefly")] = None,
+        verdict: Annotated[Verdict, Field(description="what the entry turned out to be worth")],
+        incident_id: Annotated[IncidentId, Field(description="the incident investigated")],
+        note: Annotated[FeedbackNote, Field(description="why, briefly")] = None,
     ) -> FeedbackCounts:
         token = get_access_token()
         caller = token.client_id if token is not None else "stdio"
@@ -295,11 +378,11 @@ def build_server(
 
     @server.custom_route("/metrics", methods=["GET"])
     async def tool_metrics(request: Request) -> JSONResponse:
-        """Counts and latencies per tool, for a caller with a valid query token (the
-        counts span every tenant, so not for whoever can reach the port)."""
-        if verifier is not None and not getattr(request.user, "is_authenticated", False):
+        """Counts and latencies per tool of the tenant whose query token asks."""
+        tenant = _authenticated_tenant()
+        if verifier is not None and tenant is None:
             return JSONResponse({"error": "a valid query token is required"}, status_code=401)
-        return JSONResponse(counters.snapshot())
+        return JSONResponse(counters.snapshot(tenant if verifier is not None else tenant_of()))
 
     return server
 
