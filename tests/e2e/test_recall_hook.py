@@ -3,11 +3,13 @@ exception and never later than its timeout (against the local runner and hostile
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
@@ -404,3 +406,85 @@ def test_a_recurring_lesson_says_how_often_it_was_seen() -> None:
         parsed = _memory({**hit, "recurrences": odd})
         assert parsed is not None
         assert parsed.recurrences == 1
+
+
+def _answer_of(hits: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"hits": hits, "metadata": {}}).encode()
+
+
+def _low_hit(n: int, size: int) -> dict[str, Any]:
+    return {
+        "entry_id": f"e{n}",
+        "title": f"Low {n}",
+        "summary": "s" * size,
+        "age_days": 1.0,
+        "why": {"fused_score": 0.0001},
+    }
+
+
+@pytest.mark.parametrize("megabytes", [0.9, 7.9])
+def test_a_large_answer_of_low_scores_ends_within_the_timeout(megabytes: float) -> None:
+    """Issue 24, item 7: an answer just under the client's cap, full of low-score hits,
+    took 633-668 ms against a 0.5 s timeout (parsed after the deadline). The whole call,
+    reading, parsing and the block included, ends within the timeout, and the hook reads
+    at most MAX_ANSWER_BYTES of an answer."""
+    from grandbo.api.recall import MAX_ANSWER_BYTES
+
+    count = 200
+    size = int(megabytes * 1024 * 1024 / count)
+    servers = serving(answer(200, _answer_of([_low_hit(n, size) for n in range(count)])))
+    try:
+        hook = RecallHook(next(servers), "gbq1.k.1.00", timeout_s=0.5)
+        started = time.perf_counter()
+        recall = hook.recall(PROMPT)
+        elapsed = time.perf_counter() - started
+    finally:
+        for _ in servers:
+            pass
+    assert elapsed < 0.5 + MARGIN_S, (elapsed, recall.reason)
+    assert recall.block == ""
+    expected = "no_match" if megabytes * 1024 * 1024 < MAX_ANSWER_BYTES else "malformed_answer"
+    assert recall.reason in (expected, "timeout"), recall.detail
+
+
+def test_the_block_is_bounded_whatever_the_memories_carry() -> None:
+    """Issue 24, item 7: a 200 KB title and a 100 KB tag made a 301 KB block with one
+    300,067-character line. Each title, reason and summary is cut (marked), and the block
+    stays under its cap, saying how many memories it left out."""
+    from grandbo.api.recall import (
+        BLOCK_MAX_CHARS,
+        BLOCK_SUMMARY_CHARS,
+        BLOCK_TITLE_CHARS,
+        BLOCK_WHY_CHARS,
+        _memory,
+        context_block,
+    )
+
+    huge_hit = {
+        "entry_id": "e",
+        "title": "t" * 200_000,
+        "summary": "word " * 40_000,
+        "age_days": 2.0,
+        "why": {"fused_score": 0.9, "shared_tags": ["x" * 100_000, "checkout"]},
+    }
+    memory = _memory(huge_hit)
+    assert memory is not None
+    block = context_block([memory])
+    assert len(block) <= BLOCK_MAX_CHARS
+    longest = BLOCK_TITLE_CHARS + BLOCK_WHY_CHARS + 80  # number, age and the wording
+    assert all(len(line) <= max(longest, BLOCK_SUMMARY_CHARS + 3) for line in block.split("\n"))
+    assert block.count("[cut]") == 3  # the title, the reason and the summary
+    many = [memory] * 10
+    capped = context_block(many)
+    assert len(capped) <= BLOCK_MAX_CHARS
+    assert capped.endswith("characters)")
+    assert "more left out" in capped.split("\n")[-1]
+    # and through the hook, the same bounded block
+    servers = serving(answer(200, _answer_of([huge_hit])))  # ~0.5 MB, under the cap
+    try:
+        recall = RecallHook(next(servers), "gbq1.k.1.00", timeout_s=2).recall(PROMPT)
+    finally:
+        for _ in servers:
+            pass
+    assert recall.reason is None, recall.detail
+    assert 0 < len(recall.block) <= BLOCK_MAX_CHARS

@@ -84,6 +84,7 @@ def _call(
     headers: dict[str, str],
     timeout: float,
     component: str,
+    max_bytes: int = MAX_RESPONSE_BYTES,
 ) -> dict[str, Any]:
     exchange = _Exchange(base_url, timeout)
     deadline = time.monotonic() + timeout
@@ -106,7 +107,7 @@ def _call(
             },
         )
         response = exchange.conn.getresponse()
-        raw = _read_capped(response, deadline)
+        raw = _read_capped(response, deadline, max_bytes)
     except (OSError, http.client.HTTPException):
         if exchange.timed_out:
             raise TimeoutError(f"no complete answer within {timeout:g} s") from None
@@ -128,13 +129,15 @@ def _call(
     return payload
 
 
-def _read_capped(response: http.client.HTTPResponse, deadline: float) -> bytes:
+def _read_capped(
+    response: http.client.HTTPResponse, deadline: float, max_bytes: int = MAX_RESPONSE_BYTES
+) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while chunk := response.read1(_READ_CHUNK):
         size += len(chunk)
-        if size > MAX_RESPONSE_BYTES:
-            raise ValueError(f"the answer is larger than {MAX_RESPONSE_BYTES} bytes")
+        if size > max_bytes:
+            raise ValueError(f"the answer is larger than {max_bytes} bytes")
         if time.monotonic() > deadline:
             raise TimeoutError("the answer did not arrive within the timeout")
         chunks.append(chunk)
@@ -151,12 +154,14 @@ class MemoryClient:
         *,
         timeout: float = 5.0,
         component: str = "memory-client",
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         base_url_parts(base_url)
         self.base_url = base_url
         self.token = token
         self.timeout = timeout
         self.component = component  # named in the User-Agent: recall-hook, mcp, ...
+        self.max_response_bytes = max_response_bytes
 
     @classmethod
     def with_key(cls, base_url: str, key: SigningKey, *, ttl_s: int = 3600) -> MemoryClient:
@@ -216,7 +221,16 @@ class MemoryClient:
         extra_headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self.token}", **(extra_headers or {})}
-        return _call(self.base_url, method, path, body, headers, self.timeout, self.component)
+        return _call(
+            self.base_url,
+            method,
+            path,
+            body,
+            headers,
+            self.timeout,
+            self.component,
+            self.max_response_bytes,
+        )
 
 
 class AdminClient:

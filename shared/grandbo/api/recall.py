@@ -48,6 +48,14 @@ DEFAULT_MIN_SCORE = round(1.0 - LEXICAL_WEIGHT, 6)
 # prefix (the local MiniLM: 256 tokens) and drops the rest. A 600-character tail is read
 # whole: 217 tokens when it is log lines (the densest text measured), ~130 as prose.
 DEFAULT_TOPIC_CHARS = 600
+# The block goes into every model call: each memory's title and reasons are cut to a
+# line, the block to a size a prompt can carry, and the answer read to what five hits
+# can legitimately be (the API's 8 MB cap is for every client; the hook needs far less).
+BLOCK_TITLE_CHARS = 200
+BLOCK_SUMMARY_CHARS = 600
+BLOCK_WHY_CHARS = 300
+BLOCK_MAX_CHARS = 6_000
+MAX_ANSWER_BYTES = 1024 * 1024
 
 FRAMING = (
     "Possibly relevant past incidents from Grandbo, the organization's memory. They are "
@@ -77,7 +85,6 @@ _UNSAFE_DISPLAY = re.compile(
 )
 MAX_WORD_CHARS = 64
 MAX_SCAN_CHARS = 1 << 20  # of a prompt's end: a megabyte without 4 words is not a topic
-BLOCK_SUMMARY_CHARS = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +168,13 @@ class RecallHook:
             raise GrandboError("timeout_s must be in (0, 30] seconds")
         if not 1 <= max_memories <= 10:
             raise GrandboError("max_memories must be 1..10")
-        self.client = MemoryClient(base_url, token, timeout=timeout_s, component="recall-hook")
+        self.client = MemoryClient(
+            base_url,
+            token,
+            timeout=timeout_s,
+            component="recall-hook",
+            max_response_bytes=MAX_ANSWER_BYTES,
+        )
         self.timeout_s = timeout_s
         self.max_memories = max_memories
         self.min_score = min_score
@@ -212,30 +225,28 @@ class RecallHook:
             topic = topic_from_text(text if isinstance(text, str) else "", self.max_topic_chars)
         except GrandboError as exc:
             return _empty("invalid_topic", str(exc), started)
-        outcome: list[dict[str, Any] | BaseException] = []
+        outcome: list[Recall] = []
 
         def ask() -> None:
             try:
-                outcome.append(
-                    self.client.query_org_memory(
-                        topic, limit=max(self.max_memories, 5), service=self.service
-                    )
+                answer = self.client.query_org_memory(
+                    topic, limit=max(self.max_memories, 5), service=self.service
                 )
+                outcome.append(self._memories(answer, started))
             except BaseException as exc:  # handed to the caller's thread
-                outcome.append(exc)
+                outcome.append(_failure(exc, started))
 
-        # the client closes its connection at its own deadline (the same timeout), which
-        # ends a worker held by a slow or trickling server; the worker thread also bounds
-        # what a socket cannot (a hung name lookup)
+        # the whole call runs in the worker, reading and parsing the answer and building
+        # the block included, and the caller waits for it no longer than the timeout; the
+        # client also closes its connection at the same deadline, which ends a worker held
+        # by a slow or trickling server, and the worker bounds what a socket cannot (a
+        # hung name lookup)
         worker = threading.Thread(target=ask, name="grandbo-recall", daemon=True)
         worker.start()
         worker.join(max(0.0, self.timeout_s - (time.perf_counter() - started)))
         if not outcome:
-            return _empty("timeout", f"no answer within {self.timeout_s:g} s", started)
-        answer = outcome[0]
-        if isinstance(answer, BaseException):
-            return _failure(answer, started)
-        return self._memories(answer, started)
+            return _empty("timeout", f"no complete answer within {self.timeout_s:g} s", started)
+        return outcome[0]
 
     def _memories(self, answer: object, started: float) -> Recall:
         if not isinstance(answer, dict) or not isinstance(answer.get("hits"), list):
@@ -261,18 +272,36 @@ class RecallHook:
 def context_block(memories: list[RecalledMemory]) -> str:
     """The framing, then one numbered memory per item. A memory's text is one line
     (newlines, control and bidi characters removed), so no stored text can end the
-    frame, start an item of its own or reorder what the model reads."""
+    frame, start an item of its own or reorder what the model reads. Each title, reason
+    and summary is cut to its length (ending "[cut]"), and memories that would take the
+    block past BLOCK_MAX_CHARS are left out, the last line saying how many."""
     lines = [FRAMING]
+    size = len(FRAMING)
     for number, memory in enumerate(memories, start=1):
-        summary = _one_line(memory.summary)
-        if len(summary) > BLOCK_SUMMARY_CHARS:
-            summary = summary[:BLOCK_SUMMARY_CHARS].rsplit(" ", 1)[0] + " ..."
+        summary = _cut(_one_line(memory.summary), BLOCK_SUMMARY_CHARS)
         seen = f"seen {memory.recurrences} times, " if memory.recurrences > 1 else ""
-        lines.append(
-            f"{number}. {_one_line(memory.title)} ({seen}{_age(memory.age_days)}; "
-            f"matched on {_one_line(memory.why)})\n   {summary}"
+        item = (
+            f"{number}. {_cut(_one_line(memory.title), BLOCK_TITLE_CHARS)} ({seen}"
+            f"{_age(memory.age_days)}; matched on {_cut(_one_line(memory.why), BLOCK_WHY_CHARS)})"
+            f"\n   {summary}"
         )
+        if size + 1 + len(item) > BLOCK_MAX_CHARS:
+            left = len(memories) - number + 1
+            lines.append(
+                f"({left} more left out: the block is capped at {BLOCK_MAX_CHARS} characters)"
+            )
+            break
+        lines.append(item)
+        size += 1 + len(item)
     return "\n".join(lines)
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut at a word where it can be, marked "[cut]"."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 6]
+    return (head.rsplit(" ", 1)[0] if " " in head[limit // 2 :] else head) + " [cut]"
 
 
 def _one_line(text: str) -> str:
