@@ -368,3 +368,21 @@ def test_stdio_finishes_the_last_call_and_answers_parse_errors(
     (called,) = [answer for answer in answers if answer.get("id") == 2]
     assert called["result"]["isError"] is False, called
     assert called["result"]["structuredContent"]["hits"][0]["title"] == ENTRY["title"]
+
+
+# -- 12: a key removed from the keyring ----------------------------------------------------
+
+
+def test_a_key_removed_from_the_keyring_stops_authenticating_on_a_running_server(
+    database: DatabaseUrls, tmp_path: Path
+) -> None:
+    """Issue 24, item 12 (the MCP half): `grandbo mcp --transport http` reads its keyring
+    again whenever the file changes, so a removed key's tokens are refused at once."""
+    with mcp_http(database, tmp_path, "127.0.0.1") as server:
+        host = f"127.0.0.1:{server.port}"
+        assert server.request("POST", "/mcp", host=host, body=LIST_TOOLS)[0] == 200
+        path = tmp_path / "keyring.json"
+        document = json.loads(path.read_text())
+        document["keys"] = [k for k in document["keys"] if k["key_id"] != "demo-beacon"]
+        path.write_text(json.dumps(document))
+        assert server.request("POST", "/mcp", host=host, body=LIST_TOOLS)[0] == 401

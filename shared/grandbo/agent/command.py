@@ -99,6 +99,7 @@ def _serve_http(args: argparse.Namespace, settings: Settings, keyring_path: Path
 
     from grandbo.agent.http_door import bind_address, http_door_app, transport_security
     from grandbo.agent.server import KeyringTokenVerifier, build_server, token_tenant
+    from grandbo.api.auth import KeyringFile
     from grandbo.local.demo import DEMO_TENANT
     from grandbo.local.runner import local_keyring
 
@@ -121,11 +122,13 @@ def _serve_http(args: argparse.Namespace, settings: Settings, keyring_path: Path
     except GrandboError:
         listener.close()
         raise
-    keyring = local_keyring(keyring_path, DEMO_TENANT)
+    local_keyring(keyring_path, DEMO_TENANT)  # made with its keys on first use
+    # read again whenever the file changes: a key removed from it stops authenticating
+    keyring = KeyringFile(keyring_path)
     backend = _store_backend(settings, args.containers)
     base = f"http://[{host}]:{port}" if family == socket.AF_INET6 else f"http://{host}:{port}"
     server = build_server(
-        backend, token_tenant, verifier=KeyringTokenVerifier(lambda: keyring), issuer_url=base
+        backend, token_tenant, verifier=KeyringTokenVerifier(keyring.current), issuer_url=base
     )
     app = http_door_app(server, security)
     print(

@@ -18,8 +18,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -95,6 +97,27 @@ class Keyring:
         if key is None or role not in key.roles:
             raise AuthenticationError(f"unknown key id or key not allowed to {role}")
         return key
+
+
+class KeyringFile:
+    """A keyring file, read again whenever it changes (its inode, size or modification
+    time): a key removed from it stops authenticating at the next request."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        self._keyring: Keyring | None = None
+        self._version: tuple[int, int, int] | None = None
+
+    def current(self) -> Keyring:
+        seen = os.stat(self.path)
+        version = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
+        with self._lock:
+            if self._keyring is None or version != self._version:
+                with open(self.path, encoding="utf-8") as handle:
+                    self._keyring = Keyring.from_json(handle.read())
+                self._version = version
+            return self._keyring
 
 
 def new_secret() -> str:

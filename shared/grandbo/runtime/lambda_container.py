@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grandbo.api.auth import Keyring
+from grandbo.api.auth import Keyring, KeyringFile
 from grandbo.api.nonces import NonceStore
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
@@ -152,7 +152,7 @@ class LambdaRuntime:
         self._queue = embed_queue
         self._keyring = keyring
         self._keyring_loaded_at = 0.0
-        self._keyring_version: tuple[int, int, int] | None = None
+        self._keyring_file: KeyringFile | None = None
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[psycopg.Connection[Any]] = []
@@ -382,16 +382,11 @@ class LambdaRuntime:
         return self._keyring
 
     def _file_keyring(self, path: str) -> Keyring:
-        """The keyring file's keys, read again when its identity, size or time changes."""
-        seen = os.stat(path)
-        version = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
         with self._lock:
-            if self._keyring is None or version != self._keyring_version:
-                with open(path, encoding="utf-8") as handle:
-                    self._keyring = Keyring.from_json(handle.read())
-                self._keyring_version = version
-                self._keyring_loaded_at = time.monotonic()
-            return self._keyring
+            if self._keyring_file is None or self._keyring_file.path != path:
+                self._keyring_file = KeyringFile(path)
+        self._keyring_loaded_at = time.monotonic()
+        return self._keyring_file.current()
 
 
 _runtime: LambdaRuntime | None = None
