@@ -10,11 +10,13 @@ Checks, each a `Finding` when something is wrong:
 - `index_drift`: tag statistics or postings differ from the replayed entries;
 - `expired_active`: episodic entries past their expiry, still active;
 - `missing_index`: past HNSW_MIN_ENTRIES active entries without a valid HNSW index;
-- `misleading`: entries investigations called misleading more than the review threshold.
+- `misleading`: entries more callers called misleading than the review threshold;
+- `orphaned_recurrences`: entries merged into an entry no longer served (retired,
+  superseded), whose lesson nothing serves.
 
 Repairs (`repair`): embed what lacks a vector, rebuild the projection from the events,
-retire the expired, build the missing index. Misleading entries need a person: listed,
-never changed.
+retire the expired, build the missing index. Misleading entries and orphaned recurrences
+need a person (split them, or retire them too): listed, never changed.
 """
 
 from __future__ import annotations
@@ -123,6 +125,17 @@ def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
                 len(flagged),
                 "called misleading repeatedly, for an admin to correct or retire: "
                 + ", ".join(str(e.entry_id) for e in flagged[:10]),
+                repairable=False,
+            )
+        )
+    orphans = repo.orphaned_recurrences(tenant_id)
+    if orphans:
+        health.findings.append(
+            Finding(
+                "orphaned_recurrences",
+                len(orphans),
+                "merged into an entry that is no longer served, for an admin to split or "
+                "retire: " + ", ".join(str(entry_id) for entry_id in orphans[:10]),
                 repairable=False,
             )
         )

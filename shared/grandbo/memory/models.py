@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import (
@@ -231,6 +231,18 @@ class MemoryEntry(BaseModel):
         )
 
 
+class RecurrencesRehomed(BaseModel):
+    """Where the recurrences of an entry went when it was retired, superseded or
+    corrected to another lesson: `moved` to the successor, or `resurfaced` (the oldest is
+    an active entry again and the others its recurrences), under `entry_id`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    how: Literal["moved", "resurfaced"]
+    entry_id: UUID
+    count: int
+
+
 class WriteOutcome(BaseModel):
     """What a write did: the entry as it now stands, and whether this call changed anything."""
 
@@ -241,6 +253,8 @@ class WriteOutcome(BaseModel):
     #: None when no embed job was due (a no-op or a retirement), else whether the job
     #: reached the queue; False is logged and counted, and the sweeper repairs it.
     embed_enqueued: bool | None = None
+    #: a retirement or a correction of an entry that had recurrences: where they went
+    recurrences: RecurrencesRehomed | None = None
 
 
 class EmbedJob(BaseModel):

@@ -91,12 +91,14 @@ def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
             updated_at=event.recorded_at,
         )
         return
-    if event.event_type is EventType.SPLIT:  # its own entry again, and never merged again
+    if event.event_type is EventType.SPLIT:
+        # its own entry again: split by an admin (never merged again), or resurfaced when
+        # its canonical entry stopped saying its lesson (its merge policy kept)
         state[event.entry_id] = replace(
             current,
             status=EntryStatus.ACTIVE,
             merged_into=None,
-            never_merge=True,
+            never_merge=bool(p.get("never_merge", True)),
             updated_at=event.recorded_at,
         )
         return

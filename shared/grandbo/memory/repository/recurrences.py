@@ -6,16 +6,19 @@ entries merged into it (as `grandbo.memory.projection.derive_recurrences` derive
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from typing import Any, Literal
 from uuid import UUID
 
 from psycopg import sql
 
 from grandbo.errors import EntryNotActiveError, EntryNotFoundError, NotARecurrenceError
 from grandbo.memory.models import (
+    MAX_IDEMPOTENCY_KEY_CHARS,
     EntryStatus,
     EventType,
     MemoryEntry,
+    RecurrencesRehomed,
     WriteContext,
     WriteOutcome,
 )
@@ -61,7 +64,71 @@ _DERIVE_RECURRENCES = (
 
 
 class RecurrenceWrites(EntryWrites):
-    """Merge, split and the never-merge mark."""
+    """Merge, split, the never-merge mark, and recurrences rehomed when their canonical
+    entry is retired, superseded or corrected to another lesson."""
+
+    def _rehome_recurrences(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        entry_id: UUID,
+        successor: UUID | None,
+        context: WriteContext,
+    ) -> RecurrencesRehomed | None:
+        """Move the entries merged into `entry_id` to `successor` (each an `entry_merged`
+        event saying where it moved from), unless the successor is marked never-merge;
+        else the oldest resurfaces as an active entry (an `entry_split` that keeps its
+        merge policy) and the others become its recurrences. Never left merged into an
+        entry that no longer says their lesson."""
+        cur.execute(
+            SELECT_ENTRIES + sql.SQL("merged_into = %s ORDER BY created_at, entry_id FOR UPDATE"),
+            (tenant_id, entry_id),
+        )
+        merged = [MemoryEntry.model_validate(row) for row in cur]
+        if not merged:
+            return None
+        target = successor
+        if target is not None and self._get(cur, tenant_id, target).never_merge:
+            target = None
+        how: Literal["moved", "resurfaced"] = "moved"
+        movers = merged
+        if target is None:
+            how, first, movers = "resurfaced", merged[0], merged[1:]
+            target = first.entry_id
+            recorded_at = self._append_event(
+                cur,
+                tenant_id,
+                first.entry_id,
+                EventType.SPLIT,
+                first.revision,
+                {"split_from": str(entry_id), "resurfaced": True, "never_merge": first.never_merge},
+                _derived(context, first.entry_id),
+            )
+            cur.execute(
+                "UPDATE org_memory_entries SET status = 'active', merged_into = NULL,"
+                " updated_at = %s WHERE tenant_id = %s AND entry_id = %s",
+                (recorded_at, tenant_id, first.entry_id),
+            )
+            self._count_tags(cur, tenant_id, entering=[first.tags])
+            post_tags(cur, tenant_id, [self._get(cur, tenant_id, first.entry_id)])
+        for mover in movers:
+            recorded_at = self._append_event(
+                cur,
+                tenant_id,
+                mover.entry_id,
+                EventType.MERGED,
+                mover.revision,
+                {"merged_into": str(target), "moved_from": str(entry_id)},
+                _derived(context, mover.entry_id),
+            )
+            cur.execute(
+                "UPDATE org_memory_entries SET merged_into = %s, updated_at = %s"
+                " WHERE tenant_id = %s AND entry_id = %s",
+                (target, recorded_at, tenant_id, mover.entry_id),
+            )
+        cur.execute(_DERIVE_RECURRENCES, (tenant_id, entry_id))
+        cur.execute(_DERIVE_RECURRENCES, (tenant_id, target))
+        return RecurrencesRehomed(how=how, entry_id=target, count=len(merged))
 
     def recurrence_candidates(
         self, tenant_id: str, entry_id: UUID, embed_rev: str, *, limit: int = 5
@@ -231,8 +298,34 @@ class RecurrenceWrites(EntryWrites):
         return {entry.entry_id: entry for entry in entries}
 
 
+def _derived(context: WriteContext, entry_id: UUID) -> WriteContext:
+    """The context of an event a write makes on another entry: the same actor, a key of
+    its own derived from the write's (a retry of the write finds the write's own key)."""
+    base = context.idempotency_key
+    suffix = f":rehome:{entry_id}"
+    if len(base) + len(suffix) > MAX_IDEMPOTENCY_KEY_CHARS:
+        base = "sha256:" + hashlib.sha256(base.encode()).hexdigest()
+    return WriteContext(actor=context.actor, idempotency_key=base + suffix)
+
+
 class RecurrenceReads(RecurrenceWrites):
-    """Distances between a query's candidates, for collapsing hits that say one thing."""
+    """Distances between a query's candidates, for collapsing hits that say one thing;
+    recurrences whose canonical entry is no longer served."""
+
+    def orphaned_recurrences(self, tenant_id: str) -> list[UUID]:
+        """Entries merged into an entry that is not active (retired, superseded, merged
+        away): their lesson is served by nothing. Rehoming on retirement and correction
+        keeps this empty; the audit lists what an older write left."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT d.entry_id FROM org_memory_entries d"
+                " JOIN org_memory_entries c ON c.tenant_id = d.tenant_id"
+                "   AND c.entry_id = d.merged_into"
+                " WHERE d.tenant_id = %s AND d.status = 'merged' AND c.status <> 'active'"
+                " ORDER BY d.entry_id",
+                (tenant_id,),
+            )
+            return [row["entry_id"] for row in cur]
 
     def distances_between(
         self, tenant_id: str, entry_ids: list[UUID], embed_rev: str

@@ -30,6 +30,7 @@ from grandbo.memory.models import (
     MemoryEntry,
     NewEntry,
     Origin,
+    RecurrencesRehomed,
     WriteContext,
     WriteOutcome,
 )
@@ -222,7 +223,14 @@ class EntryWrites(EntryReads):
             corrected = self._get(cur, tenant_id, entry_id)
             unpost_tags(cur, tenant_id, entry_id)
             post_tags(cur, tenant_id, [corrected])
-            return WriteOutcome(entry=corrected, applied=True)
+            rehomed = None
+            if (text.title, text.summary) != (current.title, current.summary):
+                # another lesson now: its recurrences said the old one, which lives on in
+                # them (grandbo.memory.repository.recurrences)
+                rehomed = self._rehome_recurrences(cur, tenant_id, entry_id, None, context)
+            if rehomed is not None:
+                corrected = self._get(cur, tenant_id, entry_id)
+            return WriteOutcome(entry=corrected, applied=True, recurrences=rehomed)
 
     def retire_entry(
         self,
@@ -274,7 +282,22 @@ class EntryWrites(EntryReads):
             )
             self._count_tags(cur, tenant_id, leaving=[current.tags])
             unpost_tags(cur, tenant_id, entry_id)
-            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+            rehomed = self._rehome_recurrences(cur, tenant_id, entry_id, superseded_by, context)
+            return WriteOutcome(
+                entry=self._get(cur, tenant_id, entry_id), applied=True, recurrences=rehomed
+            )
+
+    def _rehome_recurrences(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        entry_id: UUID,
+        successor: UUID | None,
+        context: WriteContext,
+    ) -> RecurrencesRehomed | None:
+        """Where the entries merged into `entry_id` go when it stops saying their lesson
+        (RecurrenceWrites moves them; entries without recurrences have none to move)."""
+        return None
 
     def record_feedback(
         self,
