@@ -139,3 +139,60 @@ def test_calibrating_every_organization_names_the_ones_it_cannot_and_goes_on(
     assert f"{other_tenant}: not calibrated, the model's default stays" in out
     assert f"{tenant}: cutoff 0.65" in out
     assert repository.calibrated_cutoff(tenant, provider.embed_rev) == 0.65
+
+
+def look_alike_lake() -> tuple[FakeEmbeddingProvider, list[dict[str, str]]]:
+    """Issue 24, item 4's lake: entries that all look alike (one cluster: any two entries
+    at cosine distance 0.34) whose titles sit within 0.01-0.03 of their own entry, as
+    "Deploy NNNN of checkout rolled back" titles do: the separation looks excellent and
+    the separating cutoff (~0.18) would empty the vector leg for real topics."""
+    pinned: dict[str, list[float]] = {}
+    entries = []
+    shared = math.sqrt(0.66)  # every entry's share of the cluster's axis: cos = 0.66
+    for i, word in enumerate(WORDS):
+        title = f"Deploy {4800 + i} of {word} rolled back"
+        summary = (
+            f"Deploy {4800 + i} of the {word} service was rolled back after its canary "
+            f"raised the error rate of {word} requests above the alarm threshold."
+        )
+        axis = 10 + i
+        vector = direction((0, shared), (axis, math.sqrt(1 - shared**2)))
+        pinned[render_entry_text(title, summary, None)] = vector
+        near = 1 - (0.01 + 0.02 * i / (N - 1))  # title to own entry: 0.01 .. 0.03
+        side = math.sqrt(1 - near**2)
+        pinned[title] = [near * x for x in vector]
+        pinned[title][600 + i] = side
+        entries.append(entry(title, summary, kind="episodic"))
+    return FakeEmbeddingProvider(pinned=pinned), entries
+
+
+def test_a_cutoff_outside_the_models_measured_range_is_refused_and_the_one_in_force_stays(
+    repository: MemoryRepository, tenant: str
+) -> None:
+    provider, entries = look_alike_lake()
+    service = MemoryService(repository, provider)
+    for item in entries:
+        service.record_entry(tenant, item, context())
+    service.embed_pending(tenant)
+    with pytest.raises(
+        InvalidInputError, match=r"outside 0\.3-1\.0, the range measured"
+    ) as refused:
+        service.calibrate(tenant, sample=N)
+    assert "the cutoff in force (0.8) stays" in str(refused.value)
+    assert repository.calibrated_cutoff(tenant, provider.embed_rev) is None
+
+
+def test_a_cutoff_that_drops_the_sampled_titles_own_entries_is_refused() -> None:
+    from grandbo.memory.calibration import MAX_OWN_PAIRS_LOST, implausible_cutoff
+
+    provider = FakeEmbeddingProvider()
+    own = [0.2] * 50 + [0.5] * 50  # half the titles sit at 0.5 from their own entry
+    assert implausible_cutoff(0.6, own, 0.8, provider) is None
+    reason = implausible_cutoff(0.45, own, 0.8, provider)  # keeps 50 % where 0.8 keeps all
+    assert reason is not None
+    assert "keep 50%" in reason
+    assert "keeps 100%" in reason
+    # a loss within the tolerance is kept
+    near = [0.2] * 95 + [0.5] * 5
+    assert implausible_cutoff(0.45, near, 0.8, provider) is None
+    assert MAX_OWN_PAIRS_LOST == 0.1

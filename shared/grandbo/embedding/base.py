@@ -50,6 +50,10 @@ class EmbeddingProvider(ABC):
     #: Cosine distance under which two entries' texts may say the same thing (with the
     #: tag overlap of `grandbo.memory.recurrence`); None: not measured, nothing merges.
     duplicate_distance: float | None = None
+    #: The cutoffs that keep hybrid quality with this model (measured with `grandbo eval
+    #: --sweep`): an organization's calibration outside them is refused, whatever its
+    #: label-free separation says (`grandbo.memory.calibration`).
+    plausible_cutoffs: tuple[float, float] = (0.3, 0.95)
 
     @property
     def embed_rev(self) -> str:

@@ -17,6 +17,7 @@ class FakeEmbeddingProvider(EmbeddingProvider):
     """
 
     vector_cutoff = 0.8
+    plausible_cutoffs = (0.3, 1.0)
 
     def __init__(
         self,

@@ -23,6 +23,9 @@ class TitanEmbeddingProvider(EmbeddingProvider):
     # Not calibrated against Bedrock from this machine (no AWS access); Titan v2 normalized
     # vectors of related incident text sit well under this. Recalibrate with `grandbo eval`.
     vector_cutoff = 0.75
+    # not measured either (the base's bounds, MiniLM's badly-wrong cutoffs widened): only
+    # a calibration far outside what any sentence model needs is refused
+    plausible_cutoffs = (0.3, 0.95)
 
     def __init__(
         self, client: BedrockRuntimeClient | None = None, *, model_id: str | None = None

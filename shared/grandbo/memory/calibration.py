@@ -29,8 +29,11 @@ MIN_CALIBRATION_SAMPLE = 20
 # below this separation the titles say nothing about their entries (identical titles, a
 # lake whose titles sit nearer other entries): nothing is stored, the default stays
 MIN_SEPARATION = 0.5
-# a stored cutoff stays within what a cosine cutoff can sensibly be
-CUTOFF_RANGE = (0.05, 1.0)
+# A calibrated cutoff may drop at most this share more of the sample's own titles from
+# their entries than the cutoff in force does: past it, the vector leg would find nothing
+# for queries it answers today (issue 24: 0.18 on a lake of look-alike titles, where a
+# real topic's best match sat at 0.53)
+MAX_OWN_PAIRS_LOST = 0.1
 DEFAULT_CALIBRATION_SAMPLE = 100
 MAX_CALIBRATION_SAMPLE = 1000
 # a cutoff's reads are cached this long per service (a Lambda container): one indexed
@@ -74,6 +77,29 @@ def separating_cutoff(own: Sequence[float], other: Sequence[float]) -> tuple[flo
     # the best holds from `at` up to the next distance: the cutoff is the middle of that gap
     upper = next((p for p in points if p > at), at)
     return round((at + upper) / 2, 4), best
+
+
+def implausible_cutoff(
+    cutoff: float, own: Sequence[float], in_force: float, provider: EmbeddingProvider
+) -> str | None:
+    """Why a calibrated cutoff must not be kept, or None: outside what the model was
+    measured to need, or dropping more of the sample's own titles from their own entries
+    than the cutoff in force does (the leg would go empty for what it finds today)."""
+    low, high = provider.plausible_cutoffs
+    if not low <= cutoff <= high:
+        return (
+            f"the calibrated cutoff {cutoff} is outside {low}-{high}, the range measured for "
+            f"{provider.model_id} (look-alike titles, such as many 'Deploy NNNN rolled "
+            "back' entries, make titles look closer to their entries than topics are)"
+        )
+    kept = sum(d <= cutoff for d in own) / len(own)
+    kept_now = sum(d <= in_force for d in own) / len(own)
+    if kept < kept_now - MAX_OWN_PAIRS_LOST:
+        return (
+            f"the calibrated cutoff {cutoff} would keep {kept:.0%} of the sampled titles' own "
+            f"entries where the cutoff in force keeps {kept_now:.0%}"
+        )
+    return None
 
 
 def _cosine_distance(a: Sequence[float], b: Sequence[float]) -> float:
@@ -132,7 +158,10 @@ class Calibration:
                 f"by {separation:.2f} (at least {MIN_SEPARATION} is needed; identical or "
                 "uninformative titles); the model's default cutoff stays",
             )
-        cutoff = round(min(max(cutoff, CUTOFF_RANGE[0]), CUTOFF_RANGE[1]), 4)
+        in_force = self.vector_cutoff(tenant, provider)
+        refusal = implausible_cutoff(cutoff, own, in_force, provider)
+        if refusal is not None:
+            raise InvalidInputError("tenant", f"{refusal}; the cutoff in force ({in_force}) stays")
         report = CalibrationReport(
             tenant_id=tenant,
             embed_rev=provider.embed_rev,
