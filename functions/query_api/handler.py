@@ -89,7 +89,6 @@ def record_feedback(entry_id: UUID, request: FeedbackRequest) -> Response[Any]:
             entry_id,
             request.model_dump(),
             caller=key_id,
-            actor=f"query:{key_id}",
             own_key=own,
         )
     )

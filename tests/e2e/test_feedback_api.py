@@ -184,3 +184,23 @@ def test_one_caller_flooding_verdicts_gets_429_with_retry_after(
     assert other.status == 201
     entry = gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry_id}").body
     assert entry["helpful_count"] == FEEDBACK_RATE.limit + 1
+
+
+def test_one_key_through_the_api_and_the_mcp_server_is_one_caller(
+    gateway: Gateway, tenant: str
+) -> None:
+    """A key's verdicts through HTTP and through the MCP tool count as one caller: two
+    made-up incidents, one per door, put nothing on the review list (break-it finding)."""
+    from uuid import UUID
+
+    from grandbo.agent.backends import StoreBackend
+    from grandbo.memory.models import Feedback
+
+    entry_id = gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY).body["entry"]["entry_id"]
+    assert feedback(gateway, tenant, entry_id, {"verdict": "misleading", "incident_id": "A"})
+    key_id = gateway.keys[f"{tenant}-query"].key_id
+    counts = StoreBackend(gateway.runtime).feedback(
+        tenant, key_id, UUID(entry_id), Feedback(verdict="misleading", incident_id="B")
+    )
+    assert counts.misleading == 2
+    assert gateway.admin(tenant, "GET", "/v1/admin/review").body["entries"] == []

@@ -71,3 +71,64 @@ def test_a_removed_key_stops_authenticating_on_a_running_runner(
         server.server_close()
         runtime.close()
         install_runtime(None)
+
+
+def test_a_keyring_file_being_rewritten_or_gone_is_refused_never_an_error(
+    database: DatabaseUrls, tenant: str, tmp_path: Path
+) -> None:
+    """Break-it: a deleted, half-written or invalid keyring made every signed admin
+    request a 502 and MCP a 500. A file that cannot be parsed leaves the last good keys in
+    force; no file at all refuses every caller with 401; a rotation that keeps the size
+    and the modification time is still read (the change time differs)."""
+    from grandbo.api.auth import sign_admin_request
+
+    query = _key(tenant, "beacon")
+    admin = SigningKey(key_id="admin", tenant_id=tenant, secret=new_secret(), roles=["admin"])
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(keyring_document([query, admin]))
+    env = LambdaEnvironment.model_validate(
+        {
+            "DATABASE_URL": database.app,
+            "GRANDBO_EMBEDDING_PROVIDER": "fake",
+            "GRANDBO_KEYRING_FILE": str(keyring),
+        }
+    )
+    runtime = LambdaRuntime(env, containers=2)
+    install_runtime(runtime)
+    server = serve("127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def admin_status() -> int:
+        import http.client
+
+        signed = sign_admin_request(admin, "GET", "/v1/admin/review", b"")
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        try:
+            conn.request("GET", "/v1/admin/review", headers={**signed, "User-Agent": "t/1"})
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    try:
+        assert (_status(base, query), admin_status()) == (200, 200)
+        keyring.write_text('{"keys": [')  # half written
+        assert (_status(base, query), admin_status()) == (200, 200)  # the last good keys
+        keyring.unlink()
+        assert (_status(base, query), admin_status()) == (401, 401)
+        # a rotation of the same size, the modification time put back as it was
+        rotated = SigningKey(
+            key_id="beacon", tenant_id=tenant, secret=new_secret(), roles=["query"]
+        )
+        keyring.write_text(keyring_document([query, admin]))
+        stamp = keyring.stat()
+        assert _status(base, query) == 200
+        keyring.write_text(keyring_document([rotated, admin]))
+        os.utime(keyring, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        assert keyring.stat().st_size == stamp.st_size
+        assert (_status(base, rotated), _status(base, query)) == (200, 401)
+    finally:
+        server.shutdown()
+        server.server_close()
+        runtime.close()
+        install_runtime(None)

@@ -168,3 +168,17 @@ def test_the_door_key_is_made_once_and_readable_by_its_owner_only(tmp_path: Path
 )
 def test_which_bind_addresses_are_this_machine_only(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_a_connection_from_another_machine_is_refused_whatever_its_host_says() -> None:
+    """On a runner bound beyond loopback (`serve --host 0.0.0.0`), another machine could
+    name a loopback Host; the doors look at where the connection came from too."""
+    from grandbo.local.doors import DoorGuard
+
+    guard = DoorGuard.serving("k", "0.0.0.0", 8787)  # noqa: S104 - the bind under test
+    request = (["127.0.0.1:8787"], [], ["application/json"], ["Bearer k"])
+    assert guard.refusal("127.0.0.1", *request) is None
+    assert guard.refusal("::ffff:127.0.0.1", *request) is None
+    refused = guard.refusal("192.0.2.2", *request)
+    assert refused is not None
+    assert refused.status == 403

@@ -452,7 +452,7 @@ def test_the_block_is_bounded_whatever_the_memories_carry() -> None:
     300,067-character line. Each title, reason and summary is cut (marked), and the block
     stays under its cap, saying how many memories it left out."""
     from grandbo.api.recall import (
-        BLOCK_MAX_CHARS,
+        BLOCK_MAX_BYTES,
         BLOCK_SUMMARY_CHARS,
         BLOCK_TITLE_CHARS,
         BLOCK_WHY_CHARS,
@@ -470,14 +470,14 @@ def test_the_block_is_bounded_whatever_the_memories_carry() -> None:
     memory = _memory(huge_hit)
     assert memory is not None
     block = context_block([memory])
-    assert len(block) <= BLOCK_MAX_CHARS
+    assert len(block.encode()) <= BLOCK_MAX_BYTES
     longest = BLOCK_TITLE_CHARS + BLOCK_WHY_CHARS + 80  # number, age and the wording
     assert all(len(line) <= max(longest, BLOCK_SUMMARY_CHARS + 3) for line in block.split("\n"))
     assert block.count("[cut]") == 3  # the title, the reason and the summary
     many = [memory] * 10
     capped = context_block(many)
-    assert len(capped) <= BLOCK_MAX_CHARS
-    assert capped.endswith("characters)")
+    assert len(capped.encode()) <= BLOCK_MAX_BYTES
+    assert capped.endswith("bytes)")
     assert "more left out" in capped.split("\n")[-1]
     # and through the hook, the same bounded block
     servers = serving(answer(200, _answer_of([huge_hit])))  # ~0.5 MB, under the cap
@@ -487,4 +487,29 @@ def test_the_block_is_bounded_whatever_the_memories_carry() -> None:
         for _ in servers:
             pass
     assert recall.reason is None, recall.detail
-    assert 0 < len(recall.block) <= BLOCK_MAX_CHARS
+    assert 0 < len(recall.block.encode()) <= BLOCK_MAX_BYTES
+
+
+def test_no_field_of_a_hit_can_stretch_a_line_or_the_block() -> None:
+    """Break-it: a 4,200-digit recurrence count made a 4,282-character line, an age of
+    1e300 days a 369-character one, the left-out note pushed the block past its cap, and
+    the cap counted characters where emoji take 4 bytes each."""
+    from grandbo.api.recall import BLOCK_MAX_BYTES, BLOCK_TITLE_CHARS, _memory, context_block
+
+    hit = {
+        "entry_id": "e",
+        "title": "\U0001f525" * 300,
+        "summary": "\U0001f525 " * 400,
+        "age_days": 1e300,
+        "recurrences": int("9" * 4200),
+        "why": {"fused_score": 0.9, "shared_tags": ["pool"]},
+    }
+    memory = _memory(hit)
+    assert memory is not None
+    assert memory.recurrences == 1  # a count past MAX_RECURRENCES is malformed
+    block = context_block([memory] * 10)
+    assert len(block.encode()) <= BLOCK_MAX_BYTES
+    assert "over 10 years ago" in block
+    title_line = block.split("\n")[1]
+    assert len(title_line) <= BLOCK_TITLE_CHARS + 120
+    assert "more left out" in block.split("\n")[-1]

@@ -63,6 +63,7 @@ def test_retiring_the_canonical_entry_resurfaces_its_lesson(
         "how": "resurfaced",
         "entry_id": oldest.entry_id,
         "count": 2,
+        "kept": 0,
     }
     resurfaced = service.get_entry(tenant, oldest.entry_id)
     assert resurfaced.status is EntryStatus.ACTIVE
@@ -162,3 +163,95 @@ def test_the_audit_lists_recurrences_of_an_entry_no_longer_served(
     assert orphans.count == 2
     assert orphans.repairable is False
     assert all(str(m.entry_id) in orphans.detail for m in merged)
+
+
+def test_a_correction_whose_words_still_agree_keeps_every_recurrence(
+    service: MemoryService, tenant: str
+) -> None:
+    """A typo fixed is the same lesson: its recurrences stay (break-it: one comma split
+    the group and the canonical entry lost 'seen 3 times')."""
+    canonical, _ = group(service, tenant)
+    fixed = entry(LESSON[0], LESSON[1].replace("exhausted and", "exhausted, and"))
+    outcome = service.correct_entry(tenant, canonical.entry_id, fixed, context())
+    assert outcome.recurrences is not None
+    assert outcome.recurrences.model_dump() == {
+        "how": "kept",
+        "entry_id": canonical.entry_id,
+        "count": 0,
+        "kept": 2,
+    }
+    assert service.get_entry(tenant, canonical.entry_id).seen_count == 3
+    verified(service, tenant)
+
+
+PAY = (
+    "Payments TLS certificate expired overnight",
+    "The payments gateway certificate expired overnight and every card authorization "
+    "failed its handshake until renewed.",
+)
+PAY_AGAIN = (
+    "Payments gateway certificate expired again",
+    "Again the payments gateway certificate expired overnight and every card authorization "
+    "failed its handshake until it was renewed.",
+)
+
+
+def test_a_successor_retired_meanwhile_is_never_handed_a_lesson(
+    service: MemoryService,
+    tenant: str,
+    database: Any,
+    admin_conn: psycopg.Connection[Any],
+) -> None:
+    """A superseded by B while B is being retired: B's row is locked before the
+    supersession reads it, so it sees B retired and refuses (409), and nothing is left
+    merged into an entry no longer served (break-it: A's recurrences went to retired B)."""
+    import threading
+    import time
+
+    from grandbo.errors import EntryNotActiveError
+    from grandbo.storage.connections import connect
+
+    a, _ = group(service, tenant)
+    b = service.record_entry(tenant, entry(*PAY), context()).entry
+    service.embed_pending(tenant)
+    b_again = service.record_entry(tenant, entry(*PAY_AGAIN, incident_id="INC-9"), context()).entry
+    service.embed_pending(tenant)
+    assert service.get_entry(tenant, b.entry_id).seen_count == 2
+    errors: list[BaseException] = []
+    retiring = MemoryService(MemoryRepository(connect(database.app)), service.provider)
+    superseding = MemoryService(MemoryRepository(connect(database.app)), service.provider)
+
+    def run(call: Any) -> None:
+        try:
+            call()
+        except BaseException as exc:
+            errors.append(exc)
+
+    # a third session holds B's recurrence, so B's retirement stalls inside its rehoming
+    admin_conn.execute("BEGIN")
+    admin_conn.execute(
+        "SELECT 1 FROM org_memory_entries WHERE tenant_id = %s AND entry_id = %s FOR UPDATE",
+        (tenant, b_again.entry_id),
+    )
+    first = threading.Thread(
+        target=run, args=(lambda: retiring.retire_entry(tenant, b.entry_id, "wrong", context()),)
+    )
+    first.start()
+    time.sleep(0.5)
+    second = threading.Thread(
+        target=run,
+        args=(
+            lambda: superseding.retire_entry(
+                tenant, a.entry_id, "replaced", context(), superseded_by=b.entry_id
+            ),
+        ),
+    )
+    second.start()
+    time.sleep(0.5)
+    admin_conn.execute("COMMIT")
+    first.join(10)
+    second.join(10)
+    assert [type(e) for e in errors] == [EntryNotActiveError]
+    assert service.get_entry(tenant, a.entry_id).status is EntryStatus.ACTIVE
+    assert service.query_org_memory(tenant, TOPIC).hits
+    verified(service, tenant)

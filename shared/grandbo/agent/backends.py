@@ -77,7 +77,7 @@ class StoreBackend:
     ) -> FeedbackCounts:
         with self.runtime.container():
             outcome = self.runtime.service().record_caller_feedback(
-                _required(tenant), entry_id, feedback, caller=caller, actor=f"mcp:{caller}"
+                _required(tenant), entry_id, feedback, caller=caller
             )
         return outcome.entry.feedback
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -31,6 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from grandbo.errors import AuthenticationError, GrandboError
 from grandbo.tenancy import require_tenant
+
+_log = logging.getLogger(__name__)
 
 SIGNATURE_WINDOW_S = 300
 MAX_TOKEN_LIFETIME_S = 24 * 3600
@@ -100,23 +103,35 @@ class Keyring:
 
 
 class KeyringFile:
-    """A keyring file, read again whenever it changes (its inode, size or modification
-    time): a key removed from it stops authenticating at the next request."""
+    """A keyring file, read again whenever it changes (its inode, size, modification or
+    change time): a key removed from it stops authenticating at the next request. A file
+    that cannot be parsed (an editor half way through writing it) leaves the last good
+    keys in force until it can be; with no good keys at all, or no file, every request is
+    refused (AuthenticationError, a 401), never an error of the service."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._lock = threading.Lock()
         self._keyring: Keyring | None = None
-        self._version: tuple[int, int, int] | None = None
+        self._version: tuple[int, int, int, int] | None = None
 
     def current(self) -> Keyring:
-        seen = os.stat(self.path)
-        version = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
+        try:
+            seen = os.stat(self.path)
+        except OSError as exc:
+            raise AuthenticationError(f"no keyring file: {exc.strerror}") from exc
+        version = (seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
         with self._lock:
             if self._keyring is None or version != self._version:
-                with open(self.path, encoding="utf-8") as handle:
-                    self._keyring = Keyring.from_json(handle.read())
-                self._version = version
+                try:
+                    with open(self.path, encoding="utf-8") as handle:
+                        keyring = Keyring.from_json(handle.read())
+                except (OSError, UnicodeDecodeError, GrandboError) as exc:
+                    if self._keyring is None:
+                        raise AuthenticationError("the keyring file is unreadable") from exc
+                    _log.warning("keyring file unreadable, the last good keys serve: %s", exc)
+                    return self._keyring  # read again at the next request
+                self._keyring, self._version = keyring, version
             return self._keyring
 
 

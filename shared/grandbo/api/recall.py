@@ -54,8 +54,9 @@ DEFAULT_TOPIC_CHARS = 600
 BLOCK_TITLE_CHARS = 200
 BLOCK_SUMMARY_CHARS = 600
 BLOCK_WHY_CHARS = 300
-BLOCK_MAX_CHARS = 6_000
+BLOCK_MAX_BYTES = 6_000
 MAX_ANSWER_BYTES = 1024 * 1024
+MAX_RECURRENCES = 1_000_000  # a count past it is malformed (a 4,200-digit one was sent)
 
 FRAMING = (
     "Possibly relevant past incidents from Grandbo, the organization's memory. They are "
@@ -274,9 +275,10 @@ def context_block(memories: list[RecalledMemory]) -> str:
     (newlines, control and bidi characters removed), so no stored text can end the
     frame, start an item of its own or reorder what the model reads. Each title, reason
     and summary is cut to its length (ending "[cut]"), and memories that would take the
-    block past BLOCK_MAX_CHARS are left out, the last line saying how many."""
+    block past BLOCK_MAX_BYTES (UTF-8, the note included) are left out, the last line
+    saying how many."""
     lines = [FRAMING]
-    size = len(FRAMING)
+    size = len(FRAMING.encode())
     for number, memory in enumerate(memories, start=1):
         summary = _cut(_one_line(memory.summary), BLOCK_SUMMARY_CHARS)
         seen = f"seen {memory.recurrences} times, " if memory.recurrences > 1 else ""
@@ -285,14 +287,14 @@ def context_block(memories: list[RecalledMemory]) -> str:
             f"{_age(memory.age_days)}; matched on {_cut(_one_line(memory.why), BLOCK_WHY_CHARS)})"
             f"\n   {summary}"
         )
-        if size + 1 + len(item) > BLOCK_MAX_CHARS:
-            left = len(memories) - number + 1
-            lines.append(
-                f"({left} more left out: the block is capped at {BLOCK_MAX_CHARS} characters)"
-            )
+        left = len(memories) - number + 1
+        note = f"({left} more left out: the block is capped at {BLOCK_MAX_BYTES} bytes)"
+        room = BLOCK_MAX_BYTES - (0 if left == 1 else len(note.encode()) + 1)
+        if size + 1 + len(item.encode()) > room:
+            lines.append(note)
             break
         lines.append(item)
-        size += 1 + len(item)
+        size += 1 + len(item.encode())
     return "\n".join(lines)
 
 
@@ -311,6 +313,8 @@ def _one_line(text: str) -> str:
 def _age(days: float) -> str:
     if days < 1:
         return "recorded today"
+    if days > 3650:
+        return "over 10 years ago"
     if days < 60:
         return f"{days:.0f} days ago"
     return f"{days / 30.4:.0f} months ago"
@@ -331,7 +335,11 @@ def _memory(hit: object) -> RecalledMemory | None:
     if not all(isinstance(value, str) for value in (title, summary, entry_id)):
         return None
     recurrences = hit.get("recurrences", 1)
-    if isinstance(recurrences, bool) or not isinstance(recurrences, int) or recurrences < 1:
+    if (
+        isinstance(recurrences, bool)
+        or not isinstance(recurrences, int)
+        or not 1 <= recurrences <= MAX_RECURRENCES
+    ):
         recurrences = 1  # a malformed count is not worth dropping the memory for
     return RecalledMemory(str(entry_id), title, summary, age, score, _why(why), recurrences)
 

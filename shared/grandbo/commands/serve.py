@@ -75,7 +75,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(
             f"grandbo serve: listening on {args.host}, beyond this machine: the API's routes "
             "answer anyone who holds a token or a signing key of the keyring; the local "
-            "doors (/local/events, /local/backfill) answer only requests to loopback",
+            "doors (/local/events, /local/backfill) answer only connections from this machine",
             file=sys.stderr,
             flush=True,
         )

@@ -76,13 +76,23 @@ class DoorGuard:
 
     def refusal(
         self,
+        peer: str,
         hosts: Sequence[str],
         origins: Sequence[str],
         content_types: Sequence[str],
         authorizations: Sequence[str],
     ) -> DoorRefusal | None:
-        """Why a request may not come through a door, or None. Each argument is every
-        value the request carries for that header."""
+        """Why a request may not come through a door, or None. `peer` is the address the
+        connection came from (on a runner bound beyond loopback, a Host header alone would
+        let another machine through); each other argument is every value the request
+        carries for that header."""
+        if not is_loopback(peer):
+            return DoorRefusal(
+                403,
+                "forbidden",
+                "the local doors answer only this machine (the connection "
+                "came from another address)",
+            )
         if len(hosts) != 1 or hosts[0].strip().lower() not in self.hosts:
             return DoorRefusal(
                 403,

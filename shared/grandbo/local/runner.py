@@ -372,6 +372,7 @@ class LocalGateway(BaseHTTPRequestHandler):
         if guard is None:
             return DoorRefusal(403, "forbidden", "this runner's local doors are closed")
         return guard.refusal(  # type: ignore[no-any-return]
+            str(self.client_address[0]),
             self.headers.get_all("Host") or [],
             self.headers.get_all("Origin") or [],
             self.headers.get_all("Content-Type") or [],

@@ -234,13 +234,15 @@ class MemoryEntry(BaseModel):
 class RecurrencesRehomed(BaseModel):
     """Where the recurrences of an entry went when it was retired, superseded or
     corrected to another lesson: `moved` to the successor, or `resurfaced` (the oldest is
-    an active entry again and the others its recurrences), under `entry_id`."""
+    an active entry again and the others its recurrences), under `entry_id`; or, after a
+    correction whose words still agree with every recurrence's, `kept`."""
 
     model_config = ConfigDict(frozen=True)
 
-    how: Literal["moved", "resurfaced"]
+    how: Literal["moved", "resurfaced", "kept"]
     entry_id: UUID
-    count: int
+    count: int  # how many left the entry
+    kept: int = 0  # after a correction: those whose words still agree with the new text
 
 
 class WriteOutcome(BaseModel):

@@ -518,7 +518,6 @@ class MemoryService(EmbeddingJobs, Calibration):
         feedback: Feedback | dict[str, object],
         *,
         caller: str,
-        actor: str,
         own_key: str | None = None,
     ) -> WriteOutcome:
         """A caller's verdict, counted at most once per caller, entry and incident (as the
@@ -526,7 +525,8 @@ class MemoryService(EmbeddingJobs, Calibration):
         verdict or Idempotency-Key: the first stands, and a key only makes a retry a no-op,
         as the verdict's own key already does. At most FEEDBACK_RATE verdicts per caller
         and window (RateLimitedError, a 429). The query API and the MCP server both record
-        through here."""
+        through here, as one actor per key (`query:<key id>`): the rate and the review
+        list count the key, whichever door its verdicts came through."""
         command = self._parse(Feedback, feedback)
         if own_key is not None:
             caller_key(own_key)  # still checked: a malformed key is a 400 as before
@@ -538,7 +538,7 @@ class MemoryService(EmbeddingJobs, Calibration):
             tenant,
             entry_id,
             command,
-            WriteContext(actor=actor, idempotency_key=key),
+            WriteContext(actor=f"query:{caller}", idempotency_key=key),
             rate=FEEDBACK_RATE,
         )
 

@@ -22,7 +22,7 @@ from grandbo.memory.models import (
     WriteContext,
     WriteOutcome,
 )
-from grandbo.memory.recurrence import may_take_recurrence
+from grandbo.memory.recurrence import DuplicateRule, Words, may_take_recurrence
 from grandbo.memory.repository.entries import SELECT_ENTRIES, entry_columns
 from grandbo.memory.repository.postings import post_tags, unpost_tags
 from grandbo.memory.repository.search import VECTOR_LEG_SETTINGS
@@ -74,20 +74,34 @@ class RecurrenceWrites(EntryWrites):
         entry_id: UUID,
         successor: UUID | None,
         context: WriteContext,
+        still_agreeing: MemoryEntry | None = None,
     ) -> RecurrencesRehomed | None:
         """Move the entries merged into `entry_id` to `successor` (each an `entry_merged`
         event saying where it moved from), unless the successor is marked never-merge;
         else the oldest resurfaces as an active entry (an `entry_split` that keeps its
         merge policy) and the others become its recurrences. Never left merged into an
-        entry that no longer says their lesson."""
+        entry that no longer says their lesson. After a correction (`still_agreeing`, the
+        corrected entry), those whose words still agree with its new text by the merge
+        rule (tags, identifiers, service: its vector is not made yet) stay."""
         cur.execute(
             SELECT_ENTRIES + sql.SQL("merged_into = %s ORDER BY created_at, entry_id FOR UPDATE"),
             (tenant_id, entry_id),
         )
         merged = [MemoryEntry.model_validate(row) for row in cur]
+        kept = 0
+        if still_agreeing is not None:
+            new_words = Words.of(still_agreeing.tags, still_agreeing.service)
+            rule = DuplicateRule(max_distance=0.0)  # its words part only
+            leaving = [
+                m for m in merged if not rule.words_agree(new_words, Words.of(m.tags, m.service))
+            ]
+            kept, merged = len(merged) - len(leaving), leaving
+            if kept and not merged:
+                return RecurrencesRehomed(how="kept", entry_id=entry_id, count=0, kept=kept)
         if not merged:
             return None
         target = successor
+        # the successor's row is locked (retire_entry locks both rows in entry-id order)
         if target is not None and self._get(cur, tenant_id, target).never_merge:
             target = None
         how: Literal["moved", "resurfaced"] = "moved"
@@ -128,7 +142,7 @@ class RecurrenceWrites(EntryWrites):
             )
         cur.execute(_DERIVE_RECURRENCES, (tenant_id, entry_id))
         cur.execute(_DERIVE_RECURRENCES, (tenant_id, target))
-        return RecurrencesRehomed(how=how, entry_id=target, count=len(merged))
+        return RecurrencesRehomed(how=how, entry_id=target, count=len(merged), kept=kept)
 
     def recurrence_candidates(
         self, tenant_id: str, entry_id: UUID, embed_rev: str, *, limit: int = 5

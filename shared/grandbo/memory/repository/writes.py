@@ -44,6 +44,11 @@ from grandbo.memory.repository.entries import (
 from grandbo.memory.repository.postings import post_tags, unpost_tags
 from grandbo.storage.tenant_scope import Cursor, TenantLock, returned_rows
 
+LOCK_ENTRIES_IN_ORDER = (
+    "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s AND entry_id = ANY(%s)"
+    " ORDER BY entry_id FOR UPDATE"
+)
+
 
 class EntryWrites(EntryReads):
     """Create, correct and retire entries (event + projection, one transaction)."""
@@ -225,9 +230,11 @@ class EntryWrites(EntryReads):
             post_tags(cur, tenant_id, [corrected])
             rehomed = None
             if (text.title, text.summary) != (current.title, current.summary):
-                # another lesson now: its recurrences said the old one, which lives on in
-                # them (grandbo.memory.repository.recurrences)
-                rehomed = self._rehome_recurrences(cur, tenant_id, entry_id, None, context)
+                # its recurrences whose words no longer agree with the new text said the
+                # old lesson, which lives on in them (grandbo.memory.repository.recurrences)
+                rehomed = self._rehome_recurrences(
+                    cur, tenant_id, entry_id, None, context, still_agreeing=corrected
+                )
             if rehomed is not None:
                 corrected = self._get(cur, tenant_id, entry_id)
             return WriteOutcome(entry=corrected, applied=True, recurrences=rehomed)
@@ -247,6 +254,11 @@ class EntryWrites(EntryReads):
         With `expired_by` (the sweeper), only if it is still an episodic entry expired by
         then once its row is locked: one promoted meanwhile stays (applied=False)."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            if superseded_by is not None:
+                # both rows locked, in entry-id order as every writer locks: a successor
+                # retired meanwhile is seen as retired here, never handed the lesson after
+                # its own retirement rehomed its recurrences
+                cur.execute(LOCK_ENTRIES_IN_ORDER, (tenant_id, [entry_id, superseded_by]))
             current = self._lock_active_unless_applied(cur, tenant_id, entry_id, context)
             if isinstance(current, WriteOutcome):
                 return current
@@ -294,6 +306,7 @@ class EntryWrites(EntryReads):
         entry_id: UUID,
         successor: UUID | None,
         context: WriteContext,
+        still_agreeing: MemoryEntry | None = None,
     ) -> RecurrencesRehomed | None:
         """Where the entries merged into `entry_id` go when it stops saying their lesson
         (RecurrenceWrites moves them; entries without recurrences have none to move)."""
