@@ -26,6 +26,7 @@ from grandbo.api.models import (
     CorrectEntryRequest,
     CreateEntryRequest,
     MergePolicyRequest,
+    RedactionRequest,
     RetireEntryRequest,
     SettingsRequest,
     TopologyRequest,
@@ -160,6 +161,27 @@ def retire_entry(entry_id: UUID, request: RetireEntryRequest) -> Response[Any]:
         )
     )
     return _written(outcome, 200)
+
+
+@app.post("/v1/admin/entries/<entry_id>/redaction")
+@tracer.capture_method
+def redact_entry(entry_id: UUID, request: RedactionRequest) -> Response[Any]:
+    """Remove the entry's text for good: its tombstone and the hash of every payload."""
+    caller: Caller = app.context["caller"]
+    outcome = (
+        runtime()
+        .service()
+        .redact_entry(
+            caller.tenant_id,
+            entry_id,
+            request.reason,
+            _context("redact", str(entry_id)),
+            keep_recurrences=request.keep_recurrences,
+        )
+    )
+    return Response(
+        status_code=200, content_type=content_types.APPLICATION_JSON, body=outcome.model_dump_json()
+    )
 
 
 @app.post("/v1/admin/entries/<entry_id>/promotion")

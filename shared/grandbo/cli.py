@@ -109,6 +109,18 @@ def cmd_retire(args: argparse.Namespace, service: MemoryService) -> int:
     return 0
 
 
+def cmd_redact(args: argparse.Namespace, service: MemoryService) -> int:
+    outcome = service.redact_entry(
+        args.tenant,
+        args.entry_id,
+        args.reason,
+        _context(args, "redact", str(args.entry_id)),
+        keep_recurrences=args.keep_recurrences,
+    )
+    print(outcome.model_dump_json(indent=2))
+    return 0
+
+
 def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
     result = service.query_org_memory(
         args.tenant, args.topic, limit=args.limit, service=args.service
@@ -299,6 +311,15 @@ def build_parser() -> argparse.ArgumentParser:
     retire.add_argument("--reason", required=True)
     retire.add_argument("--superseded-by", type=UUID)
 
+    redact = writer("redact", "remove an entry's text for good (a tombstone stays)")
+    redact.add_argument("entry_id", type=UUID)
+    redact.add_argument("--reason", required=True)
+    redact.add_argument(
+        "--keep-recurrences",
+        action="store_true",
+        help="the entries merged into it stay (resurfaced as an entry of their own)",
+    )
+
     query = sub.add_parser("query", help="query_org_memory: have we seen this before?")
     query.add_argument("topic")
     query.add_argument("--tenant", default=DEMO_TENANT)
@@ -419,6 +440,7 @@ _SERVICE_COMMANDS = {
     "add": cmd_add,
     "correct": cmd_correct,
     "retire": cmd_retire,
+    "redact": cmd_redact,
     "query": cmd_query,
     "embed-pending": cmd_embed_pending,
     "rebuild": cmd_rebuild,

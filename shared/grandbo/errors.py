@@ -115,3 +115,12 @@ class RateLimitedError(GrandboError):
     def __init__(self, message: str, retry_after_s: int) -> None:
         super().__init__(message)
         self.retry_after_s = max(1, retry_after_s)
+
+
+class EntryRedactedError(GrandboError):
+    """The entry's text was removed for good (maps to 410 with its tombstone)."""
+
+    def __init__(self, entry_id: object, tombstone: dict[str, object]) -> None:
+        super().__init__(f"entry {entry_id} was redacted")
+        self.entry_id = entry_id
+        self.tombstone = tombstone

@@ -25,6 +25,7 @@ from grandbo.errors import (
     EmbeddingError,
     EntryNotActiveError,
     EntryNotFoundError,
+    EntryRedactedError,
     InvalidInputError,
     InvalidTopicError,
     NotARecurrenceError,
@@ -183,6 +184,13 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
         # a route that embeds (calibration): the provider failed, throttled or refused
         logger.warning("embedding provider unavailable", extra={"reason": str(exc)})
         return error_response(503, "unavailable", "the embedding provider is unavailable; retry")
+
+    @app.exception_handler(EntryRedactedError)
+    def _redacted(exc: EntryRedactedError) -> Response[Any]:
+        body = {"error": "gone", "message": str(exc), "tombstone": exc.tombstone}
+        return Response(
+            status_code=410, content_type=content_types.APPLICATION_JSON, body=json.dumps(body)
+        )
 
     @app.exception_handler(RateLimitedError)
     def _rate(exc: RateLimitedError) -> Response[Any]:

@@ -86,6 +86,14 @@ class RetireEntryRequest(_Body):
     superseded_by: UUID | None = None
 
 
+class RedactionRequest(_Body):
+    """Remove an entry's text for good: why, and whether its recurrences stay (they are
+    redacted with it unless kept; kept, they resurface as an entry of their own)."""
+
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+    keep_recurrences: StrictBool = False
+
+
 class TopologyRequest(TopologyBatch):
     """A topology batch; `sync: true` makes it the whole namespace (absent rows close)."""
 

@@ -44,6 +44,8 @@ class Finding:
 class TenantHealth:
     tenant_id: str
     findings: list[Finding] = field(default_factory=list)
+    # entries whose text was removed for good (a count, not a problem)
+    redactions: int = 0
 
     @property
     def healthy(self) -> bool:
@@ -54,13 +56,14 @@ class TenantHealth:
             "tenant_id": self.tenant_id,
             "healthy": self.healthy,
             "findings": [asdict(f) for f in self.findings],
+            "redactions": self.redactions,
         }
 
 
 def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
     """Every check, read-only, for one organization."""
-    health = TenantHealth(tenant_id)
     repo = service.repository
+    health = TenantHealth(tenant_id, redactions=repo.count_redactions(tenant_id))
     serving = service.serving_provider(tenant_id)
     lacking, stale = repo.vector_coverage(tenant_id, serving.embed_rev)
     oldest = service.oldest_pending_age_s(tenant_id)

@@ -52,11 +52,16 @@ class Kind(enum.StrEnum):
     EPISODIC = "episodic"
 
 
+# what a redacted entry's title and summary say instead of its text
+REDACTED_TEXT = "[redacted]"
+
+
 class EntryStatus(enum.StrEnum):
     ACTIVE = "active"
     RETIRED = "retired"
     SUPERSEDED = "superseded"
     MERGED = "merged"  # a recurrence of `merged_into`: not served, its text kept
+    REDACTED = "redacted"  # its text removed for good: a tombstone, never served
 
 
 class EventType(enum.StrEnum):
@@ -69,6 +74,7 @@ class EventType(enum.StrEnum):
     MERGED = "entry_merged"  # recorded as a recurrence of another entry
     SPLIT = "entry_split"  # an admin split a merged entry back out (never merged again)
     MERGE_POLICY = "merge_policy_set"  # an admin marked an entry never-merge, or not
+    REDACTED = "entry_redacted"  # its text removed from the entry and from every event
 
 
 class Verdict(enum.StrEnum):
@@ -256,6 +262,45 @@ class WriteOutcome(BaseModel):
     #: reached the queue; False is logged and counted, and the sweeper repairs it.
     embed_enqueued: bool | None = None
     #: a retirement or a correction of an entry that had recurrences: where they went
+    recurrences: RecurrencesRehomed | None = None
+
+
+class RemovedPayload(BaseModel):
+    """One event whose payload a redaction replaced: the SHA-256 of what it held (of its
+    JSON as the database renders it), so the removal itself can be proven."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry_id: UUID
+    event_id: int
+    event_type: str
+    sha256: str
+
+
+class Tombstone(BaseModel):
+    """What is left of a redacted entry: that it was, when, by whom and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry_id: UUID
+    redacted: bool = True
+    redacted_at: datetime
+    redacted_by: str
+    reason: str
+    created_at: datetime
+
+
+class RedactionOutcome(BaseModel):
+    """A redaction: the tombstone, every entry whose text went with it (the entry and
+    the recurrences redacted with it), every payload removed, and where the recurrences
+    went if the admin kept them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tombstone: Tombstone
+    applied: bool
+    entries: list[UUID]
+    removed: list[RemovedPayload]
     recurrences: RecurrencesRehomed | None = None
 
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from grandbo.memory.models import EntryStatus, EventType, Kind, Origin, Verdict
+from grandbo.memory.models import REDACTED_TEXT, EntryStatus, EventType, Kind, Origin, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,49 @@ def _uuid(value: Any) -> UUID | None:
 def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
     """Fold one event into `state` (entry id -> entry)."""
     p = event.payload
+    if p.get("redacted") is True and event.event_type is not EventType.REDACTED:
+        # a payload a redaction removed: nothing of it is left to fold; the entry's own
+        # `entry_redacted` event, later in the log, makes its tombstone
+        if event.event_type is EventType.CREATED:
+            state[event.entry_id] = ProjectedEntry(
+                entry_id=event.entry_id,
+                title=REDACTED_TEXT,
+                summary=REDACTED_TEXT,
+                tags=(),
+                service=None,
+                origin=Origin.ADMIN,
+                status=EntryStatus.REDACTED,
+                revision=event.revision,
+                incident_id=None,
+                superseded_by=None,
+                created_at=event.recorded_at,
+                updated_at=event.recorded_at,
+            )
+        return
+    if event.event_type is EventType.REDACTED:
+        current = state[event.entry_id]
+        expires = p.get("expires_at")
+        state[event.entry_id] = replace(
+            current,
+            title=REDACTED_TEXT,
+            summary=REDACTED_TEXT,
+            tags=(),
+            service=p.get("service"),
+            origin=Origin(p["origin"]),
+            status=EntryStatus.REDACTED,
+            revision=event.revision,
+            incident_id=p.get("incident_id"),
+            superseded_by=_uuid(p.get("superseded_by")),
+            helpful_count=int(p.get("helpful_count", 0)),
+            not_helpful_count=int(p.get("not_helpful_count", 0)),
+            misleading_count=int(p.get("misleading_count", 0)),
+            kind=Kind(p["kind"]),
+            expires_at=None if expires is None else datetime.fromisoformat(expires),
+            merged_into=None,
+            never_merge=True,
+            updated_at=event.recorded_at,
+        )
+        return
     if event.event_type is EventType.CREATED:
         kind = Kind(p.get("kind", Kind.DURABLE.value))
         ttl_days = p.get("ttl_days")

@@ -21,6 +21,7 @@ from grandbo.embedding.rerank import Reranker
 from grandbo.errors import (
     EmbeddingError,
     EntryNotActiveError,
+    EntryRedactedError,
     InvalidInputError,
     invalid_input_from,
 )
@@ -33,6 +34,7 @@ from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import (
     MAX_EPISODIC_TTL_DAYS,
     EmbedJob,
+    EntryStatus,
     EntryText,
     Feedback,
     FeedbackRate,
@@ -42,6 +44,7 @@ from grandbo.memory.models import (
     MemoryQueryResult,
     NewEntry,
     QueryMetadata,
+    RedactionOutcome,
     ServiceName,
     WriteContext,
     WriteOutcome,
@@ -55,6 +58,18 @@ from grandbo.text.rules import reject_unsafe_text
 from grandbo.text.tags import tags_for, tokenize
 
 _log = logging.getLogger(__name__)
+
+
+def _reason(reason: object) -> str:
+    """A retirement's or a redaction's reason: 1-2000 characters of safe text, stripped."""
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 2000:
+        raise InvalidInputError("reason", "must be 1-2000 characters saying why")
+    try:
+        reject_unsafe_text(reason)
+    except ValueError as exc:
+        raise InvalidInputError("reason", str(exc)) from exc
+    return reason.strip()
+
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
@@ -400,14 +415,23 @@ class MemoryService(EmbeddingJobs, Calibration):
         superseded_by: UUID | None = None,
     ) -> WriteOutcome:
         tenant = require_tenant(tenant_id)
-        if not isinstance(reason, str) or not reason.strip() or len(reason) > 2000:
-            raise InvalidInputError("reason", "must be 1-2000 characters saying why")
-        try:
-            reject_unsafe_text(reason)
-        except ValueError as exc:
-            raise InvalidInputError("reason", str(exc)) from exc
         return self.repository.retire_entry(
-            tenant, entry_id, reason.strip(), context, superseded_by
+            tenant, entry_id, _reason(reason), context, superseded_by
+        )
+
+    def redact_entry(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        reason: str,
+        context: WriteContext,
+        *,
+        keep_recurrences: bool = False,
+    ) -> RedactionOutcome:
+        """Remove an entry's text for good (`grandbo.memory.repository.redaction`)."""
+        tenant = require_tenant(tenant_id)
+        return self.repository.redact_entry(
+            tenant, entry_id, _reason(reason), context, keep_recurrences=keep_recurrences
         )
 
     def promote_entry(self, tenant_id: str, entry_id: UUID, context: WriteContext) -> WriteOutcome:
@@ -549,7 +573,15 @@ class MemoryService(EmbeddingJobs, Calibration):
         )
 
     def get_entry(self, tenant_id: str, entry_id: UUID) -> MemoryEntry:
-        return self.repository.get_entry(require_tenant(tenant_id), entry_id)
+        """The entry; a redacted one is EntryRedactedError with its tombstone (a 410)."""
+        tenant = require_tenant(tenant_id)
+        entry = self.repository.get_entry(tenant, entry_id)
+        if entry.status is EntryStatus.REDACTED:
+            tombstone = self.repository.tombstone(tenant, entry_id)
+            raise EntryRedactedError(
+                entry_id, {} if tombstone is None else tombstone.model_dump(mode="json")
+            )
+        return entry
 
     @staticmethod
     def _parse(model: type[_Command], value: _Command | dict[str, object]) -> _Command:

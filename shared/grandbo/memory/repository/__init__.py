@@ -2,7 +2,8 @@
 
 Every method runs in its own short transaction scoped to one tenant twice over
 (`grandbo.storage.tenant_scope`). One module per seam: entry reads, writes, the two
-search legs, embeddings, recurrences, blue/green re-embedding, and the projection rebuild;
+search legs, embeddings, recurrences, redaction, blue/green re-embedding, and the
+projection rebuild;
 `MemoryRepository` is all of them.
 """
 
@@ -13,7 +14,7 @@ from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbeddi
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TitleTagBackfill
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
-from grandbo.memory.repository.recurrences import RecurrenceReads
+from grandbo.memory.repository.redaction import RedactionWrites
 from grandbo.memory.repository.reembed import VectorStaging
 from grandbo.memory.repository.search import (
     EntrySearch,
@@ -35,7 +36,7 @@ __all__ = [
 
 
 class MemoryRepository(
-    RecurrenceReads,
+    RedactionWrites,
     EntrySearch,
     EmbeddingStore,
     VectorStaging,

@@ -458,7 +458,9 @@ class EntryWrites(EntryReads):
         if (done := self._already_applied(cur, tenant_id, context)) is not None:
             return done
         entry = MemoryEntry.model_validate(row)
-        if active and entry.status is not EntryStatus.ACTIVE:
+        if entry.status is EntryStatus.REDACTED or (
+            active and entry.status is not EntryStatus.ACTIVE
+        ):
             raise EntryNotActiveError(entry_id, entry.status.value)
         return entry
 

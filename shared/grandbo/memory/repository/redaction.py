@@ -1,0 +1,191 @@
+"""Redaction: an entry's text removed for good, from the entry, its recurrences (unless
+kept), every payload of their events, their postings, tag statistics and vectors.
+
+The event payloads are rewritten by `grandbo_redact_events` (migration 0019), the one
+owned path through the log's append-only trigger; everything else is cleared here in the
+same transaction, so a redaction is whole or nothing. What stays: the entry's id, its
+dates, its service and counts, and a tombstone saying when, by whom and why, with the
+SHA-256 of every payload removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from grandbo.errors import EntryNotFoundError, EntryRedactedError
+from grandbo.memory.models import (
+    REDACTED_TEXT,
+    EntryStatus,
+    EventType,
+    MemoryEntry,
+    RedactionOutcome,
+    RemovedPayload,
+    Tombstone,
+    WriteContext,
+)
+from grandbo.memory.repository.entries import ENTRY_BY_ID_FOR_UPDATE, SELECT_ENTRIES
+from grandbo.memory.repository.postings import unpost_tags
+from grandbo.memory.repository.recurrences import RecurrenceReads, _derived
+from grandbo.storage.tenant_scope import Cursor, TenantLock
+
+_TOMBSTONE = (
+    "SELECT entry_id, recorded_at, actor, payload->>'reason' AS reason, idempotency_key"
+    " FROM org_memory_events WHERE tenant_id = %s AND entry_id = %s"
+    "   AND event_type = 'entry_redacted'"
+)
+
+
+class RedactionWrites(RecurrenceReads):
+    """Redact an entry; read its tombstone."""
+
+    def redact_entry(
+        self,
+        tenant_id: str,
+        entry_id: UUID,
+        reason: str,
+        context: WriteContext,
+        *,
+        keep_recurrences: bool = False,
+    ) -> RedactionOutcome:
+        """Remove the entry's text (and, unless `keep_recurrences`, that of the entries
+        merged into it; kept, they resurface first) for good. A retry with the same key
+        answers the same tombstone (applied=False); another redaction of a redacted entry
+        is EntryRedactedError."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
+            row = cur.fetchone()
+            if row is None:
+                raise EntryNotFoundError(entry_id)
+            current = MemoryEntry.model_validate(row)
+            if current.status is EntryStatus.REDACTED:
+                earlier, key = self._tombstone(cur, tenant_id, current)
+                if key == context.idempotency_key:
+                    return RedactionOutcome(
+                        tombstone=earlier, applied=False, entries=[entry_id], removed=[]
+                    )
+                raise EntryRedactedError(entry_id, earlier.model_dump(mode="json"))
+            rehomed = None
+            if keep_recurrences:
+                rehomed = self._rehome_recurrences(cur, tenant_id, entry_id, None, context)
+            cur.execute(
+                SELECT_ENTRIES + sql.SQL("merged_into = %s ORDER BY entry_id FOR UPDATE"),
+                (tenant_id, entry_id),
+            )
+            targets = [current, *(MemoryEntry.model_validate(r) for r in cur)]
+            ids = [target.entry_id for target in targets]
+            cur.execute(
+                "SELECT * FROM grandbo_redact_events(%s, %s, %s, %s, %s, %s)",
+                (
+                    tenant_id,
+                    ids,
+                    [target.revision for target in targets],
+                    [Jsonb(_tombstone_payload(target, reason, entry_id)) for target in targets],
+                    context.actor,
+                    [context.idempotency_key]
+                    + [
+                        _derived(context, target.entry_id).idempotency_key for target in targets[1:]
+                    ],
+                ),
+            )
+            removed = [RemovedPayload.model_validate(r) for r in cur]
+            cur.execute(
+                "UPDATE org_memory_entries e SET title = %s, summary = %s, tags = '{}',"
+                " status = 'redacted', merged_into = NULL, never_merge = true,"
+                " embedding = NULL, embed_rev = NULL, embedded_revision = NULL,"
+                " embedded_at = NULL, seen_count = 1, last_seen_at = NULL,"
+                " seen_in_incidents = '{}', updated_at = r.recorded_at"
+                " FROM org_memory_events r"
+                " WHERE r.tenant_id = e.tenant_id AND r.entry_id = e.entry_id"
+                "   AND r.event_type = 'entry_redacted'"
+                "   AND e.tenant_id = %s AND e.entry_id = ANY(%s)",
+                (REDACTED_TEXT, REDACTED_TEXT, tenant_id, ids),
+            )
+            # only an active entry counts in the statistics (a recurrence left them when
+            # it was merged); every tag row left at zero goes, whoever's it was: a tag of
+            # no entry is no statistic, and a removed text's words must not stay as tags
+            self._count_tags(
+                cur,
+                tenant_id,
+                leaving=[current.tags] if current.status is EntryStatus.ACTIVE else [],
+            )
+            for target in ids:
+                unpost_tags(cur, tenant_id, target)
+            cur.execute(
+                "DELETE FROM org_memory_tag_stats WHERE tenant_id = %s AND doc_count = 0",
+                (tenant_id,),
+            )
+            cur.execute(
+                "DELETE FROM org_memory_staged_vectors WHERE tenant_id = %s AND entry_id = ANY(%s)",
+                (tenant_id, ids),
+            )
+            tombstone, _ = self._tombstone(cur, tenant_id, current)
+            return RedactionOutcome(
+                tombstone=tombstone,
+                applied=True,
+                entries=ids,
+                removed=removed,
+                recurrences=rehomed,
+            )
+
+    def count_redactions(self, tenant_id: str) -> int:
+        """How many of the tenant's entries are tombstones."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT count(*) AS n FROM org_memory_entries"
+                " WHERE tenant_id = %s AND status = 'redacted'",
+                (tenant_id,),
+            )
+            row = cur.fetchone()
+            return 0 if row is None else int(row["n"])
+
+    def tombstone(self, tenant_id: str, entry_id: UUID) -> Tombstone | None:
+        """The entry's tombstone if it was redacted, else None."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(_TOMBSTONE, (tenant_id, entry_id))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            cur.execute(
+                "SELECT created_at FROM org_memory_entries WHERE tenant_id = %s AND entry_id = %s",
+                (tenant_id, entry_id),
+            )
+            entry = cur.fetchone()
+            return _as_tombstone(row, entry["created_at"] if entry else row["recorded_at"])
+
+    def _tombstone(self, cur: Cursor, tenant_id: str, entry: MemoryEntry) -> tuple[Tombstone, str]:
+        cur.execute(_TOMBSTONE, (tenant_id, entry.entry_id))
+        row = cur.fetchone()
+        assert row is not None, "a redacted entry has its redaction event"
+        return _as_tombstone(row, entry.created_at), str(row["idempotency_key"])
+
+
+def _as_tombstone(row: dict[str, Any], created_at: Any) -> Tombstone:
+    return Tombstone(
+        entry_id=row["entry_id"],
+        redacted_at=row["recorded_at"],
+        redacted_by=row["actor"],
+        reason=row["reason"],
+        created_at=created_at,
+    )
+
+
+def _tombstone_payload(entry: MemoryEntry, reason: str, redacted: UUID) -> dict[str, Any]:
+    """What the replay needs to make the tombstone row again, and nothing of the text."""
+    return {
+        "reason": reason,
+        "redacted_with": None if entry.entry_id == redacted else str(redacted),
+        "event": EventType.REDACTED.value,
+        "origin": entry.origin.value,
+        "kind": entry.kind.value,
+        "expires_at": None if entry.expires_at is None else entry.expires_at.isoformat(),
+        "service": entry.service,
+        "incident_id": entry.incident_id,
+        "superseded_by": None if entry.superseded_by is None else str(entry.superseded_by),
+        "helpful_count": entry.helpful_count,
+        "not_helpful_count": entry.not_helpful_count,
+        "misleading_count": entry.misleading_count,
+    }
