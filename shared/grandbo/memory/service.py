@@ -434,6 +434,18 @@ class MemoryService(EmbeddingJobs, Calibration):
             tenant, entry_id, _reason(reason), context, keep_recurrences=keep_recurrences
         )
 
+    def organization_rows(self, tenant_id: str) -> dict[str, int]:
+        """The organization's rows in every tenant-scoped table (what a purge deletes)."""
+        return self.repository.organization_rows(require_tenant(tenant_id))
+
+    def purge_organization(self, tenant_id: str) -> dict[str, int]:
+        """Delete every row of the organization, events and topology included, in one
+        transaction; the rows deleted per table. Its cached cutoffs go with it."""
+        tenant = require_tenant(tenant_id)
+        deleted = self.repository.purge_organization(tenant)
+        self._cutoff_cache = {k: v for k, v in self._cutoff_cache.items() if k[0] != tenant}
+        return deleted
+
     def promote_entry(self, tenant_id: str, entry_id: UUID, context: WriteContext) -> WriteOutcome:
         """An episodic entry becomes durable (an event): it is kept until retired."""
         return self.repository.promote_entry(require_tenant(tenant_id), entry_id, context)

@@ -13,6 +13,7 @@ from grandbo.memory.repository.calibration import CalibrationStore
 from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TitleTagBackfill
+from grandbo.memory.repository.purge import OrganizationPurge
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
 from grandbo.memory.repository.redaction import RedactionWrites
 from grandbo.memory.repository.reembed import VectorStaging
@@ -43,5 +44,6 @@ class MemoryRepository(
     ProjectionRebuild,
     CalibrationStore,
     TitleTagBackfill,
+    OrganizationPurge,
 ):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""
