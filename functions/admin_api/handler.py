@@ -25,6 +25,8 @@ from grandbo.api.models import (
     CalibrationRequest,
     CorrectEntryRequest,
     CreateEntryRequest,
+    ExportRequest,
+    ImportRequest,
     MergePolicyRequest,
     RedactionRequest,
     RetireEntryRequest,
@@ -35,6 +37,7 @@ from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError, StoreUnavailableError
 from grandbo.memory.audit import audit
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
+from grandbo.memory.lifecycle.lake import LakeTransfer
 from grandbo.memory.models import Origin, WriteContext, WriteOutcome
 from grandbo.memory.service import MISLEADING_REVIEW_THRESHOLD
 from grandbo.observability import bind_request_keys, count_entries_created, logger, metrics, tracer
@@ -268,6 +271,35 @@ def record_topology(request: TopologyRequest) -> dict[str, Any]:
     caller: Caller = app.context["caller"]
     batch = TopologyBatch.model_validate(request.model_dump(exclude={"sync"}))
     return runtime().topology().record(caller.tenant_id, batch, sync=request.sync)
+
+
+@app.post("/v1/admin/export")
+@tracer.capture_method
+def export_lake(request: ExportRequest) -> dict[str, Any]:
+    """One page of the organization's event log, in event-id order; the last page
+    (`next` null) carries the manifest (`grandbo.memory.lifecycle.lake_stream`)."""
+    caller: Caller = app.context["caller"]
+    transfer = LakeTransfer(runtime().service())
+    return transfer.export_page(caller.tenant_id, request.after, request.limit).as_dict()
+
+
+@app.post("/v1/admin/import")
+@tracer.capture_method
+def import_lake(request: ImportRequest) -> dict[str, Any]:
+    """One batch of a lake stream, checked against its manifest before anything of it is
+    stored; the last batch rebuilds the projection and sends the embed jobs."""
+    caller: Caller = app.context["caller"]
+    outcome = LakeTransfer(runtime().service()).import_batch(
+        caller.tenant_id,
+        request.manifest,
+        request.offset,
+        request.chain_sha256,
+        request.rest_sha256,
+        request.events,
+        rename=request.rename,
+        merge=request.merge,
+    )
+    return outcome.as_dict()
 
 
 @logger.inject_lambda_context(

@@ -20,6 +20,7 @@ from grandbo.agent import command as agent_command
 from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.commands import audit as audit_command
 from grandbo.commands import calibrate as calibrate_command
+from grandbo.commands import lake as lake_command
 from grandbo.commands.common import keyring_path, print_result, settings_from
 from grandbo.commands.progress import terminal_progress
 from grandbo.commands.serve import cmd_serve
@@ -375,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent_command.add_parser(sub)
     audit_command.add_parser(sub)
     calibrate_command.add_parser(sub)
+    lake_command.add_parsers(sub)
 
     idx = sub.add_parser("index", help="HNSW indexes for tenants past a size threshold")
     idx.add_argument("--min-entries", type=int, default=HNSW_MIN_ENTRIES)
@@ -487,6 +489,8 @@ _STANDALONE_COMMANDS = {
     "token": cmd_token,
     "sign": cmd_sign,
     "mcp": cmd_mcp,
+    "export": lake_command.cmd_export,
+    "import": lake_command.cmd_import,
 }
 
 

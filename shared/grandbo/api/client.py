@@ -18,11 +18,20 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 from grandbo import __version__
 from grandbo.api.auth import SigningKey, mint_query_token, sign_admin_request
+from grandbo.errors import InvalidInputError
+from grandbo.memory.lifecycle.lake_stream import (
+    MAX_IMPORT_BATCH,
+    LakeEvent,
+    LakeManifest,
+    LakeStream,
+    read_stream,
+)
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 _READ_CHUNK = 64 * 1024
@@ -301,3 +310,87 @@ class AdminClient:
 
     def get_entry(self, entry_id: UUID | str) -> dict[str, Any]:
         return self._signed("GET", f"/v1/admin/entries/{entry_id}", None)
+
+    def _signed_body(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """A POST whose body is compact UTF-8 JSON (a batch packed up to the body limit
+        measures exactly what is sent)."""
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        headers = sign_admin_request(self.key, "POST", path, body)
+        return _call(self.base_url, "POST", path, body, headers, self.timeout, "admin-client")
+
+    def export_page(self, after: str | None = None, *, limit: int = 500) -> dict[str, Any]:
+        """One page of the key's organization's event log (`POST /v1/admin/export`)."""
+        return self._signed_body("/v1/admin/export", {"after": after, "limit": limit})
+
+    def export_lake(self, write_line: Callable[[str], None]) -> LakeManifest:
+        """The organization's whole lake stream through `write_line`, page by page; the
+        pages are checked against the last page's manifest (InvalidInputError if not)."""
+        after: str | None = None
+        lines: list[str] = []
+        while True:
+            page = self.export_page(after, limit=1000)
+            lines += [LakeEvent.model_validate(event).line() for event in page["events"]]
+            if page["next"] is None:
+                break
+            after = page["next"]
+        manifest = LakeManifest.model_validate(page["manifest"])
+        read_stream([*lines, manifest.line()], source="export")  # proves it before writing
+        for line in lines:
+            write_line(line)
+        write_line(manifest.line())
+        return manifest
+
+    def import_batch(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """One batch of a lake stream (`POST /v1/admin/import`, an `ImportRequest`)."""
+        return self._signed_body("/v1/admin/import", payload)
+
+    def import_lake(
+        self,
+        stream: LakeStream,
+        *,
+        rename: bool = False,
+        merge: bool = False,
+        max_body_bytes: int | None = None,
+    ) -> dict[str, Any]:
+        """A whole stream (proven whole by `read_stream`), in batches each packed below
+        the API's body limit; the last batch's answer, with the totals of all."""
+        if max_body_bytes is None:  # imported here: the query client stays light
+            from grandbo.api.models import MAX_BODY_BYTES
+
+            max_body_bytes = MAX_BODY_BYTES
+        if not stream.events:
+            raise InvalidInputError("file", "the stream holds no events: nothing to import")
+        base = {
+            "manifest": stream.manifest.model_dump(mode="json"),
+            "rename": rename,
+            "merge": merge,
+        }
+        # the body's fixed part: the manifest, two links, the flags and the punctuation
+        fixed = len(json.dumps(base, ensure_ascii=False).encode()) + 256
+        inserted = present = 0
+        answer: dict[str, Any] = {}
+        start = 0
+        while start < len(stream.events):
+            end, size = start, fixed
+            while end < len(stream.events) and end - start < MAX_IMPORT_BATCH:
+                grown = size + len(stream.lines[end].encode()) + 1
+                if grown > max_body_bytes:
+                    break
+                end, size = end + 1, grown
+            if end == start:
+                raise InvalidInputError(
+                    "file", f"event {start} alone is over the API's {max_body_bytes}-byte body"
+                )
+            answer = self.import_batch(
+                {
+                    **base,
+                    "offset": start,
+                    "chain_sha256": stream.links[start],
+                    "rest_sha256": stream.links[end],
+                    "events": [json.loads(line) for line in stream.lines[start:end]],
+                }
+            )
+            inserted += int(answer["inserted"])
+            present += int(answer["present"])
+            start = end
+        return {**answer, "offset": 0, "inserted": inserted, "present": present}

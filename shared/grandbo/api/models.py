@@ -7,6 +7,13 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from grandbo.memory.lifecycle.lake import DEFAULT_EXPORT_PAGE, MAX_EXPORT_PAGE
+from grandbo.memory.lifecycle.lake_stream import (
+    MAX_IMPORT_BATCH,
+    LakeEvent,
+    LakeManifest,
+    Sha256Hex,
+)
 from grandbo.memory.models import MAX_FEEDBACK_NOTE_CHARS
 from grandbo.memory.service import DEFAULT_LIMIT, MAX_LIMIT
 from grandbo.memory.topic import MAX_TOPIC_CHARS
@@ -98,3 +105,29 @@ class TopologyRequest(TopologyBatch):
     """A topology batch; `sync: true` makes it the whole namespace (absent rows close)."""
 
     sync: StrictBool = False  # "yes" is not true: an empty batch with sync closes everything
+
+
+class ExportRequest(_Body):
+    """One page of the organization's event log: `after` is the `next` cursor the previous
+    page returned (null for the first page, which fixes the export's last event)."""
+
+    after: Annotated[StrictStr, Field(max_length=64)] | None = None
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_EXPORT_PAGE)] = DEFAULT_EXPORT_PAGE
+
+
+class ImportRequest(_Body):
+    """One batch of a lake stream, in order: the events from `offset`, the chain link they
+    start (`chain_sha256`: the manifest's own for the first batch, then the previous
+    answer's `next`) and the link after them (`rest_sha256`)."""
+
+    manifest: LakeManifest
+    offset: Annotated[StrictInt, Field(ge=0)]
+    chain_sha256: Sha256Hex
+    rest_sha256: Sha256Hex
+    events: list[LakeEvent] = Field(min_length=1, max_length=MAX_IMPORT_BATCH)
+    rename: StrictBool = Field(
+        default=False, description="a stream of another organization becomes this one's"
+    )
+    merge: StrictBool = Field(
+        default=False, description="import into an organization that has memory of its own"
+    )

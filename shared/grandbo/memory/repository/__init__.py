@@ -2,8 +2,8 @@
 
 Every method runs in its own short transaction scoped to one tenant twice over
 (`grandbo.storage.tenant_scope`). One module per seam: entry reads, writes, the two
-search legs, embeddings, recurrences, redaction, blue/green re-embedding, and the
-projection rebuild;
+search legs, embeddings, recurrences, redaction, blue/green re-embedding, the
+projection rebuild, and the event log read out and written back (a lake moved);
 `MemoryRepository` is all of them.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from grandbo.memory.repository.calibration import CalibrationStore
 from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
+from grandbo.memory.repository.lake import LakeStore
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TitleTagBackfill
 from grandbo.memory.repository.purge import OrganizationPurge
@@ -45,5 +46,6 @@ class MemoryRepository(
     CalibrationStore,
     TitleTagBackfill,
     OrganizationPurge,
+    LakeStore,
 ):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

@@ -1,0 +1,1 @@
+"""Operations on an organization's whole memory: moving its lake between stores."""

@@ -1,0 +1,181 @@
+"""The event log read out in event-id order, and written back into another store: what
+moving an organization's lake needs (`grandbo.memory.lifecycle.lake`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from grandbo.errors import InvalidInputError
+from grandbo.memory.lifecycle.lake_stream import LakeEvent
+from grandbo.storage.tenant_scope import (
+    Cursor,
+    Isolation,
+    TenantLock,
+    TenantScopedRepository,
+    returned_rows,
+)
+
+_EVENT_COLUMNS = (
+    "SELECT event_id, entry_id, event_type, revision, payload, actor, idempotency_key,"
+    " recorded_at FROM org_memory_events"
+)
+# the rows read at a time while every event of a tenant goes by
+_FOLD_PAGE = 2_000
+
+
+def _lake_event(row: dict[str, Any]) -> LakeEvent:
+    return LakeEvent.model_validate({k: v for k, v in row.items() if k != "event_id"})
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedBatch:
+    inserted: int
+    present: int  # already held, identical (an earlier import of the same stream)
+
+
+class LakeStore(TenantScopedRepository):
+    """Read a tenant's events in pages; insert a stream's events, idempotently."""
+
+    def event_horizon(self, tenant_id: str) -> int:
+        """The last event id of the tenant once no write of it is in flight (its lock
+        taken alone for the moment): every event up to it is committed, every later one
+        gets a higher id, so an export up to it is one consistent log."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.EXCLUSIVE) as cur:
+            cur.execute(
+                "SELECT coalesce(max(event_id), 0) AS upto FROM org_memory_events"
+                " WHERE tenant_id = %s",
+                (tenant_id,),
+            )
+            row = cur.fetchone()
+            return 0 if row is None else int(row["upto"])
+
+    def event_page(
+        self, tenant_id: str, after: int, upto: int, limit: int
+    ) -> list[tuple[int, LakeEvent]]:
+        """At most `limit` events with ids in (after, upto], in order, with their ids."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                _EVENT_COLUMNS + " WHERE tenant_id = %s AND event_id > %s AND event_id <= %s"
+                " ORDER BY event_id LIMIT %s",
+                (tenant_id, after, upto, limit),
+            )
+            return [(row["event_id"], _lake_event(row)) for row in cur.fetchall()]
+
+    def fold_events(self, tenant_id: str, upto: int, visit: Callable[[LakeEvent], object]) -> None:
+        """Every event up to `upto`, in order, through `visit`, from one snapshot."""
+        with self._tenant_scope(tenant_id, isolation=Isolation.SNAPSHOT) as cur:
+            after = 0
+            while True:
+                cur.execute(
+                    _EVENT_COLUMNS + " WHERE tenant_id = %s AND event_id > %s AND event_id <= %s"
+                    " ORDER BY event_id LIMIT %s",
+                    (tenant_id, after, upto, _FOLD_PAGE),
+                )
+                rows = cur.fetchall()
+                for row in rows:
+                    visit(_lake_event(row))
+                if len(rows) < _FOLD_PAGE:
+                    return
+                after = rows[-1]["event_id"]
+
+    def import_events(
+        self, tenant_id: str, events: Sequence[LakeEvent], *, offset: int, first: bool, merge: bool
+    ) -> ImportedBatch:
+        """Insert a batch of a stream's events as they are (payloads, keys and times kept;
+        a redacted payload stays redacted), under the tenant's write lock, in one
+        transaction. A key the tenant already holds is skipped if its event is the same,
+        refused if not; nothing of a refused batch is stored. The `first` batch of a
+        stream is refused where the organization has memory not from this stream, unless
+        `merge`."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            keys = [event.idempotency_key for event in events]
+            if first and not merge:
+                self._refuse_foreign_memory(cur, tenant_id, keys[0])
+            cur.execute(
+                "INSERT INTO org_memory_tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                (tenant_id,),
+            )
+            cur.executemany(
+                "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision,"
+                " payload, actor, idempotency_key, recorded_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING idempotency_key",
+                [
+                    (
+                        tenant_id,
+                        e.entry_id,
+                        e.event_type.value,
+                        e.revision,
+                        Jsonb(e.payload),
+                        e.actor,
+                        e.idempotency_key,
+                        e.recorded_at,
+                    )
+                    for e in events
+                ],
+                returning=True,
+            )
+            inserted = {row["idempotency_key"] for row in returned_rows(cur)}
+            held = [i for i, key in enumerate(keys) if key not in inserted]
+            if held:
+                self._refuse_different(cur, tenant_id, events, held, offset)
+            self._refuse_orphans(cur, tenant_id, events, offset)
+            return ImportedBatch(inserted=len(inserted), present=len(held))
+
+    def _refuse_foreign_memory(self, cur: Cursor, tenant_id: str, first_key: str) -> None:
+        cur.execute(
+            "SELECT count(*) AS n, bool_or(idempotency_key = %s) AS ours"
+            " FROM org_memory_events WHERE tenant_id = %s",
+            (first_key, tenant_id),
+        )
+        row = cur.fetchone()
+        if row is not None and row["n"] and not row["ours"]:
+            raise InvalidInputError(
+                "merge",
+                f"organization {tenant_id} already has memory of its own ({row['n']} events "
+                "not from this stream): import into an empty organization, or merge into it",
+            )
+
+    def _refuse_different(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        events: Sequence[LakeEvent],
+        held: Sequence[int],
+        offset: int,
+    ) -> None:
+        cur.execute(
+            _EVENT_COLUMNS + " WHERE tenant_id = %s AND idempotency_key = ANY(%s)",
+            (tenant_id, [events[i].idempotency_key for i in held]),
+        )
+        stored = {row["idempotency_key"]: _lake_event(row) for row in cur.fetchall()}
+        for i in held:
+            if stored.get(events[i].idempotency_key) != events[i]:
+                raise InvalidInputError(
+                    "events",
+                    f"event {offset + i}: the organization holds another event under its "
+                    "idempotency key (an entry redacted here or there since an earlier "
+                    "import is redacted again in the other store with `grandbo redact`)",
+                )
+
+    def _refuse_orphans(
+        self, cur: Cursor, tenant_id: str, events: Sequence[LakeEvent], offset: int
+    ) -> None:
+        """Every event's entry is created in the log (by now): a replay can fold it."""
+        cur.execute(
+            "SELECT e.id FROM unnest(%s::uuid[]) AS e(id) WHERE NOT EXISTS ("
+            " SELECT 1 FROM org_memory_events c WHERE c.tenant_id = %s AND c.entry_id = e.id"
+            "   AND c.event_type = 'entry_created')",
+            (sorted({e.entry_id for e in events}), tenant_id),
+        )
+        orphan = cur.fetchone()
+        if orphan is not None:
+            index = next(i for i, e in enumerate(events) if e.entry_id == orphan["id"])
+            raise InvalidInputError(
+                "events",
+                f"event {offset + index}: entry {orphan['id']} is never created in the stream",
+            )
