@@ -215,10 +215,11 @@ class LakeTransfer:
         """The projection made again from the events (unless it already equals their
         replay: a second import changes nothing), then embed jobs for what lacks a vector."""
         tenant = outcome.tenant_id
-        rebuilt = bool(self.repository.verify_projection(tenant).mismatches)
+        report = self.repository.verify_projection(tenant)
+        rebuilt = bool(report.mismatches)
         if rebuilt:
             self.repository.rebuild_projection(tenant)
-        report = self.repository.verify_projection(tenant)
+            report = self.repository.verify_projection(tenant)
         if report.mismatches:
             raise GrandboError(f"the imported projection does not verify: {report.mismatches[0]}")
         enqueued = 0
