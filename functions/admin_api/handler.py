@@ -14,7 +14,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.api.auth import SIGNATURE_WINDOW_S, Caller, verify_admin_request
+from grandbo.api.auth import (
+    PURGE_CONFIRMATION_S,
+    SIGNATURE_WINDOW_S,
+    Caller,
+    mint_purge_confirmation,
+    verify_admin_request,
+    verify_purge_confirmation,
+)
 from grandbo.api.http_errors import (
     precheck_body,
     precheck_json,
@@ -28,13 +35,15 @@ from grandbo.api.models import (
     ExportRequest,
     ImportRequest,
     MergePolicyRequest,
+    PurgeConfirmation,
+    PurgeRequest,
     RedactionRequest,
     RetireEntryRequest,
     SettingsRequest,
     TopologyRequest,
 )
 from grandbo.api.resolver import RestResolver
-from grandbo.errors import AuthenticationError, StoreUnavailableError
+from grandbo.errors import AuthenticationError, InvalidInputError, StoreUnavailableError
 from grandbo.memory.audit import audit
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.lifecycle.lake import LakeTransfer
@@ -271,6 +280,39 @@ def record_topology(request: TopologyRequest) -> dict[str, Any]:
     caller: Caller = app.context["caller"]
     batch = TopologyBatch.model_validate(request.model_dump(exclude={"sync"}))
     return runtime().topology().record(caller.tenant_id, batch, sync=request.sync)
+
+
+@app.post("/v1/admin/purge")
+@tracer.capture_method
+def request_purge(request: PurgeRequest) -> dict[str, Any]:
+    """Step one of offboarding: what a purge would delete, and its confirmation token."""
+    caller: Caller = app.context["caller"]
+    if request.organization != caller.tenant_id:
+        raise InvalidInputError("organization", "must name the organization this key belongs to")
+    key = runtime().keyring().find(caller.key_id, "admin")
+    return {
+        "organization": caller.tenant_id,
+        "rows": runtime().service().organization_rows(caller.tenant_id),
+        "confirmation": mint_purge_confirmation(key),
+        "confirm_within_s": PURGE_CONFIRMATION_S,
+    }
+
+
+@app.post("/v1/admin/purge/confirmation")
+@tracer.capture_method
+def confirm_purge(request: PurgeConfirmation) -> dict[str, Any]:
+    """Step two: every row of the organization deleted, events included, and counted."""
+    caller: Caller = app.context["caller"]
+    key = runtime().keyring().find(caller.key_id, "admin")
+    try:
+        verify_purge_confirmation(key, request.confirmation)
+    except AuthenticationError as exc:
+        raise InvalidInputError(
+            "confirmation", f"{exc.reason}: request the purge again (POST /v1/admin/purge)"
+        ) from exc
+    deleted = runtime().service().purge_organization(caller.tenant_id)
+    logger.warning("organization purged", extra={"deleted": deleted})
+    return {"organization": caller.tenant_id, "deleted": deleted}
 
 
 @app.post("/v1/admin/export")

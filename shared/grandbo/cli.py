@@ -122,6 +122,21 @@ def cmd_redact(args: argparse.Namespace, service: MemoryService) -> int:
     return 0
 
 
+def cmd_purge_organization(args: argparse.Namespace, service: MemoryService) -> int:
+    """Every row of the organization deleted; `--confirm` must repeat its id."""
+    if args.confirm != args.tenant:
+        raise InvalidInputError(
+            "confirm", f"must repeat the organization to purge ({args.tenant!r})"
+        )
+    print(
+        json.dumps(
+            {"organization": args.tenant, "deleted": service.purge_organization(args.tenant)},
+            indent=2,
+        )
+    )
+    return 0
+
+
 def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
     result = service.query_org_memory(
         args.tenant, args.topic, limit=args.limit, service=args.service
@@ -321,6 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the entries merged into it stay (resurfaced as an entry of their own)",
     )
 
+    purge = sub.add_parser(
+        "purge-organization",
+        help="delete every row of an organization, events and topology included",
+    )
+    purge.add_argument("--tenant", required=True)
+    purge.add_argument("--confirm", required=True, help="the organization's id, again")
+
     query = sub.add_parser("query", help="query_org_memory: have we seen this before?")
     query.add_argument("topic")
     query.add_argument("--tenant", default=DEMO_TENANT)
@@ -443,6 +465,7 @@ _SERVICE_COMMANDS = {
     "correct": cmd_correct,
     "retire": cmd_retire,
     "redact": cmd_redact,
+    "purge-organization": cmd_purge_organization,
     "query": cmd_query,
     "embed-pending": cmd_embed_pending,
     "rebuild": cmd_rebuild,

@@ -190,3 +190,42 @@ def test_one_cli_key_reused_for_another_command_or_entry_is_not_a_replay(
     assert "recorded" in capsys.readouterr().out
     assert main(retire) == 0
     assert "unchanged" in capsys.readouterr().out
+
+
+def test_redact_and_purge_organization_from_the_command_line(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`grandbo redact` leaves a tombstone; `grandbo purge-organization` refuses unless
+    --confirm repeats the organization, then deletes every row of it and says how many."""
+    tenant = cli_env
+    assert main(["migrate"]) == 0
+    args = ["add", "--tenant", tenant, "--title", "Log volume filled", "--summary", SUMMARY]
+    assert main(args) == 0
+    found = re.search(r"recorded: ([0-9a-f-]{36})", capsys.readouterr().out)
+    assert found is not None
+    entry_id = found.group(1)
+    assert main(["redact", "--tenant", tenant, entry_id, "--reason", "pasted token"]) == 0
+    redacted = json.loads(capsys.readouterr().out)
+    assert redacted["tombstone"]["reason"] == "pasted token"
+    assert (
+        main(
+            [
+                "add",
+                "--tenant",
+                tenant,
+                "--title",
+                "Log volume filled again",
+                "--summary",
+                SUMMARY + " again",
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["purge-organization", "--tenant", tenant, "--confirm", "someone-else"]) == 2
+    assert "must repeat the organization" in capsys.readouterr().err
+    assert main(["purge-organization", "--tenant", tenant, "--confirm", tenant]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["deleted"]["org_memory_entries"] == 2
+    assert main(["rebuild", "--tenant", tenant, "--verify"]) == 0
+    assert "equals the replay of 0 events" in capsys.readouterr().out

@@ -267,5 +267,31 @@ def verify_query_token(
     return Caller(tenant_id=key.tenant_id, key_id=key.key_id)
 
 
+PURGE_PREFIX = "gbp1"
+# how long an organization's purge, once requested, may be confirmed
+PURGE_CONFIRMATION_S = 600
+
+
+def mint_purge_confirmation(key: SigningKey, *, now: float | None = None) -> str:
+    """The token that confirms a purge of the key's organization, requested now: valid
+    PURGE_CONFIRMATION_S, and only in a request signed by the same key."""
+    expiry = int(time.time() if now is None else now) + PURGE_CONFIRMATION_S
+    payload = f"{PURGE_PREFIX}.{key.tenant_id}.{key.key_id}.{expiry}"
+    return f"{PURGE_PREFIX}.{expiry}.{_mac(key.secret, payload)}"
+
+
+def verify_purge_confirmation(key: SigningKey, token: object, *, now: float | None = None) -> None:
+    """AuthenticationError unless `token` is this key's purge confirmation, in time."""
+    parts = token.split(".") if isinstance(token, str) else []
+    if len(parts) != 3 or parts[0] != PURGE_PREFIX or not _DIGITS.fullmatch(parts[1]):
+        raise AuthenticationError("malformed purge confirmation")
+    expiry, signature = int(parts[1]), parts[2]
+    if expiry < (time.time() if now is None else now):
+        raise AuthenticationError("purge confirmation expired")
+    expected = _mac(key.secret, f"{PURGE_PREFIX}.{key.tenant_id}.{key.key_id}.{expiry}")
+    if not hmac.compare_digest(expected, signature):
+        raise AuthenticationError("purge confirmation signature mismatch")
+
+
 def keyring_document(keys: list[SigningKey]) -> str:
     return json.dumps({"keys": [key.model_dump() for key in keys]}, indent=2)

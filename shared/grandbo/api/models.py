@@ -101,6 +101,21 @@ class RedactionRequest(_Body):
     keep_recurrences: StrictBool = False
 
 
+class PurgeRequest(_Body):
+    """The first step of an organization's purge: it names the organization, as a typed
+    confirmation (the signature already binds it), and gets the rows it would delete and
+    the token that confirms it."""
+
+    organization: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+
+
+class PurgeConfirmation(_Body):
+    """The second step: the token the first returned, within its 10 minutes, signed by
+    the same key."""
+
+    confirmation: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+
+
 class TopologyRequest(TopologyBatch):
     """A topology batch; `sync: true` makes it the whole namespace (absent rows close)."""
 
