@@ -19,6 +19,7 @@ from grandbo.api.auth import (
     SIGNATURE_WINDOW_S,
     Caller,
     mint_purge_confirmation,
+    rows_digest,
     verify_admin_request,
     verify_purge_confirmation,
 )
@@ -290,10 +291,12 @@ def request_purge(request: PurgeRequest) -> dict[str, Any]:
     if request.organization != caller.tenant_id:
         raise InvalidInputError("organization", "must name the organization this key belongs to")
     key = runtime().keyring().find(caller.key_id, "admin")
+    rows, last_event = runtime().service().purge_state(caller.tenant_id)
     return {
         "organization": caller.tenant_id,
-        "rows": runtime().service().organization_rows(caller.tenant_id),
-        "confirmation": mint_purge_confirmation(key),
+        "rows": rows,
+        "last_event_id": last_event,
+        "confirmation": mint_purge_confirmation(key, rows_digest(rows, last_event)),
         "confirm_within_s": PURGE_CONFIRMATION_S,
     }
 
@@ -304,8 +307,9 @@ def confirm_purge(request: PurgeConfirmation) -> dict[str, Any]:
     """Step two: every row of the organization deleted, events included, and counted."""
     caller: Caller = app.context["caller"]
     key = runtime().keyring().find(caller.key_id, "admin")
+    rows, last_event = runtime().service().purge_state(caller.tenant_id)
     try:
-        verify_purge_confirmation(key, request.confirmation)
+        verify_purge_confirmation(key, request.confirmation, rows_digest(rows, last_event))
     except AuthenticationError as exc:
         raise InvalidInputError(
             "confirmation", f"{exc.reason}: request the purge again (POST /v1/admin/purge)"

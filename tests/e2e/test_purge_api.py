@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from grandbo.api.auth import SigningKey, mint_purge_confirmation, new_secret
+from grandbo.api.auth import SigningKey, mint_purge_confirmation, new_secret, rows_digest
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.runtime.lambda_container import install_runtime
 from grandbo.storage.connections import DatabaseUrls
@@ -56,12 +56,13 @@ def test_a_purge_is_requested_then_confirmed_by_the_same_key_in_time(
     token = asked.body["confirmation"]
 
     key = gateway.keys[f"{tenant}-admin"]
-    stale = mint_purge_confirmation(key, now=time.time() - 601)
+    digest = rows_digest(asked.body["rows"], asked.body["last_event_id"])
+    stale = mint_purge_confirmation(key, digest, now=time.time() - 601)
     for bad in (
         stale,
         "gbp1.1.00",
         token + "0",
-        mint_purge_confirmation(gateway.keys[f"{other_tenant}-admin"]),
+        mint_purge_confirmation(gateway.keys[f"{other_tenant}-admin"], digest),
     ):
         refused = gateway.admin(
             tenant, "POST", "/v1/admin/purge/confirmation", {"confirmation": bad}
@@ -77,13 +78,22 @@ def test_a_purge_is_requested_then_confirmed_by_the_same_key_in_time(
     assert refused.status == 400
     assert gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry_id}").status == 200
 
-    done = gateway.admin(tenant, "POST", "/v1/admin/purge/confirmation", {"confirmation": token})
+    body, headers = _signed(gateway, f"{tenant}-admin", {"confirmation": token})
+    done = gateway.request("POST", "/v1/admin/purge/confirmation", body, headers)
     assert done.status == 200, done.body
     assert done.body["deleted"]["org_memory_entries"] == 1
     assert done.body["deleted"]["org_memory_events"] >= 1
     assert gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry_id}").status == 404
     still = gateway.admin(other_tenant, "GET", f"/v1/admin/entries/{theirs['entry_id']}")
     assert still.status == 200
+    # break-it: the same signed confirmation sent again after new writes wiped them. The
+    # nonce outlives the purge (a replay), and the token is spent once the organization
+    # changed (a fresh signature)
+    gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY)
+    assert gateway.request("POST", "/v1/admin/purge/confirmation", body, headers).status == 401
+    again = gateway.admin(tenant, "POST", "/v1/admin/purge/confirmation", {"confirmation": token})
+    assert (again.status, again.body.get("field")) == (400, "confirmation"), again.body
+    assert "changed" in again.body["message"]
 
 
 def _signed(gateway: Gateway, key_id: str, payload: object) -> tuple[bytes, dict[str, str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -552,3 +553,78 @@ def test_the_command_line_exports_and_imports_a_lake(
     assert event_count(admin_conn, third) == 0
     assert main(["import", str(tmp_path / "missing.jsonl"), "--tenant", third]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def _crafted(tenant: str, events: list[dict[str, Any]]) -> list[str]:
+    """A stream of hand-made events with a manifest and chain that match them: what a
+    hostile or broken exporter could send."""
+    from grandbo.memory.lifecycle.lake_stream import LakeEvent, StreamDigest
+
+    digest = StreamDigest(tenant)
+    lines = [digest.add(LakeEvent.model_validate(event)) for event in events]
+    return [*lines, digest.manifest().line()]
+
+
+def _event(entry_id: str, event_type: str, payload: dict[str, Any], n: int) -> dict[str, Any]:
+    return {
+        "entry_id": entry_id,
+        "event_type": event_type,
+        "revision": 1,
+        "payload": payload,
+        "actor": "crafted",
+        "idempotency_key": f"crafted:{entry_id}:{n}",
+        "recorded_at": f"2026-11-0{n + 1}T00:00:00+00:00",
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "redaction before creation",
+        "creation without a title",
+        "redaction without an origin",
+        "an origin no entry has",
+        "a verdict no one gives",
+        "a tombstone without its redaction",
+        "merged into an entry of no event",
+    ],
+)
+def test_a_stream_whose_log_cannot_be_replayed_is_refused_with_nothing_stored(
+    case: str, repository: MemoryRepository, other_tenant: str, app_conn: Any
+) -> None:
+    """Break-it: a crafted stream with a valid manifest and chain was stored, then every
+    replay of the organization raised (an append-only log cannot be repaired)."""
+    entry_id = str(uuid.uuid4())
+    created = {"title": "T", "summary": "S", "tags": [], "origin": "admin", "service": None}
+    events = {
+        "redaction before creation": [
+            _event(entry_id, "entry_redacted", {"origin": "admin", "kind": "durable"}, 0),
+            _event(entry_id, "entry_created", created, 1),
+        ],
+        "creation without a title": [_event(entry_id, "entry_created", {"origin": "admin"}, 0)],
+        "redaction without an origin": [
+            _event(entry_id, "entry_created", created, 0),
+            _event(entry_id, "entry_redacted", {}, 1),
+        ],
+        "an origin no entry has": [
+            _event(entry_id, "entry_created", {**created, "origin": "hacker"}, 0)
+        ],
+        "a verdict no one gives": [
+            _event(entry_id, "entry_created", created, 0),
+            _event(entry_id, "feedback_recorded", {"verdict": "lol", "incident_id": "I"}, 1),
+        ],
+        "a tombstone without its redaction": [
+            _event(entry_id, "entry_created", {"redacted": True, "sha256": "0" * 64}, 0)
+        ],
+        "merged into an entry of no event": [
+            _event(entry_id, "entry_created", created, 0),
+            _event(entry_id, "entry_merged", {"merged_into": str(uuid.uuid4())}, 1),
+        ],
+    }[case]
+    service = MemoryService(repository, FakeEmbeddingProvider())
+    stream = read_stream(_crafted(other_tenant, events))
+    with pytest.raises(InvalidInputError) as refused:
+        LakeTransfer(service).import_stream(other_tenant, stream)
+    assert refused.value.field == "events"
+    assert event_count(app_conn, other_tenant) == 0
+    assert repository.verify_projection(other_tenant).mismatches == []

@@ -264,3 +264,52 @@ def test_the_audit_counts_redactions(service: MemoryService, tenant: str) -> Non
     assert health.redactions == 2  # the entry and the recurrence redacted with it
     assert health.as_dict()["redactions"] == 2
     assert health.healthy  # a redaction is no problem
+
+
+def test_redacting_a_recurrence_takes_it_out_of_its_canonical_entry(
+    service: MemoryService, tenant: str, admin_conn: psycopg.Connection[Any], database: DatabaseUrls
+) -> None:
+    """Break-it: redacting the recurrence (not the canonical) left its incident id in the
+    canonical entry's counts and the projection no longer verified."""
+    created = service.record_entry(tenant, entry(*LESSON), context()).entry
+    service.embed_pending(tenant)
+    secret_incident = "INC-zz8personal"
+    restated = service.record_entry(
+        tenant, entry(*RESTATED, incident_id=secret_incident), context()
+    ).entry
+    service.embed_pending(tenant)
+    assert service.get_entry(tenant, created.entry_id).seen_in_incidents == [secret_incident]
+
+    service.redact_entry(tenant, restated.entry_id, "personal data", context())
+
+    canonical = service.get_entry(tenant, created.entry_id)
+    assert (canonical.seen_count, canonical.seen_in_incidents) == (1, [])
+    assert service.repository.get_entry(tenant, restated.entry_id).incident_id is None
+    assert service.repository.verify_projection(tenant).mismatches == []
+    # the incident's id is gone from the projection, the canonical's counts and the
+    # payloads: in no byte of the database
+    assert "zz8personal" not in _dump(database)
+
+
+def test_the_application_role_cannot_rewrite_the_history_of_an_entry_still_served(
+    service: MemoryService, tenant: str, app_conn: psycopg.Connection[Any]
+) -> None:
+    """Break-it: the function, called directly, hashed a live entry's events while its
+    projection kept serving the text. It now rewrites only tombstones."""
+    created = service.record_entry(tenant, entry(*LESSON), context()).entry
+    with app_conn.transaction():
+        app_conn.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app_conn.execute(
+                "SELECT * FROM grandbo_redact_events(%s, %s, %s, %s, 'a', %s)",
+                (tenant, [created.entry_id], [1], ["{}"], ["k"]),
+            )
+    with app_conn.transaction():
+        app_conn.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant,))
+        with pytest.raises(psycopg.errors.DataException):  # arrays of other lengths
+            app_conn.execute(
+                "SELECT * FROM grandbo_redact_events(%s, %s, %s, %s, 'a', %s)",
+                (tenant, [created.entry_id], [1, 2], ["{}"], ["k"]),
+            )
+    assert service.get_entry(tenant, created.entry_id).summary == LESSON[1]
+    assert service.repository.verify_projection(tenant).mismatches == []

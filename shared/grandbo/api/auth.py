@@ -272,25 +272,39 @@ PURGE_PREFIX = "gbp1"
 PURGE_CONFIRMATION_S = 600
 
 
-def mint_purge_confirmation(key: SigningKey, *, now: float | None = None) -> str:
-    """The token that confirms a purge of the key's organization, requested now: valid
-    PURGE_CONFIRMATION_S, and only in a request signed by the same key."""
+def mint_purge_confirmation(key: SigningKey, rows_digest: str, *, now: float | None = None) -> str:
+    """The token that confirms a purge of the key's organization as it stands now
+    (`rows_digest`: what the request showed would be deleted): valid PURGE_CONFIRMATION_S,
+    only in a request signed by the same key, and only while the organization is still
+    what it was (after a purge, or any write, the token is spent)."""
     expiry = int(time.time() if now is None else now) + PURGE_CONFIRMATION_S
-    payload = f"{PURGE_PREFIX}.{key.tenant_id}.{key.key_id}.{expiry}"
+    payload = f"{PURGE_PREFIX}.{key.tenant_id}.{key.key_id}.{expiry}.{rows_digest}"
     return f"{PURGE_PREFIX}.{expiry}.{_mac(key.secret, payload)}"
 
 
-def verify_purge_confirmation(key: SigningKey, token: object, *, now: float | None = None) -> None:
-    """AuthenticationError unless `token` is this key's purge confirmation, in time."""
+def verify_purge_confirmation(
+    key: SigningKey, token: object, rows_digest: str, *, now: float | None = None
+) -> None:
+    """AuthenticationError unless `token` is this key's purge confirmation, in time, for
+    the organization as it still stands (`rows_digest`)."""
     parts = token.split(".") if isinstance(token, str) else []
     if len(parts) != 3 or parts[0] != PURGE_PREFIX or not _DIGITS.fullmatch(parts[1]):
         raise AuthenticationError("malformed purge confirmation")
     expiry, signature = int(parts[1]), parts[2]
     if expiry < (time.time() if now is None else now):
         raise AuthenticationError("purge confirmation expired")
-    expected = _mac(key.secret, f"{PURGE_PREFIX}.{key.tenant_id}.{key.key_id}.{expiry}")
-    if not hmac.compare_digest(expected, signature):
-        raise AuthenticationError("purge confirmation signature mismatch")
+    payload = f"{PURGE_PREFIX}.{key.tenant_id}.{key.key_id}.{expiry}.{rows_digest}"
+    if not hmac.compare_digest(_mac(key.secret, payload), signature):
+        raise AuthenticationError(
+            "purge confirmation not this key's, or the organization changed since it was requested"
+        )
+
+
+def rows_digest(rows: dict[str, int], last_event_id: int) -> str:
+    """A digest of an organization as a purge request showed it: its rows per table and
+    its latest event (ids are never reused: any write since, a purge included, moves it)."""
+    state = {"rows": rows, "last_event_id": last_event_id}
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
 
 def keyring_document(keys: list[SigningKey]) -> str:

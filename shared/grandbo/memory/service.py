@@ -438,6 +438,11 @@ class MemoryService(EmbeddingJobs, Calibration):
         """The organization's rows in every tenant-scoped table (what a purge deletes)."""
         return self.repository.organization_rows(require_tenant(tenant_id))
 
+    def purge_state(self, tenant_id: str) -> tuple[dict[str, int], int]:
+        """What a purge would delete now, and the organization's latest event id."""
+        tenant = require_tenant(tenant_id)
+        return self.repository.organization_rows(tenant), self.repository.last_event_id(tenant)
+
     def purge_organization(self, tenant_id: str) -> dict[str, int]:
         """Delete every row of the organization, events and topology included, in one
         transaction; the rows deleted per table. Its cached cutoffs go with it."""

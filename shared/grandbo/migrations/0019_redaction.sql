@@ -57,6 +57,23 @@ BEGIN
     IF p_tenant IS DISTINCT FROM grandbo_current_tenant() THEN
         RAISE EXCEPTION 'redaction of another tenant' USING ERRCODE = 'insufficient_privilege';
     END IF;
+    IF coalesce(array_length(p_entries, 1), 0) = 0
+       OR array_length(p_revisions, 1) IS DISTINCT FROM array_length(p_entries, 1)
+       OR array_length(p_payloads, 1) IS DISTINCT FROM array_length(p_entries, 1)
+       OR array_length(p_keys, 1) IS DISTINCT FROM array_length(p_entries, 1) THEN
+        RAISE EXCEPTION 'one revision, payload and key per entry' USING ERRCODE = 'data_exception';
+    END IF;
+    -- history is rewritten only under a projection already made a tombstone, in this
+    -- transaction, of every entry named: never an entry whose text is still served
+    IF (SELECT count(*) FROM org_memory_entries t
+         WHERE t.tenant_id = p_tenant AND t.entry_id = ANY(p_entries) AND t.status = 'redacted'
+           AND t.title = '[redacted]' AND t.summary = '[redacted]' AND t.tags = '{}')
+       <> (SELECT count(DISTINCT x) FROM unnest(p_entries) AS x)
+       OR (SELECT count(DISTINCT x) FROM unnest(p_entries) AS x) <> array_length(p_entries, 1)
+    THEN
+        RAISE EXCEPTION 'every entry must already be a tombstone in the projection'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     PERFORM set_config('grandbo.redacting', 'on', true);
     FOR i IN 1 .. coalesce(array_length(p_entries, 1), 0) LOOP
         INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,

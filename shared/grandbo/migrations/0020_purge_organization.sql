@@ -1,7 +1,10 @@
 -- Offboarding (issue 25): an organization purged, every row of it in every table, events
 -- and topology included, through one owned function. The tables are read from the
 -- catalog (every table of the schema with a tenant_id column, partitions through their
--- parent), so a table added later is purged too without touching this function.
+-- parent), so a table added later is purged too without touching this function. One is
+-- kept: the spent nonces of signed requests (they hold no memory, expire within minutes,
+-- and deleting them would make every request the organization signed in the last minutes,
+-- the purge's own confirmation included, replayable).
 --
 -- The never-delete rules of the event log and the topology tables let exactly this
 -- through: a DELETE of the rows of the tenant the transaction is scoped to, while
@@ -64,7 +67,7 @@ BEGIN
         SELECT c.relname FROM pg_class c
         JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped
         WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
-          AND NOT c.relispartition
+          AND NOT c.relispartition AND c.relname <> 'admin_request_nonces'
         ORDER BY c.relname
     LOOP
         EXECUTE format('DELETE FROM %I WHERE tenant_id = $1', t) USING p_tenant;

@@ -196,7 +196,12 @@ class LakeTransfer:
                 "manifest edited); nothing of this batch is stored",
             )
         batch = self.repository.import_events(
-            tenant, events, offset=offset, first=offset == 0, merge=merge
+            tenant,
+            events,
+            offset=offset,
+            first=offset == 0,
+            merge=merge,
+            last=end == manifest.count,
         )
         outcome = ImportOutcome(
             tenant_id=tenant,

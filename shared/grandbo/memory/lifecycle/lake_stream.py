@@ -52,7 +52,7 @@ class LakeEvent(BaseModel):
 
     entry_id: UUID
     event_type: EventType
-    revision: Annotated[StrictInt, Field(ge=1)]
+    revision: Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]  # the column is an integer
     payload: dict[str, Any]
     actor: Annotated[StrictStr, Field(min_length=1, max_length=MAX_ACTOR_CHARS)]
     idempotency_key: Annotated[StrictStr, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)]

@@ -11,6 +11,8 @@ from psycopg.types.json import Jsonb
 
 from grandbo.errors import InvalidInputError
 from grandbo.memory.lifecycle.lake_stream import LakeEvent
+from grandbo.memory.models import EntryStatus, EventType
+from grandbo.memory.projection import StoredEvent, replay
 from grandbo.storage.tenant_scope import (
     Cursor,
     Isolation,
@@ -83,7 +85,14 @@ class LakeStore(TenantScopedRepository):
                 after = rows[-1]["event_id"]
 
     def import_events(
-        self, tenant_id: str, events: Sequence[LakeEvent], *, offset: int, first: bool, merge: bool
+        self,
+        tenant_id: str,
+        events: Sequence[LakeEvent],
+        *,
+        offset: int,
+        first: bool,
+        merge: bool,
+        last: bool = True,
     ) -> ImportedBatch:
         """Insert a batch of a stream's events as they are (payloads, keys and times kept;
         a redacted payload stays redacted), under the tenant's write lock, in one
@@ -124,7 +133,54 @@ class LakeStore(TenantScopedRepository):
             if held:
                 self._refuse_different(cur, tenant_id, events, held, offset)
             self._refuse_orphans(cur, tenant_id, events, offset)
+            if inserted or last:
+                self._refuse_unreplayable(cur, tenant_id, offset, whole=last)
             return ImportedBatch(inserted=len(inserted), present=len(held))
+
+    def _refuse_unreplayable(
+        self, cur: Cursor, tenant_id: str, offset: int, *, whole: bool
+    ) -> None:
+        """The organization's whole log, this batch included, must fold into a projection
+        (`grandbo.memory.projection`), and once the stream is `whole` (its last batch),
+        every tombstone be backed by its redaction and every recurrence merged into an
+        entry of the log (a redaction's event may come in a later batch than the payloads
+        it rewrote); else the batch is refused and nothing of it stays (a log that cannot
+        be replayed could never be repaired: it is append-only)."""
+        cur.execute(
+            "SELECT entry_id, event_type, revision, payload, recorded_at FROM org_memory_events"
+            " WHERE tenant_id = %s ORDER BY event_id",
+            (tenant_id,),
+        )
+        events = [
+            StoredEvent(
+                entry_id=row["entry_id"],
+                event_type=EventType(row["event_type"]),
+                revision=row["revision"],
+                payload=row["payload"],
+                recorded_at=row["recorded_at"],
+            )
+            for row in cur
+        ]
+        try:
+            state = replay(events)
+        except (KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
+            raise InvalidInputError(
+                "events",
+                f"the stream from event {offset} on cannot be replayed "
+                f"({type(exc).__name__}: {exc}); nothing of the batch was stored",
+            ) from exc
+        if not whole:
+            return
+        redacted = {e.entry_id for e in events if e.event_type is EventType.REDACTED}
+        for entry in state.values():
+            if entry.status is EntryStatus.REDACTED and entry.entry_id not in redacted:
+                raise InvalidInputError(
+                    "events", f"entry {entry.entry_id} is redacted without its redaction event"
+                )
+            if entry.merged_into is not None and entry.merged_into not in state:
+                raise InvalidInputError(
+                    "events", f"entry {entry.entry_id} is merged into an entry of no event"
+                )
 
     def _refuse_foreign_memory(self, cur: Cursor, tenant_id: str, first_key: str) -> None:
         cur.execute(

@@ -1,6 +1,8 @@
 """Offboarding: every row of an organization, in every table that holds one, counted or
 deleted. The tables come from the catalog (every table of the schema with a `tenant_id`
-column, partitions through their parent), so one added later is never forgotten; the
+column, partitions through their parent, the spent nonces of signed requests aside: they
+hold no memory, and must outlive a purge so no request signed before it can be replayed
+after), so one added later is never forgotten; the
 deletion is `grandbo_purge_tenant` (migration 0020), the one path the event log's and
 the topology's never-delete rules let through.
 """
@@ -16,7 +18,8 @@ _TENANT_TABLES = (
     " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'tenant_id'"
     "   AND NOT a.attisdropped"
     " WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')"
-    "   AND NOT c.relispartition ORDER BY c.relname"
+    "   AND NOT c.relispartition AND c.relname <> 'admin_request_nonces'"
+    " ORDER BY c.relname"
 )
 
 
@@ -39,6 +42,18 @@ class OrganizationPurge(TenantScopedRepository):
                 row = cur.fetchone()
                 counts[table] = 0 if row is None else int(row["n"])
             return counts
+
+    def last_event_id(self, tenant_id: str) -> int:
+        """The organization's latest event (0 for none): ids are never reused, so any
+        write since a purge request, a purge included, moves it."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT coalesce(max(event_id), 0) AS last FROM org_memory_events"
+                " WHERE tenant_id = %s",
+                (tenant_id,),
+            )
+            row = cur.fetchone()
+            return 0 if row is None else int(row["last"])
 
     def purge_organization(self, tenant_id: str) -> dict[str, int]:
         """Delete every row of the organization, under its exclusive lock (writers of the

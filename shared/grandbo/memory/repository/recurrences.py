@@ -49,7 +49,7 @@ _NEAREST_OLDER = sql.SQL(
     " ORDER BY n.distance, e.entry_id"
 ).format(columns=entry_columns("e"))
 # What the write path derives for an entry from the entries merged into it.
-_DERIVE_RECURRENCES = (
+DERIVE_RECURRENCES = (
     "UPDATE org_memory_entries c SET"
     " seen_count = 1 + (SELECT count(*) FROM org_memory_entries d"
     "   WHERE d.tenant_id = c.tenant_id AND d.merged_into = c.entry_id),"
@@ -140,8 +140,8 @@ class RecurrenceWrites(EntryWrites):
                 " WHERE tenant_id = %s AND entry_id = %s",
                 (target, recorded_at, tenant_id, mover.entry_id),
             )
-        cur.execute(_DERIVE_RECURRENCES, (tenant_id, entry_id))
-        cur.execute(_DERIVE_RECURRENCES, (tenant_id, target))
+        cur.execute(DERIVE_RECURRENCES, (tenant_id, entry_id))
+        cur.execute(DERIVE_RECURRENCES, (tenant_id, target))
         return RecurrencesRehomed(how=how, entry_id=target, count=len(merged), kept=kept)
 
     def recurrence_candidates(
@@ -213,7 +213,7 @@ class RecurrenceWrites(EntryWrites):
             )
             self._count_tags(cur, tenant_id, leaving=[new.tags])
             unpost_tags(cur, tenant_id, entry_id)
-            cur.execute(_DERIVE_RECURRENCES, (tenant_id, into))
+            cur.execute(DERIVE_RECURRENCES, (tenant_id, into))
             return WriteOutcome(entry=self._get(cur, tenant_id, into), applied=True)
 
     def split_recurrence(
@@ -252,7 +252,7 @@ class RecurrenceWrites(EntryWrites):
             self._count_tags(cur, tenant_id, entering=[merged.tags])
             restored = self._get(cur, tenant_id, entry_id)
             post_tags(cur, tenant_id, [restored])
-            cur.execute(_DERIVE_RECURRENCES, (tenant_id, into))
+            cur.execute(DERIVE_RECURRENCES, (tenant_id, into))
             return WriteOutcome(entry=restored, applied=True)
 
     def set_never_merge(

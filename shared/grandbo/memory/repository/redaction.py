@@ -29,7 +29,11 @@ from grandbo.memory.models import (
 )
 from grandbo.memory.repository.entries import ENTRY_BY_ID_FOR_UPDATE, SELECT_ENTRIES
 from grandbo.memory.repository.postings import unpost_tags
-from grandbo.memory.repository.recurrences import RecurrenceReads, _derived
+from grandbo.memory.repository.recurrences import (
+    DERIVE_RECURRENCES,
+    RecurrenceReads,
+    _derived,
+)
 from grandbo.storage.tenant_scope import Cursor, TenantLock
 
 _TOMBSTONE = (
@@ -77,6 +81,19 @@ class RedactionWrites(RecurrenceReads):
             )
             targets = [current, *(MemoryEntry.model_validate(r) for r in cur)]
             ids = [target.entry_id for target in targets]
+            # the entries any of them was merged into lose a recurrence
+            canonicals = {t.merged_into for t in targets if t.merged_into} - set(ids)
+            # the projection first: the owned function rewrites the history of tombstones
+            # only (migration 0019)
+            cur.execute(
+                "UPDATE org_memory_entries SET title = %s, summary = %s, tags = '{}',"
+                " status = 'redacted', merged_into = NULL, never_merge = true,"
+                " incident_id = NULL, embedding = NULL, embed_rev = NULL,"
+                " embedded_revision = NULL, embedded_at = NULL, seen_count = 1,"
+                " last_seen_at = NULL, seen_in_incidents = '{}'"
+                " WHERE tenant_id = %s AND entry_id = ANY(%s)",
+                (REDACTED_TEXT, REDACTED_TEXT, tenant_id, ids),
+            )
             cur.execute(
                 "SELECT * FROM grandbo_redact_events(%s, %s, %s, %s, %s, %s)",
                 (
@@ -86,24 +103,20 @@ class RedactionWrites(RecurrenceReads):
                     [Jsonb(_tombstone_payload(target, reason, entry_id)) for target in targets],
                     context.actor,
                     [context.idempotency_key]
-                    + [
-                        _derived(context, target.entry_id).idempotency_key for target in targets[1:]
-                    ],
+                    + [_derived(context, t.entry_id).idempotency_key for t in targets[1:]],
                 ),
             )
             removed = [RemovedPayload.model_validate(r) for r in cur]
             cur.execute(
-                "UPDATE org_memory_entries e SET title = %s, summary = %s, tags = '{}',"
-                " status = 'redacted', merged_into = NULL, never_merge = true,"
-                " embedding = NULL, embed_rev = NULL, embedded_revision = NULL,"
-                " embedded_at = NULL, seen_count = 1, last_seen_at = NULL,"
-                " seen_in_incidents = '{}', updated_at = r.recorded_at"
+                "UPDATE org_memory_entries e SET updated_at = r.recorded_at"
                 " FROM org_memory_events r"
                 " WHERE r.tenant_id = e.tenant_id AND r.entry_id = e.entry_id"
                 "   AND r.event_type = 'entry_redacted'"
                 "   AND e.tenant_id = %s AND e.entry_id = ANY(%s)",
-                (REDACTED_TEXT, REDACTED_TEXT, tenant_id, ids),
+                (tenant_id, ids),
             )
+            for canonical in sorted(canonicals):
+                cur.execute(DERIVE_RECURRENCES, (tenant_id, canonical))
             # only an active entry counts in the statistics (a recurrence left them when
             # it was merged); every tag row left at zero goes, whoever's it was: a tag of
             # no entry is no statistic, and a removed text's words must not stay as tags
@@ -183,7 +196,8 @@ def _tombstone_payload(entry: MemoryEntry, reason: str, redacted: UUID) -> dict[
         "kind": entry.kind.value,
         "expires_at": None if entry.expires_at is None else entry.expires_at.isoformat(),
         "service": entry.service,
-        "incident_id": entry.incident_id,
+        # the incident's id goes with the text: the platform's ids can carry words
+        "incident_id": None,
         "superseded_by": None if entry.superseded_by is None else str(entry.superseded_by),
         "helpful_count": entry.helpful_count,
         "not_helpful_count": entry.not_helpful_count,
