@@ -52,6 +52,17 @@ BEGIN
 END
 $$;
 
+-- The tables a purge empties of the organization, for the purge and for its preview
+CREATE FUNCTION grandbo_tenant_tables() RETURNS SETOF text
+    LANGUAGE sql STABLE SET search_path = public, pg_temp AS $$
+    SELECT c.relname::text FROM pg_class c
+    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped
+    WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
+      AND NOT c.relispartition AND c.relname <> 'admin_request_nonces'
+    ORDER BY c.relname
+$$;
+GRANT EXECUTE ON FUNCTION grandbo_tenant_tables() TO grandbo_app;
+
 CREATE FUNCTION grandbo_purge_tenant(p_tenant text)
     RETURNS TABLE (table_name text, deleted bigint)
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
@@ -63,13 +74,7 @@ BEGIN
         RAISE EXCEPTION 'purge of another tenant' USING ERRCODE = 'insufficient_privilege';
     END IF;
     PERFORM set_config('grandbo.purging', p_tenant, true);
-    FOR t IN
-        SELECT c.relname FROM pg_class c
-        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped
-        WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
-          AND NOT c.relispartition AND c.relname <> 'admin_request_nonces'
-        ORDER BY c.relname
-    LOOP
+    FOR t IN SELECT * FROM grandbo_tenant_tables() LOOP
         EXECUTE format('DELETE FROM %I WHERE tenant_id = $1', t) USING p_tenant;
         GET DIAGNOSTICS n = ROW_COUNT;
         table_name := t;

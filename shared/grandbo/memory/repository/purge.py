@@ -13,14 +13,8 @@ from psycopg import sql
 
 from grandbo.storage.tenant_scope import TenantLock, TenantScopedRepository
 
-_TENANT_TABLES = (
-    "SELECT c.relname AS name FROM pg_class c"
-    " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'tenant_id'"
-    "   AND NOT a.attisdropped"
-    " WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')"
-    "   AND NOT c.relispartition AND c.relname <> 'admin_request_nonces'"
-    " ORDER BY c.relname"
-)
+# the tables a purge empties, as grandbo_purge_tenant reads them (migration 0020)
+_TENANT_TABLES = "SELECT name FROM grandbo_tenant_tables() AS name"
 
 
 class OrganizationPurge(TenantScopedRepository):
