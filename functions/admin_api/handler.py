@@ -31,13 +31,18 @@ from grandbo.api.http_errors import (
 )
 from grandbo.api.models import (
     CalibrationRequest,
+    CatalogRequest,
     CorrectEntryRequest,
     CreateEntryRequest,
+    DistinctRequest,
+    ExplanationRequest,
     ExportRequest,
     ImportRequest,
     MergePolicyRequest,
+    MergeRequest,
     PurgeConfirmation,
     PurgeRequest,
+    QueryRequest,
     RedactionRequest,
     RetireEntryRequest,
     SettingsRequest,
@@ -46,6 +51,8 @@ from grandbo.api.models import (
 from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError, InvalidInputError, StoreUnavailableError
 from grandbo.memory.audit import audit
+from grandbo.memory.curation import Curation
+from grandbo.memory.explanation import explain_ranking
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.lifecycle.lake import LakeTransfer
 from grandbo.memory.models import Origin, WriteContext, WriteOutcome
@@ -346,6 +353,103 @@ def import_lake(request: ImportRequest) -> dict[str, Any]:
         merge=request.merge,
     )
     return outcome.as_dict()
+
+
+# -- curation: what the console reads (grandbo.console), and the verdicts on pairs -------
+
+
+@app.post("/v1/admin/query")
+@tracer.capture_method
+def query_as_beacon(request: QueryRequest) -> dict[str, Any]:
+    """`query_org_memory` for the key's organization, exactly as Beacon's query route
+    answers it (the curation console's search)."""
+    caller: Caller = app.context["caller"]
+    result = (
+        runtime()
+        .service()
+        .query_org_memory(
+            caller.tenant_id,
+            request.topic,
+            limit=request.limit,
+            service=request.service,
+            scope=request.scope,
+        )
+    )
+    return result.model_dump(mode="json")
+
+
+@app.post("/v1/admin/explanation")
+@tracer.capture_method
+def explain(request: ExplanationRequest) -> dict[str, Any]:
+    """ "Why not this one?": where the entry stands for the query, and why, computed by the
+    ranking code itself (`grandbo.memory.explanation`)."""
+    caller: Caller = app.context["caller"]
+    explanation = explain_ranking(
+        runtime().service(),
+        caller.tenant_id,
+        request.topic,
+        request.entry_id,
+        limit=request.limit,
+        service=request.service,
+        scope=request.scope,
+    )
+    return explanation.model_dump(mode="json")
+
+
+@app.post("/v1/admin/catalog")
+def catalog(request: CatalogRequest) -> dict[str, Any]:
+    """A page of the organization's entries by status, kind, origin, service and text."""
+    caller: Caller = app.context["caller"]
+    page = Curation(runtime().service()).catalog(caller.tenant_id, **request.model_dump())
+    return page.model_dump(mode="json")
+
+
+@app.get("/v1/admin/entries/<entry_id>/history")
+def history(entry_id: UUID) -> dict[str, Any]:
+    """The entry, every event of it (each revision's text, who wrote it, through which
+    path) and its recurrences."""
+    caller: Caller = app.context["caller"]
+    return Curation(runtime().service()).history(caller.tenant_id, entry_id).model_dump(mode="json")
+
+
+@app.get("/v1/admin/growth")
+def growth() -> dict[str, Any]:
+    """Entries created per week by origin, and recurrences per week (26 weeks)."""
+    caller: Caller = app.context["caller"]
+    return Curation(runtime().service()).growth(caller.tenant_id).model_dump(mode="json")
+
+
+@app.get("/v1/admin/duplicates")
+@tracer.capture_method
+def duplicates() -> dict[str, Any]:
+    """Pairs the automatic rule leaves apart that a looser one flags, for a person."""
+    caller: Caller = app.context["caller"]
+    found = Curation(runtime().service()).duplicate_suggestions(caller.tenant_id)
+    return found.model_dump(mode="json")
+
+
+@app.post("/v1/admin/entries/<entry_id>/merge")
+@tracer.capture_method
+def merge(entry_id: UUID, request: MergeRequest) -> Response[Any]:
+    """Record the entry as a recurrence of `into` (an event; split reverses it)."""
+    caller: Caller = app.context["caller"]
+    outcome = Curation(runtime().service()).merge(
+        caller.tenant_id,
+        entry_id,
+        request.into,
+        _context("merge", str(entry_id), str(request.into)),
+    )
+    return _written(outcome, 200)
+
+
+@app.post("/v1/admin/entries/<entry_id>/distinct")
+def mark_distinct(entry_id: UUID, request: DistinctRequest) -> dict[str, Any]:
+    """The entry and `other` are two lessons: the pair is not suggested again."""
+    caller: Caller = app.context["caller"]
+    verdict = Curation(runtime().service()).mark_distinct(
+        caller.tenant_id, entry_id, request.other, f"admin:{caller.key_id}"
+    )
+    return verdict.model_dump(mode="json")
 
 
 @logger.inject_lambda_context(

@@ -63,6 +63,14 @@ class EntryNotActiveError(GrandboError):
         self.status = status
 
 
+class MergeRefusedError(GrandboError):
+    """An admin's merge of two entries that the rule for recurrences forbids."""
+
+    def __init__(self, entry_id: object, into: object, reason: str) -> None:
+        super().__init__(f"memory entry {entry_id} cannot be merged into {into}: {reason}")
+        self.reason = reason
+
+
 class NotARecurrenceError(GrandboError):
     """A split asked of an entry that is not merged into another."""
 

@@ -28,6 +28,7 @@ from grandbo.errors import (
     EntryRedactedError,
     InvalidInputError,
     InvalidTopicError,
+    MergeRefusedError,
     NotARecurrenceError,
     RateLimitedError,
     RevisionConflictError,
@@ -174,6 +175,10 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(EntryNotActiveError)
     def _not_active(exc: EntryNotActiveError) -> Response[Any]:
         return error_response(409, "entry_not_active", str(exc))
+
+    @app.exception_handler(MergeRefusedError)
+    def _merge_refused(exc: MergeRefusedError) -> Response[Any]:
+        return error_response(409, "merge_refused", str(exc), "into")
 
     @app.exception_handler(NotARecurrenceError)
     def _not_recurrence(exc: NotARecurrenceError) -> Response[Any]:

@@ -146,3 +146,36 @@ class ImportRequest(_Body):
     merge: StrictBool = Field(
         default=False, description="import into an organization that has memory of its own"
     )
+
+
+class ExplanationRequest(QueryRequest):
+    """"Why not this one?": the query as Beacon would send it, and the entry expected."""
+
+    entry_id: UUID
+
+
+class CatalogRequest(_Body):
+    """A page of the organization's entries, newest first: every filter optional; `after`
+    is the `next` cursor of the previous page."""
+
+    status: Literal["active", "retired", "superseded", "merged", "redacted"] | None = None
+    kind: Literal["durable", "episodic"] | None = None
+    origin: Literal["incident", "admin", "correction"] | None = None
+    service: Annotated[StrictStr, Field(max_length=120)] | None = None
+    text: Annotated[StrictStr, Field(max_length=200)] | None = Field(
+        default=None, description="a substring of the title or the summary, any case"
+    )
+    after: Annotated[StrictStr, Field(max_length=200)] | None = None
+    limit: Annotated[StrictInt, Field(ge=1, le=200)] = 50
+
+
+class MergeRequest(_Body):
+    """Record this entry as a recurrence of `into` (an event; `split` reverses it)."""
+
+    into: UUID
+
+
+class DistinctRequest(_Body):
+    """A suggested pair is two lessons: it is not suggested again."""
+
+    other: UUID

@@ -36,6 +36,8 @@ class FusedRank(Generic[K]):
     key: K
     score: float
     ranks: tuple[int | None, ...]  # its rank in each leg's own list (None: not in it)
+    # the score's two terms: the lexical weight times BM25/best, the rest times similarity/best
+    parts: tuple[float, float] = (0.0, 0.0)
 
 
 def score_fusion(
@@ -63,11 +65,14 @@ def score_fusion(
     similar = {key: max(0.0, similarities.get(key, 0.0)) for key in ranks}
     best_lexical = max(lexical.values(), default=0.0)
     best_similar = max(similar.values(), default=0.0)
-    scores = {
-        key: lexical_weight * (lexical[key] / best_lexical if best_lexical else 0.0)
-        + (1.0 - lexical_weight) * (similar[key] / best_similar if best_similar else 0.0)
+    parts = {
+        key: (
+            lexical_weight * (lexical[key] / best_lexical if best_lexical else 0.0),
+            (1.0 - lexical_weight) * (similar[key] / best_similar if best_similar else 0.0),
+        )
         for key in ranks
     }
+    scores = {key: lexical_part + vector_part for key, (lexical_part, vector_part) in parts.items()}
     order = {key: i for i, key in enumerate(ranks)}
     fused = sorted(ranks, key=lambda key: (-round(scores[key], 12), order[key]))
-    return [FusedRank(key, scores[key], tuple(ranks[key])) for key in fused]
+    return [FusedRank(key, scores[key], tuple(ranks[key]), parts[key]) for key in fused]

@@ -304,6 +304,29 @@ class RedactionOutcome(BaseModel):
     recurrences: RecurrencesRehomed | None = None
 
 
+class TopologyChange(BaseModel):
+    """One thing the topology says changed about the service a lesson is about."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["retired", "renamed", "dependency_gone"]
+    service: str = Field(description="the lesson's service")
+    since: datetime = Field(description="when the topology changed")
+    replaced_by: str | None = Field(default=None, description="renamed: the new service")
+    dependency: str | None = Field(
+        default=None, description="dependency_gone: the dependency the lesson names"
+    )
+
+
+class Staleness(BaseModel):
+    """The lesson was written about a system that has changed since (or by `as_of`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    changes: list[TopologyChange]
+    note: str = Field(description="the changes in words, for a reader or a model")
+
+
 class EmbedJob(BaseModel):
     """Embed one entry's text as of one revision, under its own tenant."""
 
@@ -322,9 +345,14 @@ class MatchExplanation(BaseModel):
     lexical_rank: int | None
     lexical_score: float | None
     shared_tags: list[str]
+    # each shared tag in the topic's own words ("timeouts" for the stem `timeout`)
+    shared_words: list[str] = Field(default_factory=list)
     vector_rank: int | None
     vector_distance: float | None
     fused_score: float
+    # the fused score's two terms (they sum to it): how much each leg gave
+    lexical_part: float = 0.0
+    vector_part: float = 0.0
 
 
 class MemoryHit(BaseModel):
@@ -366,6 +394,12 @@ class MemoryHit(BaseModel):
         default_factory=FeedbackCounts,
         description="verdicts of past investigations (shown, not used for ranking)",
     )
+    staleness: Staleness | None = Field(
+        default=None,
+        description="set when the topology says the lesson's service was retired or "
+        "renamed, or a dependency it names is gone (at `as_of`, or now); not used for "
+        "ranking (docs/EVAL.md)",
+    )
 
 
 class QueryMetadata(BaseModel):
@@ -383,6 +417,10 @@ class QueryMetadata(BaseModel):
     active_entries: int
     active_entries_without_current_vector: int
     services_in_scope: list[str] | None = None
+    as_of: datetime | None = Field(
+        default=None,
+        description="the moment whose topology the scope and staleness were read from",
+    )
     fusion: str = FUSION
     reranker: str = Field(
         default="off",

@@ -55,7 +55,7 @@ from grandbo.memory.reranking import rerank_entries
 from grandbo.memory.topic import validate_topic
 from grandbo.tenancy import require_tenant
 from grandbo.text.rules import reject_unsafe_text
-from grandbo.text.tags import tags_for, tokenize
+from grandbo.text.tags import tag_words, tags_for, tokenize
 
 _log = logging.getLogger(__name__)
 
@@ -107,6 +107,7 @@ class RankedCandidates:
     legs: SearchLegs
     fused: list[UUID]
     fused_scores: dict[UUID, float]
+    fused_parts: dict[UUID, tuple[float, float]]  # each score's lexical and vector terms
     topic_tags: list[str]
     vector_error: str | None
     serving: EmbeddingProvider  # the model the tenant is served from
@@ -115,6 +116,16 @@ class RankedCandidates:
     @property
     def embed_rev(self) -> str:
         return self.serving.embed_rev
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A query's answer, the ranking it was cut from, the topic and the limit it used."""
+
+    result: MemoryQueryResult
+    ranked: RankedCandidates
+    topic: str
+    limit: int
 
 
 def fuse(legs: SearchLegs) -> list[FusedRank[UUID]]:
@@ -215,16 +226,31 @@ class MemoryService(EmbeddingJobs, Calibration):
         `scope` widens a `service` filter through the topology: `blast_radius` adds the
         services that depend on it, `dependencies` the services it depends on (3 hops).
         """
+        return self.answer(tenant_id, topic, limit=limit, service=service, scope=scope).result
+
+    def answer(
+        self,
+        tenant_id: str,
+        topic: str,
+        *,
+        limit: int = DEFAULT_LIMIT,
+        service: str | None = None,
+        scope: str | None = None,
+        probe: Sequence[UUID] = (),
+    ) -> Answer:
+        """`query_org_memory`'s answer and the ranking behind it; with `probe`, the same
+        search also reads those entries' own signals (`grandbo.memory.explanation`)."""
         tenant = require_tenant(tenant_id)
         text = validate_topic(topic)
         limit = validate_limit(limit)
         service = validate_service(service)
         services = self._services_in_scope(tenant, service, scope)
-        ranked = self.rank(tenant, text, services=services)
+        ranked = self.rank(tenant, text, services=services, probe=probe)
         legs = ranked.legs
         lexical = {c.entry_id: (rank, c) for rank, c in enumerate(legs.lexical, start=1)}
         vector = {c.entry_id: (rank, c) for rank, c in enumerate(legs.vector, start=1)}
         now = self._clock()
+        words = tag_words(text)
         hits = []
         reranked = rerank_entries(
             self.reranker,
@@ -266,9 +292,14 @@ class MemoryService(EmbeddingJobs, Calibration):
                         if (bm25 := legs.lexical_scores.get(entry_id)) is None
                         else round(bm25, 4),
                         shared_tags=legs.shared_tags.get(entry_id, []),
+                        shared_words=[
+                            words.get(tag, tag) for tag in legs.shared_tags.get(entry_id, [])
+                        ],
                         vector_rank=None if vec is None else vec[0],
                         vector_distance=None if vec is None else round(vec[1].distance, 4),
                         fused_score=round(ranked.fused_scores[entry_id], 6),
+                        lexical_part=round(ranked.fused_parts[entry_id][0], 6),
+                        vector_part=round(ranked.fused_parts[entry_id][1], 6),
                     ),
                 )
             )
@@ -286,7 +317,7 @@ class MemoryService(EmbeddingJobs, Calibration):
             reranker=reranked.status,
             reranker_error=reranked.error,
         )
-        return MemoryQueryResult(hits=hits, metadata=metadata)
+        return Answer(MemoryQueryResult(hits=hits, metadata=metadata), ranked, text, limit)
 
     def _services_in_scope(
         self, tenant: str, service: str | None, scope: str | None
@@ -307,8 +338,10 @@ class MemoryService(EmbeddingJobs, Calibration):
         services: list[str] | None = None,
         use_lexical: bool = True,
         use_vector: bool = True,
+        probe: Sequence[UUID] = (),
     ) -> RankedCandidates:
-        """Both legs (top LEG_LIMIT each) and their fusion (`grandbo.memory.fusion`), unsliced."""
+        """Both legs (top LEG_LIMIT each) and their fusion (`grandbo.memory.fusion`), unsliced;
+        with `probe`, those entries' own signals too (`SearchLegs.probes`)."""
         topic_tags = tokenize(topic)
         serving = self.serving_provider(tenant_id)
         vector: Embedding | None = None
@@ -326,18 +359,25 @@ class MemoryService(EmbeddingJobs, Calibration):
             leg_limit=LEG_LIMIT,
             # an episodic entry past its expiry is not served, even before the sweeper
             now=self._clock(),
+            probe=probe,
         )
         if legs.active_without_current_vector and self.blue_green.switched_since(
             tenant_id, serving
         ):  # the tenant switched models while this query embedded its topic: once more
             return self.rank(
-                tenant_id, topic, services=services, use_lexical=use_lexical, use_vector=use_vector
+                tenant_id,
+                topic,
+                services=services,
+                use_lexical=use_lexical,
+                use_vector=use_vector,
+                probe=probe,
             )
         fused = fuse(legs)
         return RankedCandidates(
             legs=legs,
             fused=[f.key for f in fused],
             fused_scores={f.key: f.score for f in fused},
+            fused_parts={f.key: f.parts for f in fused},
             topic_tags=topic_tags,
             vector_error=vector_error,
             serving=serving,

@@ -80,3 +80,16 @@ def tags_for(texts: Iterable[str], explicit: Iterable[str] = ()) -> list[str]:
         for tag in tokenize(text):
             seen.setdefault(tag, None)
     return list(seen)[:MAX_TAGS_PER_TEXT]
+
+
+def tag_words(text: str) -> dict[str, str]:
+    """Each tag of `text` and the word it was first read from (case-folded): a stem shown
+    to a person in the words they wrote ("timeout" for `timeout`, "exhausted" for `exhaust`)."""
+    words: dict[str, str] = {}
+    for match in _TOKEN.finditer(_normalize(text)):
+        token = match.group(0).strip("_")
+        parts = [p for p in _PART_SEPARATORS.split(token) if p]
+        for candidate in [token, *(parts if len(parts) > 1 else [])]:
+            if _keep(candidate):
+                words.setdefault(_stem(candidate), candidate)
+    return words

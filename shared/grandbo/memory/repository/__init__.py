@@ -10,6 +10,7 @@ projection rebuild, and the event log read out and written back (a lake moved);
 from __future__ import annotations
 
 from grandbo.memory.repository.calibration import CalibrationStore
+from grandbo.memory.repository.curation import CatalogFilter, CurationReads
 from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
 from grandbo.memory.repository.lake import LakeStore
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
@@ -28,6 +29,7 @@ from grandbo.memory.repository.search import (
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "CatalogFilter",
     "EntryForEmbedding",
     "LexicalCandidate",
     "MemoryRepository",
@@ -47,5 +49,6 @@ class MemoryRepository(
     TitleTagBackfill,
     OrganizationPurge,
     LakeStore,
+    CurationReads,
 ):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

@@ -68,6 +68,19 @@ class VectorCandidate:
 
 
 @dataclass(frozen=True, slots=True)
+class Probe:
+    """One entry's signals for the topic, whether or not either leg listed it: what "why
+    not this one?" reads (`grandbo.memory.explanation`). `entry` is None when the entry
+    is not the tenant's; `bm25` None when it shares no tag with the topic (or is out of
+    the scope); `distance` None without a current vector or a topic vector."""
+
+    entry: MemoryEntry | None
+    bm25: float | None
+    distance: float | None
+    shared_tags: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class SearchLegs:
     """Both legs' candidates, the entries behind them and the tenant's vector coverage."""
 
@@ -83,6 +96,8 @@ class SearchLegs:
     distances: dict[UUID, float] = field(default_factory=dict)
     # the topic's tags each candidate with a BM25 score carries, rarest first
     shared_tags: dict[UUID, list[str]] = field(default_factory=dict)
+    # the entries asked about (`search(probe=...)`), each with its own signals
+    probes: dict[UUID, Probe] = field(default_factory=dict)
 
 
 class EntrySearch(LexicalLeg):
@@ -99,6 +114,7 @@ class EntrySearch(LexicalLeg):
         services: Sequence[str] | None,
         leg_limit: int,
         now: datetime | None = None,
+        probe: Sequence[UUID] = (),
     ) -> SearchLegs:
         """Both retrieval legs over one tenant's active entries, in one transaction.
 
@@ -113,6 +129,9 @@ class EntrySearch(LexicalLeg):
         lexical leg (it needs the corpus's weights and expired count); the entries (with
         the distance of those the vector leg did not list) and the BM25 of those the
         lexical leg did not.
+
+        With `probe`, the same statements also read those entries and both their signals
+        (`SearchLegs.probes`); the legs are the same as without it.
         """
         scope = None if services is None else list(services)
         # scaled and rounded once, for the vector leg and the lexical-only candidates
@@ -133,9 +152,12 @@ class EntrySearch(LexicalLeg):
             bm25 = dict(scored)
             distances = {c.entry_id: c.distance for c in vector}
             ids = list(dict.fromkeys([*bm25, *distances]))
-            # the other leg's signal for each candidate only one leg found
-            unscored = [entry_id for entry_id in distances if entry_id not in bm25]
-            entries_sent = self._send_entries(tenant_id, ids, topic, embed_rev) if ids else None
+            fetched = list(dict.fromkeys([*ids, *probe]))
+            # the other leg's signal for each candidate only one leg found (and each probe)
+            unscored = [i for i in dict.fromkeys([*distances, *probe]) if i not in bm25]
+            entries_sent = (
+                self._send_entries(tenant_id, fetched, topic, embed_rev) if fetched else None
+            )
             bm25_sent = (
                 self._send_bm25(tenant_id, corpus, scope, len(unscored), only=unscored)
                 if unscored
@@ -149,6 +171,18 @@ class EntrySearch(LexicalLeg):
                 entries[row["entry_id"]] = MemoryEntry.model_validate(row)
             bm25.update(scores(bm25_sent))
             active, without_vector = _coverage(coverage_sent, corpus)
+        probes = {
+            entry_id: Probe(
+                entries.get(entry_id),
+                bm25.get(entry_id),
+                distances.get(entry_id),
+                corpus.shared_tags(entries[entry_id].tags)
+                if entry_id in bm25 and entry_id in entries
+                else [],
+            )
+            for entry_id in probe
+        }
+        entries = {entry_id: entries[entry_id] for entry_id in ids if entry_id in entries}
         if corpus.expired:
             entries = {
                 entry_id: entry
@@ -176,6 +210,7 @@ class EntrySearch(LexicalLeg):
             lexical_scores=lexical_scores,
             distances={i: distances[i] for i in ids if i in candidates and i in distances},
             shared_tags=shared,
+            probes=probes,
         )
 
     def _send_entries(

@@ -1,0 +1,344 @@
+"""What a person curating an organization's memory needs beyond the query: entries by
+filter, an entry's whole history from the event log, growth per week, possible
+duplicates the automatic rule leaves apart, and the two verdicts on such a pair (merge
+it, an event reversible by split; or mark it distinct, never suggested again).
+
+Possible duplicates use a looser rule than the automatic merge (`grandbo.memory.
+recurrence`): the automatic one merges only restatements (distance 0.03 on MiniLM,
+precision 1.000 but recall 0.031 on labelled duplicates: docs/EVAL.md). Re-descriptions
+of one bug sat at a median distance of 0.30 with a median tag overlap of 0.42, and the
+nearest *different* post-mortem at 0.27 / 0.35, so no rule separates them: a person does.
+The suggestion rule is distance within SUGGESTION_DISTANCE (the labelled duplicates' 25th
+percentile, 0.19, rounded: a quarter of them qualify) and a tag overlap of at least
+SUGGESTION_TAG_OVERLAP, with no conflicting identifiers and the same service (or none),
+listing the closest pairs first; what the automatic rule would merge is left to it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grandbo.errors import InvalidInputError, MergeRefusedError
+from grandbo.memory.consolidation import duplicate_rule
+from grandbo.memory.idempotency import KeySpace
+from grandbo.memory.models import (
+    EntryStatus,
+    EventType,
+    Kind,
+    MemoryEntry,
+    Origin,
+    WriteContext,
+    WriteOutcome,
+)
+from grandbo.memory.recurrence import DuplicateRule, Words, may_take_recurrence, tag_overlap
+from grandbo.memory.repository.curation import CatalogFilter
+from grandbo.memory.service import MemoryService, validate_service
+from grandbo.tenancy import require_tenant
+
+MAX_CATALOG_PAGE = 200
+MAX_HISTORY_EVENTS = 500
+MAX_GROWTH_WEEKS = 104
+SUGGESTION_DISTANCE = 0.2
+SUGGESTION_TAG_OVERLAP = 0.3
+# the latest entries whose nearest neighbours are compared, and how many each
+SUGGESTION_SCAN = 500
+SUGGESTION_NEIGHBOURS = 3
+MAX_SUGGESTIONS = 50
+SUGGESTION_RULE = DuplicateRule(
+    max_distance=SUGGESTION_DISTANCE, min_tag_overlap=SUGGESTION_TAG_OVERLAP
+)
+
+
+class CatalogPage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    entries: list[MemoryEntry]
+    next: str | None = Field(description="the cursor of the next page (None: the last page)")
+
+
+class HistoryEvent(BaseModel):
+    """One event of an entry's log: what it said, who or what wrote it, through which path."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_id: int
+    event_type: EventType
+    revision: int
+    recorded_at: datetime
+    actor: str
+    path: str = Field(
+        description="the writer's path: incident (an incident-closed event), admin (the "
+        "signed API), cli, query (a query-token caller's feedback), expiry (the sweeper), "
+        "recurrence (the embed worker), demo, eval, import"
+    )
+    payload: dict[str, Any]
+
+
+class EntryHistory(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    entry: MemoryEntry
+    events: list[HistoryEvent]
+    recurrences: list[MemoryEntry]
+
+
+class WeekOfGrowth(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    week: datetime
+    created: dict[str, int] = Field(
+        default_factory=dict, description="entries created that week, by origin"
+    )
+    recurrences: int = Field(default=0, description="recurrences recorded that week")
+
+
+class Growth(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    weeks: list[WeekOfGrowth]
+
+
+class DuplicateSuggestion(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    canonical: MemoryEntry = Field(description="the older entry: the one a merge keeps")
+    recurrence: MemoryEntry = Field(description="the newer entry: a merge records it in the other")
+    distance: float
+    tag_overlap: float
+    shared_tags: list[str]
+
+
+class DuplicateSuggestions(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    rule: str
+    pairs: list[DuplicateSuggestion]
+
+
+class DistinctVerdict(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    entry_ids: tuple[UUID, UUID]
+    recorded: bool = Field(description="False: it was recorded before")
+
+
+def _cursor(entry: MemoryEntry) -> str:
+    raw = f"{entry.created_at.isoformat()}|{entry.entry_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _parse_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
+    if cursor is None:
+        return None
+    try:
+        created, entry_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        when = datetime.fromisoformat(created)
+        if when.tzinfo is None:
+            raise ValueError("naive")
+        return when, UUID(entry_id)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidInputError("after", "is not a cursor this API returned") from exc
+
+
+def _choice(field: str, value: str | None, allowed: type[Any]) -> str | None:
+    if value is None:
+        return None
+    try:
+        return str(allowed(value).value)
+    except ValueError as exc:
+        names = ", ".join(member.value for member in allowed)
+        raise InvalidInputError(field, f"must be one of {names}") from exc
+
+
+def _path(idempotency_key: str, actor: str) -> str:
+    space = idempotency_key.split(":", 1)[0]
+    if space in {member.value for member in KeySpace}:
+        return space
+    return "import" if actor.startswith("import") else "unknown"
+
+
+class Curation:
+    """The curation reads and verdicts over one memory service."""
+
+    def __init__(self, memory: MemoryService) -> None:
+        self.memory = memory
+        self.repository = memory.repository
+
+    def catalog(
+        self,
+        tenant_id: str,
+        *,
+        status: str | None = None,
+        kind: str | None = None,
+        service: str | None = None,
+        origin: str | None = None,
+        text: str | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> CatalogPage:
+        tenant = require_tenant(tenant_id)
+        if isinstance(limit, bool) or not 1 <= limit <= MAX_CATALOG_PAGE:
+            raise InvalidInputError("limit", f"must be between 1 and {MAX_CATALOG_PAGE}")
+        where = CatalogFilter(
+            status=_choice("status", status, EntryStatus),
+            kind=_choice("kind", kind, Kind),
+            service=validate_service(service),
+            origin=_choice("origin", origin, Origin),
+            text=(text or "").strip() or None,
+        )
+        rows = self.repository.entry_catalog(tenant, where, _parse_cursor(after), limit + 1)
+        page = rows[:limit]
+        return CatalogPage(
+            entries=page, next=_cursor(page[-1]) if len(rows) > limit and page else None
+        )
+
+    def history(self, tenant_id: str, entry_id: UUID) -> EntryHistory:
+        tenant = require_tenant(tenant_id)
+        rows = self.repository.entry_events(tenant, entry_id, limit=MAX_HISTORY_EVENTS)
+        events = [
+            HistoryEvent(
+                event_id=row["event_id"],
+                event_type=EventType(row["event_type"]),
+                revision=row["revision"],
+                recorded_at=row["recorded_at"],
+                actor=row["actor"],
+                path=_path(row["idempotency_key"], row["actor"]),
+                payload=row["payload"],
+            )
+            for row in rows
+        ]
+        return EntryHistory(
+            entry=self.memory.get_entry(tenant, entry_id),
+            events=events,
+            recurrences=self.memory.recurrences_of(tenant, entry_id),
+        )
+
+    def growth(self, tenant_id: str, *, weeks: int = 26) -> Growth:
+        tenant = require_tenant(tenant_id)
+        if isinstance(weeks, bool) or not 1 <= weeks <= MAX_GROWTH_WEEKS:
+            raise InvalidInputError("weeks", f"must be between 1 and {MAX_GROWTH_WEEKS}")
+        now = self.memory.now()
+        this_week = (now - timedelta(days=now.weekday())).replace(
+            hour=0, minute=0, second=0, microsecond=0
+        )
+        start = this_week - timedelta(weeks=weeks - 1)
+        by_week: dict[datetime, WeekOfGrowth] = {
+            start + timedelta(weeks=i): WeekOfGrowth(week=start + timedelta(weeks=i))
+            for i in range(weeks)
+        }
+        for row in self.repository.weekly_growth(tenant, start):
+            week = row["week"].astimezone(UTC)
+            current = by_week.get(week)
+            if current is None:
+                continue
+            if row["what"] == "recurrence":
+                current = current.model_copy(update={"recurrences": int(row["n"])})
+            else:
+                created = {**current.created, row["what"]: int(row["n"])}
+                current = current.model_copy(update={"created": created})
+            by_week[week] = current
+        return Growth(weeks=list(by_week.values()))
+
+    def duplicate_suggestions(self, tenant_id: str) -> DuplicateSuggestions:
+        """Pairs of active entries a person may merge or mark distinct, closest first."""
+        tenant = require_tenant(tenant_id)
+        serving = self.memory.serving_provider(tenant)
+        loose = SUGGESTION_RULE
+        strict = duplicate_rule(serving)
+        entries, pairs = self.repository.near_pairs(
+            tenant,
+            serving.embed_rev,
+            loose.max_distance,
+            scan=SUGGESTION_SCAN,
+            neighbours=SUGGESTION_NEIGHBOURS,
+        )
+        found: list[DuplicateSuggestion] = []
+        for a, b, distance in pairs:
+            first, second = entries.get(a), entries.get(b)
+            if first is None or second is None or first.never_merge or second.never_merge:
+                continue
+            words = Words.of(first.tags, first.service), Words.of(second.tags, second.service)
+            if not loose.words_agree(*words):
+                continue
+            if strict is not None and strict.same_lesson(
+                distance, first.tags, second.tags, first.service, second.service
+            ):
+                continue  # the automatic rule's: merged after embedding, collapsed meanwhile
+            older, newer = sorted((first, second), key=lambda e: (e.created_at, e.entry_id))
+            found.append(
+                DuplicateSuggestion(
+                    canonical=older,
+                    recurrence=newer,
+                    distance=round(distance, 4),
+                    tag_overlap=round(tag_overlap(older.tags, newer.tags), 3),
+                    shared_tags=sorted(set(older.tags) & set(newer.tags)),
+                )
+            )
+            if len(found) >= MAX_SUGGESTIONS:
+                break
+        rule = (
+            f"cosine distance <= {loose.max_distance}, tag overlap >= {loose.min_tag_overlap}, "
+            "no conflicting identifiers, the same service or none; not what the automatic "
+            "rule merges; never a pair marked distinct"
+        )
+        return DuplicateSuggestions(rule=rule, pairs=found)
+
+    def merge(
+        self, tenant_id: str, entry_id: UUID, into: UUID, context: WriteContext
+    ) -> WriteOutcome:
+        """An admin records `entry_id` as a recurrence of `into` (an `entry_merged` event;
+        `split` reverses it). Never across services or kinds the automatic rule forbids,
+        never a corrected entry or one with recurrences of its own."""
+        tenant = require_tenant(tenant_id)
+        if entry_id == into:
+            raise InvalidInputError("into", "an entry cannot be merged into itself")
+        new = self.memory.get_entry(tenant, entry_id)
+        canonical = self.memory.get_entry(tenant, into)
+        refusal = _merge_refusal(canonical, new)
+        if refusal is not None:
+            raise MergeRefusedError(entry_id, into, refusal)
+        outcome = self.repository.merge_recurrence(
+            tenant, entry_id, into, canonical.revision, {"by": "admin"}, context
+        )
+        if not outcome.applied and self.memory.get_entry(tenant, entry_id).merged_into != into:
+            raise MergeRefusedError(entry_id, into, "an entry changed meanwhile: read both, retry")
+        return outcome
+
+    def mark_distinct(
+        self, tenant_id: str, entry_id: UUID, other: UUID, actor: str
+    ) -> DistinctVerdict:
+        tenant = require_tenant(tenant_id)
+        if entry_id == other:
+            raise InvalidInputError("other", "an entry is not distinct from itself")
+        recorded = self.repository.mark_distinct(tenant, entry_id, other, actor)
+        first, second = sorted((entry_id, other))
+        return DistinctVerdict(entry_ids=(first, second), recorded=recorded)
+
+
+def _merge_refusal(canonical: MemoryEntry, new: MemoryEntry) -> str | None:
+    """Why an admin may not merge `new` into `canonical`, in words, or None."""
+    if canonical.status is not EntryStatus.ACTIVE or new.status is not EntryStatus.ACTIVE:
+        return "both entries must be active to merge"
+    if canonical.service and new.service and canonical.service != new.service:
+        return (
+            f"the entries are about different services ({new.service!r}, "
+            f"{canonical.service!r}): never merged across services"
+        )
+    if canonical.never_merge or new.never_merge:
+        return "one of the entries is marked never-merge"
+    if new.revision != 1:
+        return "a corrected entry is never merged (it says what a person decided)"
+    if new.seen_count != 1:
+        return "the entry has recurrences of its own: merge the other way round"
+    if not may_take_recurrence(canonical, new):
+        return (
+            "a durable lesson is never merged into an episodic entry, nor an episodic one "
+            "into an entry expiring first"
+        )
+    return None
