@@ -22,6 +22,12 @@ from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError
 from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
+from grandbo.topology.model import Namespaces
+
+NAMESPACES = (
+    "topology (dependency edges), learned (services that failed together in past "
+    "incidents), or both"
+)
 
 app = RestResolver(enable_validation=True)
 register_error_handlers(app)
@@ -54,6 +60,7 @@ def query_memory(request: QueryRequest) -> dict[str, Any]:
             limit=request.limit,
             service=request.service,
             scope=request.scope,
+            as_of=request.as_of,
         )
     )
     metrics.add_metric(
@@ -113,12 +120,21 @@ def blast_radius(
     external_id: Annotated[str, Query(alias="id", min_length=1, max_length=300)],
     hops: Annotated[int, Query(ge=1, le=3)] = 3,
     as_of: Annotated[datetime | None, Query(description="ISO 8601 with a time zone")] = None,
+    namespaces: Annotated[Namespaces, Query(description=NAMESPACES)] = Namespaces.TOPOLOGY,
 ) -> dict[str, Any]:
-    """Everything affected if this node fails (its transitive dependents), nearest first."""
+    """Everything affected if this node fails (its transitive dependents, or the services
+    that failed with it in past incidents), nearest first."""
     radius = (
         runtime()
         .topology()
-        .blast_radius(caller_tenant(), node_type, external_id, hops=hops, as_of=as_of)
+        .blast_radius(
+            caller_tenant(),
+            node_type,
+            external_id,
+            hops=hops,
+            as_of=as_of,
+            namespaces=namespaces,
+        )
     )
     return radius.model_dump(mode="json")
 
@@ -129,9 +145,14 @@ def criticality(
     node_type: Annotated[str, Query(alias="type")],
     external_id: Annotated[str, Query(alias="id", min_length=1, max_length=300)],
     as_of: Annotated[datetime | None, Query()] = None,
+    namespaces: Annotated[Namespaces, Query(description=NAMESPACES)] = Namespaces.TOPOLOGY,
 ) -> dict[str, Any]:
     """Sum of 1/distance over transitive dependents, or the degree (`basis` says which)."""
-    result = runtime().topology().criticality(caller_tenant(), node_type, external_id, as_of=as_of)
+    result = (
+        runtime()
+        .topology()
+        .criticality(caller_tenant(), node_type, external_id, as_of=as_of, namespaces=namespaces)
+    )
     return result.model_dump(mode="json")
 
 

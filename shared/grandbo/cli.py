@@ -139,7 +139,12 @@ def cmd_purge_organization(args: argparse.Namespace, service: MemoryService) -> 
 
 def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
     result = service.query_org_memory(
-        args.tenant, args.topic, limit=args.limit, service=args.service
+        args.tenant,
+        args.topic,
+        limit=args.limit,
+        service=args.service,
+        scope=args.scope,
+        as_of=args.as_of,
     )
     print_result(result, as_json=args.json)
     return 0
@@ -167,11 +172,18 @@ def cmd_topology(args: argparse.Namespace, service: MemoryService) -> int:
         print(json.dumps(topology.record(args.tenant, batch, sync=args.sync)))
     elif args.topology_command == "blast-radius":
         radius = topology.blast_radius(
-            args.tenant, args.type, args.id, hops=args.hops, as_of=args.as_of
+            args.tenant,
+            args.type,
+            args.id,
+            hops=args.hops,
+            as_of=args.as_of,
+            namespaces=args.namespaces,
         )
         print(radius.model_dump_json(indent=2))
     else:
-        crit = topology.criticality(args.tenant, args.type, args.id, as_of=args.as_of)
+        crit = topology.criticality(
+            args.tenant, args.type, args.id, as_of=args.as_of, namespaces=args.namespaces
+        )
         print(crit.model_dump_json(indent=2))
     return 0
 
@@ -183,10 +195,21 @@ def cmd_embed_pending(args: argparse.Namespace, service: MemoryService) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace, service: MemoryService) -> int:
+    """The projection from the events; with the topology tier, the learned graph
+    completed from the entry events' (incident, service) pairs. `--verify` compares both."""
     repository = service.repository
+    topology = service.topology if isinstance(service.topology, TopologyService) else None
     if not args.verify_only:
         rebuilt = repository.rebuild_projection(args.tenant)
         print(f"rebuilt {rebuilt.entries} entries of {args.tenant} from {rebuilt.events} events")
+        if topology is not None:
+            learned = topology.rebuild_learned(
+                args.tenant, repository.incident_services(args.tenant)
+            )
+            print(
+                f"learned graph: {learned.get('affects_created', 0)} AFFECTS edge(s) added "
+                "from the events"
+            )
         if not args.verify:
             return 0
     report = repository.verify_projection(args.tenant)
@@ -197,7 +220,19 @@ def cmd_rebuild(args: argparse.Namespace, service: MemoryService) -> int:
         f"{report.tenant_id}: the projection {status} the replay of {report.events} events "
         f"({report.entries} entries)"
     )
-    return 0 if not report.mismatches else 1
+    mismatches = list(report.mismatches)
+    if topology is not None:
+        pairs = {(i, s) for i, s, _ in repository.incident_services(args.tenant)}
+        drift = topology.verify_learned(args.tenant, pairs)
+        for line in drift:
+            print(f"MISMATCH {line}")
+        agrees = "agrees with" if not drift else "DIFFERS FROM"
+        print(
+            f"{report.tenant_id}: the learned graph {agrees} the {len(pairs)} (incident, "
+            "service) pairs of the events"
+        )
+        mismatches += drift
+    return 0 if not mismatches else 1
 
 
 def cmd_demo(args: argparse.Namespace, service: MemoryService) -> int:
@@ -348,6 +383,17 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--tenant", default=DEMO_TENANT)
     query.add_argument("--limit", type=int, default=5)
     query.add_argument("--service")
+    query.add_argument(
+        "--scope",
+        choices=("service", "blast_radius", "dependencies", "correlated"),
+        help="with --service: widen through the topology or the learned graph",
+    )
+    query.add_argument(
+        "--as-of",
+        type=datetime.fromisoformat,
+        help="read the scope and staleness from the topology of this moment (ISO 8601 "
+        "with a time zone)",
+    )
     query.add_argument("--json", action="store_true")
 
     embed = sub.add_parser("embed-pending", help="embed entries lacking a current vector")
@@ -378,6 +424,12 @@ def build_parser() -> argparse.ArgumentParser:
         read.add_argument("--type", default="Service")
         read.add_argument("--id", required=True)
         read.add_argument("--as-of", type=datetime.fromisoformat, help="ISO 8601 with a time zone")
+        read.add_argument(
+            "--namespaces",
+            choices=("topology", "learned", "both"),
+            default="topology",
+            help="dependencies, services that failed together in past incidents, or both",
+        )
         if name == "blast-radius":
             read.add_argument("--hops", type=int, default=3)
     for p in (topo, *topo_sub.choices.values()):

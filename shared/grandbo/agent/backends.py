@@ -6,6 +6,7 @@ document whichever backend answers, and the same one the HTTP API returns.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
@@ -27,14 +28,24 @@ class MemoryBackend(Protocol):
     already name it (a remote API's token)."""
 
     def query(
-        self, tenant: str | None, topic: str, limit: int, service: str | None, scope: str | None
+        self,
+        tenant: str | None,
+        topic: str,
+        limit: int,
+        service: str | None,
+        scope: str | None,
+        as_of: datetime | None = None,
     ) -> MemoryQueryResult: ...
 
     def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry: ...
 
-    def blast_radius(self, tenant: str | None, service: str, hops: int) -> BlastRadius: ...
+    def blast_radius(
+        self, tenant: str | None, service: str, hops: int, namespaces: str = "topology"
+    ) -> BlastRadius: ...
 
-    def criticality(self, tenant: str | None, service: str) -> Criticality: ...
+    def criticality(
+        self, tenant: str | None, service: str, namespaces: str = "topology"
+    ) -> Criticality: ...
 
     def feedback(
         self, tenant: str | None, caller: str, entry_id: UUID, feedback: Feedback
@@ -51,26 +62,38 @@ class StoreBackend:
         self.runtime = runtime
 
     def query(
-        self, tenant: str | None, topic: str, limit: int, service: str | None, scope: str | None
+        self,
+        tenant: str | None,
+        topic: str,
+        limit: int,
+        service: str | None,
+        scope: str | None,
+        as_of: datetime | None = None,
     ) -> MemoryQueryResult:
         with self.runtime.container():
             return self.runtime.service().query_org_memory(
-                _required(tenant), topic, limit=limit, service=service, scope=scope
+                _required(tenant), topic, limit=limit, service=service, scope=scope, as_of=as_of
             )
 
     def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry:
         with self.runtime.container():
             return self.runtime.service().get_entry(_required(tenant), entry_id)
 
-    def blast_radius(self, tenant: str | None, service: str, hops: int) -> BlastRadius:
+    def blast_radius(
+        self, tenant: str | None, service: str, hops: int, namespaces: str = "topology"
+    ) -> BlastRadius:
         with self.runtime.container():
             return self.runtime.topology().blast_radius(
-                _required(tenant), SERVICE, service, hops=hops
+                _required(tenant), SERVICE, service, hops=hops, namespaces=namespaces
             )
 
-    def criticality(self, tenant: str | None, service: str) -> Criticality:
+    def criticality(
+        self, tenant: str | None, service: str, namespaces: str = "topology"
+    ) -> Criticality:
         with self.runtime.container():
-            return self.runtime.topology().criticality(_required(tenant), SERVICE, service)
+            return self.runtime.topology().criticality(
+                _required(tenant), SERVICE, service, namespaces=namespaces
+            )
 
     def feedback(
         self, tenant: str | None, caller: str, entry_id: UUID, feedback: Feedback
@@ -93,19 +116,32 @@ class RemoteBackend:
         self.client = client
 
     def query(
-        self, tenant: str | None, topic: str, limit: int, service: str | None, scope: str | None
+        self,
+        tenant: str | None,
+        topic: str,
+        limit: int,
+        service: str | None,
+        scope: str | None,
+        as_of: datetime | None = None,
     ) -> MemoryQueryResult:
-        answer = self.client.query_org_memory(topic, limit=limit, service=service, scope=scope)
+        answer = self.client.query_org_memory(
+            topic, limit=limit, service=service, scope=scope, as_of=as_of
+        )
         return MemoryQueryResult.model_validate(answer)
 
     def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry:
         return MemoryEntry.model_validate(self.client.get_entry(entry_id))
 
-    def blast_radius(self, tenant: str | None, service: str, hops: int) -> BlastRadius:
-        return BlastRadius.model_validate(self.client.blast_radius(service, hops=hops))
+    def blast_radius(
+        self, tenant: str | None, service: str, hops: int, namespaces: str = "topology"
+    ) -> BlastRadius:
+        answer = self.client.blast_radius(service, hops=hops, namespaces=namespaces)
+        return BlastRadius.model_validate(answer)
 
-    def criticality(self, tenant: str | None, service: str) -> Criticality:
-        return Criticality.model_validate(self.client.criticality(service))
+    def criticality(
+        self, tenant: str | None, service: str, namespaces: str = "topology"
+    ) -> Criticality:
+        return Criticality.model_validate(self.client.criticality(service, namespaces=namespaces))
 
     def feedback(
         self, tenant: str | None, caller: str, entry_id: UUID, feedback: Feedback

@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from uuid import UUID
 
@@ -54,7 +55,7 @@ from grandbo.memory.models import Feedback, FeedbackCounts, MemoryEntry, MemoryQ
 from grandbo.memory.service import DEFAULT_LIMIT
 from grandbo.memory.topic import GUIDANCE
 from grandbo.runtime.lambda_container import ContainersBusyError
-from grandbo.topology.model import BlastRadius, Criticality
+from grandbo.topology.model import BlastRadius, Criticality, Namespaces
 
 logger = logging.getLogger("grandbo.mcp")
 
@@ -80,7 +81,13 @@ refused with an explanation; rewrite it as a sentence and ask again. Guidance: {
 
 `service` keeps entries of one service; with it, `scope` widens the search through the
 service graph: `blast_radius` adds the services that depend on it, `dependencies` the
-services it depends on (up to 3 hops).
+services it depends on (up to 3 hops), `correlated` the services that failed together
+with it in past incidents. `as_of` (an incident's start) reads the scope and staleness
+from the service graph as it was then.
+
+A hit whose service the service graph has since retired or renamed, or whose named
+dependency is gone, carries `staleness`: its `note` says what changed and when. Such a
+lesson describes the system as it was; check it against the current one.
 
 Each hit has `title`, `summary`, `age_days` and `why`: `shared_tags` are the tags the topic
 and the entry share, `lexical_rank` and `vector_rank` its rank in the tag search and the
@@ -107,6 +114,11 @@ not_helpful, or misleading (it pointed the wrong way)? Name the incident investi
 shown on later hits; entries called misleading repeatedly go to an admin for review. A
 repeated call with the same entry, incident and verdict counts once."""
 
+NAMESPACES = (
+    "topology: the dependency graph; learned: the services that failed together in past "
+    "incidents; both"
+)
+
 TenantResolver = Callable[[], str | None]
 Result = TypeVar("Result")
 
@@ -123,6 +135,7 @@ if TYPE_CHECKING:
     QueryLimit = int
     QueryService = str | None
     QueryScope = str | None
+    QueryAsOf = datetime | None
     Verdict = str
     IncidentId = str
     FeedbackNote = str | None
@@ -131,6 +144,7 @@ else:
     QueryLimit = _api_field(QueryRequest, "limit")
     QueryService = _api_field(QueryRequest, "service")
     QueryScope = _api_field(QueryRequest, "scope")
+    QueryAsOf = _api_field(QueryRequest, "as_of")
     Verdict = _api_field(FeedbackRequest, "verdict")
     IncidentId = _api_field(FeedbackRequest, "incident_id")
     FeedbackNote = _api_field(FeedbackRequest, "note")
@@ -322,10 +336,13 @@ def build_server(
         scope: Annotated[
             QueryScope, Field(description="with `service`: widen through the service graph")
         ] = None,
+        as_of: Annotated[
+            QueryAsOf, Field(description="read the service graph as it was at this moment")
+        ] = None,
     ) -> MemoryQueryResult:
         return call(
             "query_org_memory",
-            lambda tenant: backend.query(tenant, topic, limit, service, scope),
+            lambda tenant: backend.query(tenant, topic, limit, service, scope, as_of),
             lambda result: len(result.hits),
         )
 
@@ -339,18 +356,22 @@ def build_server(
     def blast_radius(
         service: Annotated[StrictStr, Field(min_length=1, max_length=300, description="a service")],
         hops: Annotated[StrictInt, Field(ge=1, le=3, description="how far to follow")] = 3,
+        namespaces: Annotated[Namespaces, Field(description=NAMESPACES)] = Namespaces.TOPOLOGY,
     ) -> BlastRadius:
         return call(
             "blast_radius",
-            lambda tenant: backend.blast_radius(tenant, service, hops),
+            lambda tenant: backend.blast_radius(tenant, service, hops, namespaces),
             lambda result: len(result.affected),
         )
 
     @server.tool(description=CRITICALITY_DESCRIPTION, annotations=read_only)
     def criticality(
         service: Annotated[StrictStr, Field(min_length=1, max_length=300, description="a service")],
+        namespaces: Annotated[Namespaces, Field(description=NAMESPACES)] = Namespaces.TOPOLOGY,
     ) -> Criticality:
-        return call("criticality", lambda tenant: backend.criticality(tenant, service), _one)
+        return call(
+            "criticality", lambda tenant: backend.criticality(tenant, service, namespaces), _one
+        )
 
     @server.tool(
         description=FEEDBACK_DESCRIPTION,

@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -183,6 +184,7 @@ class MemoryClient:
         limit: int = 5,
         service: str | None = None,
         scope: str | None = None,
+        as_of: datetime | None = None,
     ) -> dict[str, Any]:
         """Have we seen this before? `topic` is a sentence about what was found."""
         body: dict[str, Any] = {"topic": topic, "limit": limit}
@@ -190,6 +192,8 @@ class MemoryClient:
             body["service"] = service
         if scope is not None:
             body["scope"] = scope
+        if as_of is not None:
+            body["as_of"] = as_of.isoformat()
         return self._get_or_post("POST", "/v1/memory/query", json.dumps(body).encode())
 
     def get_entry(self, entry_id: UUID | str) -> dict[str, Any]:
@@ -213,13 +217,18 @@ class MemoryClient:
         extra = {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
         return self._get_or_post("POST", path, json.dumps(body).encode(), extra)
 
-    def blast_radius(self, service: str, *, hops: int = 3) -> dict[str, Any]:
-        """What is affected if `service` fails: its transitive dependents, nearest first."""
-        query = urllib.parse.urlencode({"type": "Service", "id": service, "hops": hops})
+    def blast_radius(
+        self, service: str, *, hops: int = 3, namespaces: str = "topology"
+    ) -> dict[str, Any]:
+        """What is affected if `service` fails: its transitive dependents (and with
+        `namespaces` learned or both, the services that failed with it), nearest first."""
+        query = urllib.parse.urlencode(
+            {"type": "Service", "id": service, "hops": hops, "namespaces": namespaces}
+        )
         return self._get_or_post("GET", f"/v1/topology/blast-radius?{query}")
 
-    def criticality(self, service: str) -> dict[str, Any]:
-        query = urllib.parse.urlencode({"type": "Service", "id": service})
+    def criticality(self, service: str, *, namespaces: str = "topology") -> dict[str, Any]:
+        query = urllib.parse.urlencode({"type": "Service", "id": service, "namespaces": namespaces})
         return self._get_or_post("GET", f"/v1/topology/criticality?{query}")
 
     def _get_or_post(

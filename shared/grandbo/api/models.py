@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+)
 
 from grandbo.memory.lifecycle.lake import DEFAULT_EXPORT_PAGE, MAX_EXPORT_PAGE
 from grandbo.memory.lifecycle.lake_stream import (
@@ -32,10 +40,17 @@ class QueryRequest(_Body):
     topic: Annotated[StrictStr, Field(max_length=MAX_TOPIC_CHARS * 2)]
     limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
     service: StrictStr | None = None
-    scope: Literal["service", "blast_radius", "dependencies"] | None = Field(
+    scope: Literal["service", "blast_radius", "dependencies", "correlated"] | None = Field(
         default=None,
         description="widen `service` through the topology: services that depend on it "
-        "(blast_radius) or that it depends on (dependencies), up to 3 hops",
+        "(blast_radius) or that it depends on (dependencies), up to 3 hops, or those that "
+        "failed together with it in past incidents, most often first (correlated: the "
+        "learned graph)",
+    )
+    as_of: AwareDatetime | None = Field(
+        default=None,
+        description="read the scope and each hit's `staleness` from the topology valid at "
+        "this moment (an incident's start, to replay it against the system as it was)",
     )
 
 
@@ -149,7 +164,7 @@ class ImportRequest(_Body):
 
 
 class ExplanationRequest(QueryRequest):
-    """"Why not this one?": the query as Beacon would send it, and the entry expected."""
+    """ "Why not this one?": the query as Beacon would send it, and the entry expected."""
 
     entry_id: UUID
 

@@ -54,6 +54,7 @@ DEFAULT_TOPIC_CHARS = 600
 BLOCK_TITLE_CHARS = 200
 BLOCK_SUMMARY_CHARS = 600
 BLOCK_WHY_CHARS = 300
+BLOCK_STALENESS_CHARS = 400
 BLOCK_MAX_BYTES = 6_000
 MAX_ANSWER_BYTES = 1024 * 1024
 MAX_RECURRENCES = 1_000_000  # a count past it is malformed (a 4,200-digit one was sent)
@@ -97,6 +98,8 @@ class RecalledMemory:
     score: float
     why: str
     recurrences: int = 1  # how many times the lesson was recorded (an older server: 1)
+    # what the topology says changed about the lesson's service, in words ("" when nothing)
+    staleness: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +274,9 @@ class RecallHook:
 
 
 def context_block(memories: list[RecalledMemory]) -> str:
-    """The framing, then one numbered memory per item. A memory's text is one line
+    """The framing, then one numbered memory per item, a stale one saying what changed
+    on a line of its own ("Stale: orders was renamed to order-service ..."). A memory's
+    text is one line
     (newlines, control and bidi characters removed), so no stored text can end the
     frame, start an item of its own or reorder what the model reads. Each title, reason
     and summary is cut to its length (ending "[cut]"), and memories that would take the
@@ -282,10 +287,15 @@ def context_block(memories: list[RecalledMemory]) -> str:
     for number, memory in enumerate(memories, start=1):
         summary = _cut(_one_line(memory.summary), BLOCK_SUMMARY_CHARS)
         seen = f"seen {memory.recurrences} times, " if memory.recurrences > 1 else ""
+        stale = (
+            f"\n   {_cut(_one_line(memory.staleness), BLOCK_STALENESS_CHARS)}"
+            if memory.staleness
+            else ""
+        )
         item = (
             f"{number}. {_cut(_one_line(memory.title), BLOCK_TITLE_CHARS)} ({seen}"
             f"{_age(memory.age_days)}; matched on {_cut(_one_line(memory.why), BLOCK_WHY_CHARS)})"
-            f"\n   {summary}"
+            f"\n   {summary}{stale}"
         )
         left = len(memories) - number + 1
         note = f"({left} more left out: the block is capped at {BLOCK_MAX_BYTES} bytes)"
@@ -341,7 +351,21 @@ def _memory(hit: object) -> RecalledMemory | None:
         or not 1 <= recurrences <= MAX_RECURRENCES
     ):
         recurrences = 1  # a malformed count is not worth dropping the memory for
-    return RecalledMemory(str(entry_id), title, summary, age, score, _why(why), recurrences)
+    stale = hit.get("staleness")
+    note = stale.get("note") if isinstance(stale, dict) else None
+    return RecalledMemory(
+        str(entry_id),
+        title,
+        summary,
+        age,
+        score,
+        _why(why),
+        recurrences,
+        # a malformed note is dropped, never the memory; a stale one is never unmarked
+        note
+        if isinstance(note, str)
+        else ("Stale: the system has changed since." if stale else ""),
+    )
 
 
 def _why(why: dict[str, Any]) -> str:

@@ -53,4 +53,6 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
         )
         summary = hit.summary if len(hit.summary) <= 300 else hit.summary[:297] + "..."
         print(f"   {summary}")
+        if hit.staleness is not None:
+            print(f"   {hit.staleness.note}")
     print(f"\n{result.notice}")

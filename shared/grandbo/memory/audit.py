@@ -12,11 +12,13 @@ Checks, each a `Finding` when something is wrong:
 - `missing_index`: past HNSW_MIN_ENTRIES active entries without a valid HNSW index;
 - `misleading`: entries more callers called misleading than the review threshold;
 - `orphaned_recurrences`: entries merged into an entry no longer served (retired,
-  superseded), whose lesson nothing serves.
+  superseded), whose lesson nothing serves;
+- `stale_lessons`: active entries about a service the topology has since retired or renamed,
+  or naming a dependency that is gone (`grandbo.memory.staleness`).
 
 Repairs (`repair`): embed what lacks a vector, rebuild the projection from the events,
-retire the expired, build the missing index. Misleading entries and orphaned recurrences
-need a person (split them, or retire them too): listed, never changed.
+retire the expired, build the missing index. Misleading entries, orphaned recurrences and
+stale entries need a person (split them, or retire them too): listed, never changed.
 """
 
 from __future__ import annotations
@@ -139,6 +141,17 @@ def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
                 len(orphans),
                 "merged into an entry that is no longer served, for an admin to split or "
                 "retire: " + ", ".join(str(entry_id) for entry_id in orphans[:10]),
+                repairable=False,
+            )
+        )
+    outdated = service.stale_entries(tenant_id)
+    if outdated:
+        health.findings.append(
+            Finding(
+                "stale_lessons",
+                len(outdated),
+                "the topology changed under these lessons, for an admin to correct or "
+                "retire: " + "; ".join(f"{entry_id} ({s.note})" for entry_id, s in outdated[:10]),
                 repairable=False,
             )
         )

@@ -21,7 +21,10 @@ ids (`grandbo.memory.idempotency`: no two findings share a key, whatever the ids
 so a redelivered event records nothing new. A corroborated finding is durable memory
 (a root cause, a mitigation that worked) unless it says `"kind": "episodic"` (a transient
 observation), which expires after the organization's episodic lifetime (30 days unless
-an admin set another).
+an admin set another). In the same transaction, the incident's node, its AFFECTS edges
+(the incident's service and its corroborated findings' services) and their
+CORRELATES_WITH edges go into the topology tier's learned graph
+(`grandbo.topology.learned`); an incident with no corroborated finding teaches nothing.
 """
 
 from __future__ import annotations
@@ -146,4 +149,7 @@ def record_incident(service: MemoryService, incident: IncidentClosed) -> list[Wr
             (entry, WriteContext(actor=actor, idempotency_key=key))
             for key, entry in corroborated_entries(incident)
         ],
+        # the symptom's service is affected too, even where the findings name the cause's
+        incident_services=[incident.service] if incident.service else [],
+        incident_at=incident.closed_at,
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
@@ -46,13 +46,16 @@ from grandbo.memory.models import (
     QueryMetadata,
     RedactionOutcome,
     ServiceName,
+    Staleness,
     WriteContext,
     WriteOutcome,
 )
 from grandbo.memory.reembed import BlueGreen
 from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.reranking import rerank_entries
+from grandbo.memory.staleness import ServiceChanges, stale_subjects, with_staleness
 from grandbo.memory.topic import validate_topic
+from grandbo.storage.tenant_scope import Cursor
 from grandbo.tenancy import require_tenant
 from grandbo.text.rules import reject_unsafe_text
 from grandbo.text.tags import tag_words, tags_for, tokenize
@@ -92,11 +95,20 @@ _SERVICE: TypeAdapter[str] = TypeAdapter(ServiceName)
 _Command = TypeVar("_Command", NewEntry, EntryText, Feedback)
 
 
-class ServiceScopes(Protocol):
-    """What a memory query's `scope` needs from the topology tier (passed in, not imported)."""
+class ServiceScopes(ServiceChanges, Protocol):
+    """What memory needs from the topology tier (passed in, not imported): a query's
+    `scope`, the staleness of its hits, and the learned graph its incidents write."""
 
-    def services_in_scope(self, tenant_id: str, service: str, scope: str) -> list[str]:
-        """The service plus the services its scope reaches."""
+    def services_in_scope(
+        self, tenant_id: str, service: str, scope: str, as_of: datetime | None = None
+    ) -> list[str]:
+        """The service plus the services its scope reaches (in the topology of `as_of`)."""
+        ...
+
+    def record_incidents(
+        self, cur: Cursor, tenant_id: str, incidents: Mapping[str, Collection[str]], at: datetime
+    ) -> dict[str, int]:
+        """What incidents taught (their services), on the write's own transaction."""
         ...
 
 
@@ -154,6 +166,18 @@ def validate_service(service: object) -> str | None:
         return _SERVICE.validate_python(service)
     except ValidationError as exc:
         raise InvalidInputError("service", SERVICE_PATTERN_HINT) from exc
+
+
+def validate_as_of(as_of: object) -> datetime | None:
+    """A query's `as_of`: a moment with a time zone, in UTC."""
+    if as_of is None:
+        return None
+    if not isinstance(as_of, datetime) or as_of.tzinfo is None:
+        raise InvalidInputError("as_of", "must be a time with a zone (e.g. 2026-11-29T10:00:00Z)")
+    try:
+        return as_of.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInputError("as_of", "is out of the range of dates") from None
 
 
 def _tags(text: EntryText) -> list[str]:
@@ -220,13 +244,19 @@ class MemoryService(EmbeddingJobs, Calibration):
         limit: int = DEFAULT_LIMIT,
         service: str | None = None,
         scope: str | None = None,
+        as_of: datetime | None = None,
     ) -> MemoryQueryResult:
         """Have we seen this before? Entries relevant to `topic`, best first, with reasons.
 
         `scope` widens a `service` filter through the topology: `blast_radius` adds the
-        services that depend on it, `dependencies` the services it depends on (3 hops).
+        services that depend on it, `dependencies` the services it depends on (3 hops),
+        `correlated` those that failed together with it in past incidents. `as_of` (an
+        incident's start, say) reads the scope and each hit's `staleness` from the
+        topology valid then.
         """
-        return self.answer(tenant_id, topic, limit=limit, service=service, scope=scope).result
+        return self.answer(
+            tenant_id, topic, limit=limit, service=service, scope=scope, as_of=as_of
+        ).result
 
     def answer(
         self,
@@ -237,6 +267,7 @@ class MemoryService(EmbeddingJobs, Calibration):
         service: str | None = None,
         scope: str | None = None,
         probe: Sequence[UUID] = (),
+        as_of: datetime | None = None,
     ) -> Answer:
         """`query_org_memory`'s answer and the ranking behind it; with `probe`, the same
         search also reads those entries' own signals (`grandbo.memory.explanation`)."""
@@ -244,7 +275,8 @@ class MemoryService(EmbeddingJobs, Calibration):
         text = validate_topic(topic)
         limit = validate_limit(limit)
         service = validate_service(service)
-        services = self._services_in_scope(tenant, service, scope)
+        as_of = validate_as_of(as_of)
+        services = self._services_in_scope(tenant, service, scope, as_of)
         ranked = self.rank(tenant, text, services=services, probe=probe)
         legs = ranked.legs
         lexical = {c.entry_id: (rank, c) for rank, c in enumerate(legs.lexical, start=1)}
@@ -314,13 +346,15 @@ class MemoryService(EmbeddingJobs, Calibration):
             active_entries=legs.active_entries,
             active_entries_without_current_vector=legs.active_without_current_vector,
             services_in_scope=services,
+            as_of=as_of,
             reranker=reranked.status,
             reranker_error=reranked.error,
         )
+        hits = with_staleness(self.topology, tenant, hits, as_of)
         return Answer(MemoryQueryResult(hits=hits, metadata=metadata), ranked, text, limit)
 
     def _services_in_scope(
-        self, tenant: str, service: str | None, scope: str | None
+        self, tenant: str, service: str | None, scope: str | None, as_of: datetime | None
     ) -> list[str] | None:
         if scope is None or scope == "service":
             return None if service is None else [service]
@@ -328,7 +362,7 @@ class MemoryService(EmbeddingJobs, Calibration):
             raise InvalidInputError("scope", "widens a service filter: send a service too")
         if self.topology is None:
             raise InvalidInputError("scope", "the topology tier is not configured")
-        return self.topology.services_in_scope(tenant, service, scope)
+        return self.topology.services_in_scope(tenant, service, scope, as_of)
 
     def rank(
         self,
@@ -413,19 +447,56 @@ class MemoryService(EmbeddingJobs, Calibration):
         tenant = require_tenant(tenant_id)
         command = self._parse(NewEntry, entry)
         return self._after_commit(
-            self.repository.create_entry(tenant, command, _tags(command), context)
+            self.repository.create_entry(
+                tenant, command, _tags(command), context, also=self._learned(tenant)
+            )
         )
 
     def record_entries(
-        self, tenant_id: str, items: Sequence[tuple[NewEntry | dict[str, object], WriteContext]]
+        self,
+        tenant_id: str,
+        items: Sequence[tuple[NewEntry | dict[str, object], WriteContext]],
+        *,
+        incident_services: Collection[str] = (),
+        incident_at: datetime | None = None,
     ) -> list[WriteOutcome]:
-        """Several entries in one transaction (all or none), then one enqueue for their jobs."""
+        """Several entries in one transaction (all or none), then one enqueue for their jobs.
+
+        With the topology tier, the incidents of the entries created are recorded in its
+        learned graph in the same transaction: each incident affects its entries'
+        services plus `incident_services` (the incident's own), at `incident_at` (now
+        without it). A redelivery creates no entry and records nothing.
+        """
         tenant = require_tenant(tenant_id)
         commands = []
         for entry, context in items:
             command = self._parse(NewEntry, entry)
             commands.append((command, _tags(command), context))
-        return self._after_commit_all(self.repository.create_entries(tenant, commands))
+        also = self._learned(tenant, incident_services, incident_at)
+        return self._after_commit_all(self.repository.create_entries(tenant, commands, also=also))
+
+    def _learned(
+        self,
+        tenant: str,
+        incident_services: Collection[str] = (),
+        at: datetime | None = None,
+    ) -> Callable[[Cursor, list[MemoryEntry]], None] | None:
+        """The learned-graph write that runs inside an entry write's transaction."""
+        topology = self.topology
+        if topology is None:
+            return None
+
+        def record(cur: Cursor, created: list[MemoryEntry]) -> None:
+            incidents: dict[str, set[str]] = {}
+            for entry in created:
+                if entry.incident_id is not None:
+                    services = incidents.setdefault(entry.incident_id, set(incident_services))
+                    if entry.service:
+                        services.add(entry.service)
+            if incidents:
+                topology.record_incidents(cur, tenant, incidents, at or self._clock())
+
+        return record
 
     def correct_entry(
         self,
@@ -628,6 +699,12 @@ class MemoryService(EmbeddingJobs, Calibration):
         return self.repository.entries_flagged_misleading(
             require_tenant(tenant_id), MISLEADING_REVIEW_THRESHOLD
         )
+
+    def stale_entries(self, tenant_id: str) -> list[tuple[UUID, Staleness]]:
+        """Active entries about a service the topology has retired or renamed, or whose
+        named dependency is gone: for an admin to review (none without the topology)."""
+        tenant = require_tenant(tenant_id)
+        return stale_subjects(self.topology, tenant, self.repository.active_subjects(tenant))
 
     def get_entry(self, tenant_id: str, entry_id: UUID) -> MemoryEntry:
         """The entry; a redacted one is EntryRedactedError with its tombstone (a 410)."""

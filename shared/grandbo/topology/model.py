@@ -64,6 +64,31 @@ class Namespace(enum.StrEnum):
     LEARNED = "learned"  # what investigations observed
 
 
+class Namespaces(enum.StrEnum):
+    """Which edges a walk follows: the discovered dependencies, the services that failed
+    together in past incidents (learned CORRELATES_WITH, either way), or both."""
+
+    TOPOLOGY = "topology"
+    LEARNED = "learned"
+    BOTH = "both"
+
+    @property
+    def topology(self) -> bool:
+        return self is not Namespaces.LEARNED
+
+    @property
+    def learned(self) -> bool:
+        return self is not Namespaces.TOPOLOGY
+
+
+def parse_namespaces(value: object) -> Namespaces:
+    try:
+        return Namespaces(str(value))
+    except ValueError:
+        allowed = ", ".join(n.value for n in Namespaces)
+        raise InvalidInputError("namespaces", f"must be one of {allowed}") from None
+
+
 class Direction(enum.StrEnum):
     DEPENDENTS = "dependents"  # who depends on the node (blast radius)
     DEPENDENCIES = "dependencies"  # what the node depends on
@@ -151,8 +176,13 @@ class TopologyNode(NodeRef):
     name: Annotated[str, StringConstraints(max_length=300)] | None = None
     properties: Properties = Field(default_factory=dict)
     valid_at: ValidAt = None
+    replaces: ExternalId | None = Field(
+        default=None,
+        description="a rename: the external id of the node of the same type this one "
+        "replaces (that node is retired by this batch, and lessons about it say so)",
+    )
 
-    @field_validator("name")
+    @field_validator("name", "replaces")
     @classmethod
     def _safe_name(cls, value: str | None) -> str | None:
         return None if value is None else reject_unsafe_text(value)
@@ -294,6 +324,11 @@ class BlastRadius(BaseModel):
     as_of: datetime | None
     affected: list[AffectedNode]
     truncated: bool
+    namespaces: Namespaces = Field(
+        default=Namespaces.TOPOLOGY,
+        description="the edges walked: topology (dependencies), learned (services that "
+        "failed together in past incidents), or both",
+    )
 
 
 class Criticality(BaseModel):
@@ -302,9 +337,14 @@ class Criticality(BaseModel):
     node: GraphNode
     as_of: datetime | None
     score: float
-    basis: str = Field(description="reverse_reachability, or degree when nothing depends on it")
+    basis: str = Field(
+        description="reverse_reachability (over dependencies), learned_correlation (over "
+        "services that failed together), reverse_reachability+learned (both), or degree "
+        "when nothing is reached"
+    )
     dependents: int
     degree: int
+    namespaces: Namespaces = Namespaces.TOPOLOGY
 
 
 def utc_or_none(value: datetime | None) -> datetime | None:

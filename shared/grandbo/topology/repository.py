@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 
 from grandbo.errors import InvalidInputError
 from grandbo.storage.tenant_scope import TenantScopedRepository
+from grandbo.topology.learned.repository import LearnedGraphRepository
 from grandbo.topology.model import (
     Direction,
     EdgeType,
@@ -38,8 +39,18 @@ _VALID_NODE = sql.SQL(
 )
 
 
+def _node_properties(node: TopologyNode) -> dict[str, Any]:
+    if node.replaces is None:
+        return node.properties
+    return {**node.properties, "replaces": node.replaces}
+
+
 class TopologyRepository(TenantScopedRepository):
     """Idempotent upserts, snapshot invalidation, and the reads traversals need."""
+
+    def learned_graph(self) -> LearnedGraphRepository:
+        """The learned graph's repository, on this repository's connection."""
+        return LearnedGraphRepository(self._conn)
 
     # -- writes ------------------------------------------------------------------------
 
@@ -60,6 +71,7 @@ class TopologyRepository(TenantScopedRepository):
         with self._tenant_scope(tenant_id) as cur:
             counts = self._upsert_nodes(cur, tenant_id, namespace, nodes, now)
             counts.update(self._upsert_edges(cur, tenant_id, namespace, edges, now))
+            counts.update(self._close_replaced(cur, tenant_id, nodes, now))
             if sync:
                 counts.update(self._invalidate_absent(cur, tenant_id, namespace, nodes, edges, now))
             return counts
@@ -90,6 +102,10 @@ class TopologyRepository(TenantScopedRepository):
             " ON CONFLICT (tenant_id, node_key) WHERE invalid_at IS NULL DO UPDATE SET"
             "   last_seen = EXCLUDED.last_seen,"
             "   observed_count = topology_nodes.observed_count + 1,"
+            # the topology claims a node an incident named first (a learned one), so its
+            # syncs retire it like any other
+            "   namespace = CASE WHEN EXCLUDED.namespace = 'topology' THEN 'topology'"
+            "     ELSE topology_nodes.namespace END,"
             "   name = COALESCE(EXCLUDED.name, topology_nodes.name),"
             "   properties = topology_nodes.properties || EXCLUDED.properties"
             " RETURNING (xmax = 0) AS created",
@@ -101,12 +117,47 @@ class TopologyRepository(TenantScopedRepository):
                 "types": [n.node_type.value for n in unique.values()],
                 "ids": [n.external_id for n in unique.values()],
                 "names": [n.name for n in unique.values()],
-                "props": [Jsonb(n.properties) for n in unique.values()],
+                "props": [Jsonb(_node_properties(n)) for n in unique.values()],
                 "valid": [n.valid_at for n in unique.values()],
             },
         )
         created = sum(1 for row in cur if row["created"])
         return {"nodes_created": created, "nodes_reinforced": len(unique) - created}
+
+    def _close_replaced(
+        self,
+        cur: psycopg.Cursor[dict[str, Any]],
+        tenant_id: str,
+        nodes: Sequence[TopologyNode],
+        now: datetime,
+    ) -> dict[str, int]:
+        """A node that `replaces` another retires it (and every edge touching it): a
+        rename is one batch, whether or not it is a sync."""
+        batch = {node_key(tenant_id, n.node_type, n.external_id) for n in nodes}
+        replaced = sorted(
+            {
+                key
+                for n in nodes
+                if n.replaces is not None
+                and (key := node_key(tenant_id, n.node_type, n.replaces)) not in batch
+            }
+        )
+        if not replaced:
+            return {}
+        cur.execute(
+            "UPDATE topology_nodes SET invalid_at = GREATEST(%(now)s, valid_at)"
+            " WHERE tenant_id = %(tenant)s AND invalid_at IS NULL AND node_key = ANY(%(keys)s)"
+            " RETURNING node_key",
+            {"now": now, "tenant": tenant_id, "keys": replaced},
+        )
+        closed = [row["node_key"] for row in cur]
+        cur.execute(
+            "UPDATE topology_edges SET invalid_at = GREATEST(%(now)s, valid_at)"
+            " WHERE tenant_id = %(tenant)s AND invalid_at IS NULL"
+            "   AND (source_key = ANY(%(closed)s) OR target_key = ANY(%(closed)s))",
+            {"now": now, "tenant": tenant_id, "closed": closed},
+        )
+        return {"nodes_replaced": len(closed)}
 
     def _upsert_edges(
         self,

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from grandbo.errors import InvalidInputError, invalid_input_from
+from grandbo.storage.tenant_scope import Cursor
 from grandbo.tenancy import require_tenant
 from grandbo.text.rules import reject_unsafe_text
+from grandbo.topology.learned.graph import LearnedGraph
+from grandbo.topology.learned.staleness import ServiceChange
 from grandbo.topology.model import (
     MAX_AFFECTED,
     MAX_CRITICALITY_NODES,
@@ -22,12 +25,14 @@ from grandbo.topology.model import (
     Direction,
     EdgeType,
     GraphNode,
+    Namespaces,
     NodeType,
     TopologyBatch,
     breadth_first,
     distance_sums,
     node_key,
     parse_hops,
+    parse_namespaces,
     parse_node_type,
     path_to,
     reverse_adjacency,
@@ -35,7 +40,12 @@ from grandbo.topology.model import (
 )
 from grandbo.topology.repository import TopologyRepository
 
-MEMORY_SCOPES = ("service", "blast_radius", "dependencies")
+MEMORY_SCOPES = ("service", "blast_radius", "dependencies", "correlated")
+_BASIS = {
+    Namespaces.TOPOLOGY: "reverse_reachability",
+    Namespaces.LEARNED: "learned_correlation",
+    Namespaces.BOTH: "reverse_reachability+learned",
+}
 
 
 class TopologyService:
@@ -46,9 +56,12 @@ class TopologyService:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.repository = repository
+        self.learned = LearnedGraph(repository.learned_graph())
         self._clock = clock
-        # tenant -> (graph version, reverse DEPENDS_ON adjacency) of the current graph
-        self._adjacency: dict[str, tuple[tuple[Any, ...], dict[str, list[str]]]] = {}
+        # (tenant, namespaces) -> (graph version, reverse adjacency) of the current graph
+        self._adjacency: dict[
+            tuple[str, Namespaces], tuple[tuple[Any, ...], dict[str, list[str]]]
+        ] = {}
 
     # -- writes ------------------------------------------------------------------------
 
@@ -65,6 +78,28 @@ class TopologyService:
         return self.repository.upsert(
             tenant, batch.namespace, batch.nodes, batch.edges, self._clock(), sync=sync
         )
+
+    def record_incidents(
+        self, cur: Cursor, tenant_id: str, incidents: Mapping[str, Collection[str]], at: datetime
+    ) -> dict[str, int]:
+        """What incidents taught, on the caller's transaction (`grandbo.topology.learned`):
+        an Incident node per incident, AFFECTS to its services, CORRELATES_WITH between
+        them; at most `now` (a clock ahead of ours is not the future)."""
+        moment = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+        return self.learned.record_incidents(
+            cur, require_tenant(tenant_id), incidents, min(moment, self._clock())
+        )
+
+    def rebuild_learned(
+        self, tenant_id: str, pairs: Sequence[tuple[str, str, datetime]]
+    ) -> dict[str, int]:
+        """The learned graph completed from the memory's (incident, service, recorded at)
+        pairs (`grandbo rebuild`): what entries written before it existed taught."""
+        return self.learned.rebuild(require_tenant(tenant_id), pairs)
+
+    def verify_learned(self, tenant_id: str, pairs: Collection[tuple[str, str]]) -> list[str]:
+        """How the learned graph differs from the memory's (incident, service) pairs."""
+        return self.learned.verify(require_tenant(tenant_id), pairs)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -97,14 +132,17 @@ class TopologyService:
         *,
         hops: object = MAX_HOPS,
         as_of: datetime | None = None,
+        namespaces: object = Namespaces.TOPOLOGY,
     ) -> BlastRadius:
-        """Everything affected if the node fails, up to `hops` away, nearest first."""
+        """Everything affected if the node fails, up to `hops` away, nearest first: its
+        dependents (topology), the services that failed with it (learned), or both."""
         tenant = require_tenant(tenant_id)
         depth = parse_hops(hops)
         when = utc_or_none(as_of)
+        which = parse_namespaces(namespaces)
         key, root = self._root(tenant, node_type, external_id, when)
         reached, truncated = self._walk(
-            tenant, key, Direction.DEPENDENTS, depth, MAX_AFFECTED, when
+            tenant, key, Direction.DEPENDENTS, depth, MAX_AFFECTED, when, which
         )
         details = self.repository.nodes(tenant, list(reached), when)
         affected = [
@@ -117,7 +155,12 @@ class TopologyService:
             if k in details
         ]
         return BlastRadius(
-            node=root, hops=depth, as_of=when, affected=affected, truncated=truncated
+            node=root,
+            hops=depth,
+            as_of=when,
+            affected=affected,
+            truncated=truncated,
+            namespaces=which,
         )
 
     def criticality(
@@ -127,16 +170,19 @@ class TopologyService:
         external_id: object,
         *,
         as_of: datetime | None = None,
+        namespaces: object = Namespaces.TOPOLOGY,
     ) -> Criticality:
-        """Sum of 1/distance over all transitive dependents; the degree when there are none."""
+        """Sum of 1/distance over all transitive dependents (and, with learned edges, the
+        services correlated with it, transitively); the degree when there are none."""
         tenant = require_tenant(tenant_id)
         when = utc_or_none(as_of)
+        which = parse_namespaces(namespaces)
         key, root = self._root(tenant, node_type, external_id, when)
         dependents, score = distance_sums(
-            key, self._dependents_graph(tenant, when), MAX_CRITICALITY_NODES
+            key, self._dependents_graph(tenant, when, which), MAX_CRITICALITY_NODES
         )
         degree = self.repository.degree(tenant, key, when)
-        basis = "reverse_reachability"
+        basis = _BASIS[which]
         if not dependents:
             score, basis = float(degree), "degree"
         return Criticality(
@@ -146,36 +192,67 @@ class TopologyService:
             basis=basis,
             dependents=dependents,
             degree=degree,
+            namespaces=which,
         )
 
-    def _dependents_graph(self, tenant: str, as_of: datetime | None) -> dict[str, list[str]]:
+    def _dependents_graph(
+        self, tenant: str, as_of: datetime | None, namespaces: Namespaces
+    ) -> dict[str, list[str]]:
         """Unbounded reachability touches most of a connected graph: one read of the
-        tenant's DEPENDS_ON edges and an in-memory walk beat a query per BFS level. The
-        current graph is cached per container and re-read when its version changes.
+        tenant's edges and an in-memory walk beat a query per BFS level. The current
+        graph is cached per container and re-read when its version changes.
         """
         if as_of is not None:
-            edges = self.repository.edges_of_type(tenant, EdgeType.DEPENDS_ON, as_of)
-            return reverse_adjacency(edges)
+            return self._read_dependents(tenant, as_of, namespaces)
         version = self.repository.graph_version(tenant)
-        cached = self._adjacency.get(tenant)
+        cached = self._adjacency.get((tenant, namespaces))
         if cached is None or cached[0] != version:
-            edges = self.repository.edges_of_type(tenant, EdgeType.DEPENDS_ON, None)
-            cached = (version, reverse_adjacency(edges))
-            self._adjacency[tenant] = cached
+            cached = (version, self._read_dependents(tenant, None, namespaces))
+            self._adjacency[(tenant, namespaces)] = cached
         return cached[1]
 
-    def services_in_scope(self, tenant_id: str, service: str, scope: str) -> list[str]:
-        """The service plus, by scope, the services in its blast radius or its dependencies."""
+    def _read_dependents(
+        self, tenant: str, as_of: datetime | None, namespaces: Namespaces
+    ) -> dict[str, list[str]]:
+        edges: list[tuple[str, str]] = []
+        if namespaces.topology:
+            edges += self.repository.edges_of_type(tenant, EdgeType.DEPENDS_ON, as_of)
+        if namespaces.learned:  # a correlation has no direction: each is the other's
+            pairs = self.learned.repository.all_correlations(tenant, as_of)
+            edges += pairs + [(b, a) for a, b in pairs]
+        return reverse_adjacency(edges)
+
+    def services_in_scope(
+        self, tenant_id: str, service: str, scope: str, as_of: datetime | None = None
+    ) -> list[str]:
+        """The service plus, by scope, the services in its blast radius, its dependencies
+        (3 hops), or those that failed together with it in past incidents (most often
+        first), in the topology valid at `as_of` (now without it)."""
         if scope not in MEMORY_SCOPES:
             raise InvalidInputError("scope", f"must be one of {', '.join(MEMORY_SCOPES)}")
         if scope == "service":
             return [service]
         tenant = require_tenant(tenant_id)
+        when = utc_or_none(as_of)
+        if scope == "correlated":
+            return [service, *(name for name, _ in self.learned.correlated(tenant, service, when))]
         key = node_key(tenant, NodeType.SERVICE, service)
         direction = Direction.DEPENDENTS if scope == "blast_radius" else Direction.DEPENDENCIES
-        reached, _ = self._walk(tenant, key, direction, MAX_HOPS, MAX_AFFECTED, None)
+        reached, _ = self._walk(
+            tenant, key, direction, MAX_HOPS, MAX_AFFECTED, when, Namespaces.TOPOLOGY
+        )
         services = [_external(k) for k in reached if k.split("::")[1] == NodeType.SERVICE.value]
         return [service, *sorted(services)]
+
+    def service_changes(
+        self,
+        tenant_id: str,
+        subjects: Sequence[tuple[str, Collection[str]]],
+        as_of: datetime | None = None,
+    ) -> list[list[ServiceChange]]:
+        """For each lesson's (service, tags): what the topology says changed about it by
+        `as_of` (`grandbo.topology.learned.staleness`)."""
+        return self.learned.service_changes(require_tenant(tenant_id), subjects, utc_or_none(as_of))
 
     def _walk(
         self,
@@ -185,11 +262,22 @@ class TopologyService:
         hops: int | None,
         cap: int,
         as_of: datetime | None,
+        namespaces: Namespaces,
     ) -> tuple[dict[str, Any], bool]:
-        def neighbours(frontier: list[str]) -> list[tuple[str, str]]:
-            return self.repository.neighbours(
-                tenant, frontier, direction, EdgeType.DEPENDS_ON, as_of
-            )
+        def neighbours(frontier: list[str]) -> Iterable[tuple[str, str]]:
+            pairs: list[tuple[str, str]] = []
+            if namespaces.topology:
+                pairs += self.repository.neighbours(
+                    tenant, frontier, direction, EdgeType.DEPENDS_ON, as_of
+                )
+            if namespaces.learned:
+                pairs += [
+                    (origin, node)
+                    for origin, node, _ in self.learned.repository.correlations(
+                        tenant, frontier, as_of
+                    )
+                ]
+            return pairs
 
         return breadth_first(start, neighbours, max_hops=hops, max_nodes=cap)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from grandbo.memory.repository.calibration import CalibrationStore
 from grandbo.memory.repository.curation import CatalogFilter, CurationReads
 from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbedding
+from grandbo.memory.repository.incident_services import IncidentServiceReads
 from grandbo.memory.repository.lake import LakeStore
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TitleTagBackfill
@@ -50,5 +51,6 @@ class MemoryRepository(
     OrganizationPurge,
     LakeStore,
     CurationReads,
+    IncidentServiceReads,
 ):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

@@ -5,7 +5,7 @@ statistics and the tag postings in one transaction; a repeated idempotency key i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -44,6 +44,10 @@ from grandbo.memory.repository.entries import (
 from grandbo.memory.repository.postings import post_tags, unpost_tags
 from grandbo.storage.tenant_scope import Cursor, TenantLock, returned_rows
 
+# What else a write of new entries records in its transaction (the learned graph), given
+# the cursor and the entries it created (none on a redelivery)
+AlsoRecord = Callable[[Cursor, list[MemoryEntry]], None]
+
 LOCK_ENTRIES_IN_ORDER = (
     "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s AND entry_id = ANY(%s)"
     " ORDER BY entry_id FOR UPDATE"
@@ -54,15 +58,23 @@ class EntryWrites(EntryReads):
     """Create, correct and retire entries (event + projection, one transaction)."""
 
     def create_entry(
-        self, tenant_id: str, entry: NewEntry, tags: Sequence[str], context: WriteContext
+        self,
+        tenant_id: str,
+        entry: NewEntry,
+        tags: Sequence[str],
+        context: WriteContext,
+        *,
+        also: AlsoRecord | None = None,
     ) -> WriteOutcome:
         """Record `entry_created` and project it, in one transaction; a repeated key is a no-op."""
-        return self.create_entries(tenant_id, [(entry, tags, context)])[0]
+        return self.create_entries(tenant_id, [(entry, tags, context)], also=also)[0]
 
     def create_entries(
         self,
         tenant_id: str,
         items: Sequence[tuple[NewEntry, Sequence[str], WriteContext]],
+        *,
+        also: AlsoRecord | None = None,
     ) -> list[WriteOutcome]:
         """Several entries (an incident's findings) in one transaction: all or none.
 
@@ -90,6 +102,8 @@ class EntryWrites(EntryReads):
             )
             self._count_tags(cur, tenant_id, entering=[entry.tags for entry in created.values()])
             post_tags(cur, tenant_id, list(created.values()))
+            if also is not None:
+                also(cur, list(created.values()))
             raced = [key for key in fresh if key not in recorded]
             if raced:  # concurrent deliveries of the same keys won the race
                 known |= self._entries_for_keys(cur, tenant_id, raced)

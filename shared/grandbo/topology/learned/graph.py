@@ -1,0 +1,169 @@
+"""The learned graph's service: incidents recorded, correlations read, staleness judged,
+and the graph compared with what the memory's events say it should hold.
+
+Incident nodes are keyed by a digest of the incident id (`incident_node_id`): an entry
+joins its Incident node by hashing its own `incident_id`, and a redaction, which removes
+that id from the entry and its events, leaves no readable copy of it in the graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+
+from grandbo.storage.tenant_scope import Cursor
+from grandbo.topology.learned.repository import LearnedGraphRepository, NodeRow
+from grandbo.topology.learned.staleness import (
+    ServiceChange,
+    gone_dependencies,
+    named_by,
+    node_change,
+    owner_repo,
+    retirement,
+)
+from grandbo.topology.model import NodeType, node_key
+
+
+def incident_node_id(incident_id: str) -> str:
+    """The external id of an incident's node: a digest, never the id itself."""
+    return "sha256:" + hashlib.sha256(incident_id.encode("utf-8")).hexdigest()[:32]
+
+
+def _external(key: str) -> str:
+    return key.split("::", 2)[2]
+
+
+class LearnedGraph:
+    def __init__(self, repository: LearnedGraphRepository) -> None:
+        self.repository = repository
+
+    def record_incidents(
+        self, cur: Cursor, tenant_id: str, incidents: Mapping[str, Collection[str]], at: datetime
+    ) -> dict[str, int]:
+        """Each incident's node, its AFFECTS and its services' correlations, on `cur` (the
+        caller's transaction: the entries and the graph commit or roll back together)."""
+        totals: dict[str, int] = {}
+        for incident_id in sorted(incidents):
+            services = sorted(incidents[incident_id])
+            if not services:
+                continue
+            counts = self.repository.record_incident(
+                cur, tenant_id, incident_node_id(incident_id), services, at
+            )
+            for name, value in counts.items():
+                totals[name] = totals.get(name, 0) + value
+        return totals
+
+    def rebuild(self, tenant_id: str, pairs: Sequence[tuple[str, str, datetime]]) -> dict[str, int]:
+        """Record the (incident id, service, recorded at) pairs of the memory's events the
+        graph lacks, each incident at its first recorded moment, in one transaction: what
+        entries written before the learned graph existed (or with no topology tier
+        configured) taught. Pairs already there count nothing (AFFECTS is idempotent)."""
+        incidents: dict[str, set[str]] = {}
+        first: dict[str, datetime] = {}
+        for incident_id, service, at in pairs:
+            incidents.setdefault(incident_id, set()).add(service)
+            first[incident_id] = min(at, first.get(incident_id, at))
+        totals: dict[str, int] = {}
+        with self.repository.transaction(tenant_id) as cur:
+            for incident_id in sorted(incidents):
+                counts = self.record_incidents(
+                    cur, tenant_id, {incident_id: incidents[incident_id]}, first[incident_id]
+                )
+                for name, value in counts.items():
+                    totals[name] = totals.get(name, 0) + value
+        return totals
+
+    def correlated(
+        self, tenant_id: str, service: str, as_of: datetime | None
+    ) -> list[tuple[str, int]]:
+        """Services that failed together with `service` in past incidents, most often first."""
+        key = node_key(tenant_id, NodeType.SERVICE, service)
+        pairs = self.repository.correlations(tenant_id, [key], as_of)
+        return sorted(((_external(node), n) for _, node, n in pairs), key=lambda p: (-p[1], p[0]))
+
+    def service_changes(
+        self,
+        tenant_id: str,
+        subjects: Sequence[tuple[str, Collection[str]]],
+        as_of: datetime | None,
+    ) -> list[list[ServiceChange]]:
+        """For each (service, tags) of a lesson: what changed about its service by `as_of`
+        (now without it): retired, renamed, a dependency it names gone."""
+        services = sorted({service for service, _ in subjects})
+        if not services:
+            return [[] for _ in subjects]
+        keys = {s: node_key(tenant_id, NodeType.SERVICE, s) for s in services}
+        history: dict[str, list[NodeRow]] = {key: [] for key in keys.values()}
+        for row in self.repository.node_history(tenant_id, list(keys.values()), as_of):
+            history[row.node_key].append(row)
+        retired = {s: last for s in services if (last := retirement(history[keys[s]], as_of))}
+        candidates = (
+            self.repository.successors(
+                tenant_id,
+                [last.external_id for last in retired.values()],
+                [pair for last in retired.values() if (pair := owner_repo(last))],
+                as_of,
+            )
+            if retired
+            else []
+        )
+        node_changes = {s: node_change(s, last, candidates) for s, last in retired.items()}
+        alive = [keys[s] for s in services if s not in retired and history[keys[s]]]
+        gone: dict[str, dict[str, datetime]] = {}
+        if alive:
+            edges = self.repository.dependency_history(tenant_id, alive, as_of)
+            for key in alive:
+                gone[key] = gone_dependencies([e for e in edges if e.source_key == key], as_of)
+        changes: list[list[ServiceChange]] = []
+        for service, tags in subjects:
+            found = [node_changes[service]] if service in node_changes else []
+            for target, since in sorted(gone.get(keys[service], {}).items()):
+                dependency = _external(target)
+                if named_by(tags, dependency):
+                    found.append(
+                        ServiceChange("dependency_gone", service, since, dependency=dependency)
+                    )
+            changes.append(found)
+        return changes
+
+    def verify(self, tenant_id: str, expected: Collection[tuple[str, str]]) -> list[str]:
+        """The learned graph against the (incident id, service) pairs of the memory's
+        entry events: every pair has its AFFECTS edge (unless its service was retired
+        when the incident came: the graph records no edge to a retired service), and no
+        correlation counts more incidents than affected both of its services (what a
+        redelivery counted twice would show). Incidents the events no longer name (a
+        redaction removes an entry's incident id) are not drift."""
+        affects, correlations = self.repository.learned_incidents(tenant_id)
+        mismatches = []
+        wanted = {
+            (
+                node_key(tenant_id, NodeType.INCIDENT, incident_node_id(i)),
+                node_key(tenant_id, NodeType.SERVICE, s),
+            )
+            for i, s in expected
+        }
+        missing = sorted(wanted - affects)
+        retired = self.repository.retired_nodes(tenant_id, [s for _, s in missing])
+        mismatches += [
+            f"learned graph: incident {_external(i)} has no AFFECTS edge to {_external(s)}"
+            for i, s in missing
+            if s not in retired
+        ]
+        by_incident: dict[str, set[str]] = {}
+        for incident, service in affects:
+            by_incident.setdefault(incident, set()).add(service)
+        together: dict[tuple[str, str], int] = {}
+        for services in by_incident.values():
+            for a in services:
+                for b in services:
+                    if a < b:
+                        together[(a, b)] = together.get((a, b), 0) + 1
+        mismatches += [
+            f"learned graph: {_external(a)} and {_external(b)} correlated {count} times, "
+            f"affected together by {together.get((a, b), 0)} incidents"
+            for (a, b), count in sorted(correlations.items())
+            if count > together.get((a, b), 0)
+        ]
+        return mismatches
