@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
 SRC := shared tests app.py $(wildcard functions infra bench)
 
-.PHONY: install run test pgbouncer unit integration lint lint-infra format eval bench bench-scale bench-load layer layer-lock openapi synth clean
+.PHONY: install run test pgbouncer chromium unit integration lint lint-infra format eval bench bench-scale bench-load layer layer-lock openapi synth clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[local,aws,infra,dev,mcp]"
+	$(BIN)/pip install --quiet -e ".[local,aws,infra,dev,mcp,console]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,8 +23,9 @@ run: $(STAMP)
 	$(BIN)/grandbo serve
 
 ## The whole suite (lint, types, unit, integration on a real embedded PostgreSQL, the
-## store also through PgBouncer in transaction mode, as RDS Proxy multiplexes it).
-test: lint $(STAMP) pgbouncer
+## store also through PgBouncer in transaction mode, as RDS Proxy multiplexes it, and the
+## console in Debian's headless Chromium).
+test: lint $(STAMP) pgbouncer chromium
 	$(BIN)/pytest -q
 
 ## Debian's PgBouncer, for the transaction-pooler tests (tests/integration/transaction_pooler.py)
@@ -33,6 +34,13 @@ pgbouncer:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && \
 	    apt-get install -y -q --no-install-recommends pgbouncer; \
 	  else echo "the tests need PgBouncer: sudo apt-get install pgbouncer" >&2; exit 1; fi; }
+
+## Debian's Chromium, for the console's browser tests (tests/browser; nothing downloads one)
+chromium:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && \
+	    apt-get install -y -q --no-install-recommends chromium; \
+	  else echo "the browser tests need Chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

@@ -44,13 +44,15 @@ from grandbo.api.models import (
     PurgeRequest,
     QueryRequest,
     RedactionRequest,
+    RepairRequest,
     RetireEntryRequest,
     SettingsRequest,
+    TopologyReadRequest,
     TopologyRequest,
 )
 from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError, InvalidInputError, StoreUnavailableError
-from grandbo.memory.audit import audit
+from grandbo.memory.audit import audit, repair_requested
 from grandbo.memory.curation import Curation
 from grandbo.memory.explanation import explain_ranking
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
@@ -126,6 +128,17 @@ def health() -> dict[str, Any]:
     `grandbo audit --repair`, the sweeper and the hourly index job."""
     caller: Caller = app.context["caller"]
     return audit(runtime().service(), caller.tenant_id).as_dict()
+
+
+@app.post("/v1/admin/health/repair")
+@tracer.capture_method
+def repair_health(request: RepairRequest) -> dict[str, Any]:
+    """Repair the findings named (the projection rebuilt from the events, the expired
+    retired, the missing vectors' jobs sent to the embed worker); each says what was done.
+    A large organization's rebuild belongs to `grandbo audit --repair` from the VPC."""
+    caller: Caller = app.context["caller"]
+    health = repair_requested(runtime().service(), caller.tenant_id, request.checks)
+    return health.as_dict()
 
 
 @app.get("/v1/admin/review")
@@ -272,6 +285,14 @@ def calibrate(request: CalibrationRequest) -> dict[str, Any]:
     return report.as_dict()
 
 
+@app.get("/v1/admin/settings")
+def settings() -> dict[str, Any]:
+    """The organization's settings: the episodic lifetime, and the vector cutoff in force
+    beside the model's own."""
+    caller: Caller = app.context["caller"]
+    return Curation(runtime().service()).settings(caller.tenant_id).model_dump(mode="json")
+
+
 @app.post("/v1/admin/settings")
 @tracer.capture_method
 def update_settings(request: SettingsRequest) -> dict[str, Any]:
@@ -288,6 +309,32 @@ def record_topology(request: TopologyRequest) -> dict[str, Any]:
     caller: Caller = app.context["caller"]
     batch = TopologyBatch.model_validate(request.model_dump(exclude={"sync"}))
     return runtime().topology().record(caller.tenant_id, batch, sync=request.sync)
+
+
+@app.post("/v1/admin/topology/blast-radius")
+def admin_blast_radius(request: TopologyReadRequest) -> dict[str, Any]:
+    """What the query route's blast radius answers, for the key's organization."""
+    caller: Caller = app.context["caller"]
+    radius = (
+        runtime()
+        .topology()
+        .blast_radius(
+            caller.tenant_id, request.type, request.id, hops=request.hops, as_of=request.as_of
+        )
+    )
+    return radius.model_dump(mode="json")
+
+
+@app.post("/v1/admin/topology/criticality")
+def admin_criticality(request: TopologyReadRequest) -> dict[str, Any]:
+    """What the query route's criticality answers, for the key's organization."""
+    caller: Caller = app.context["caller"]
+    result = (
+        runtime()
+        .topology()
+        .criticality(caller.tenant_id, request.type, request.id, as_of=request.as_of)
+    )
+    return result.model_dump(mode="json")
 
 
 @app.post("/v1/admin/purge")

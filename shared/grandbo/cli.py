@@ -20,6 +20,7 @@ from grandbo.agent import command as agent_command
 from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.commands import audit as audit_command
 from grandbo.commands import calibrate as calibrate_command
+from grandbo.commands import console as console_command
 from grandbo.commands import lake as lake_command
 from grandbo.commands.common import keyring_path, print_result, settings_from
 from grandbo.commands.progress import terminal_progress
@@ -445,10 +446,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="requests served at once, each with its own database connection (default 4: "
         "on 2 cores more only adds contention, docs/BENCHMARKS.md)",
     )
+    srv.add_argument(
+        "--console-port",
+        type=int,
+        default=8790,
+        help="the curation console's port on 127.0.0.1 (0: any free port)",
+    )
+    srv.add_argument(
+        "--no-console",
+        dest="console_port",
+        action="store_const",
+        const=None,
+        help="serve the API only",
+    )
 
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
     agent_command.add_parser(sub)
     audit_command.add_parser(sub)
+    console_command.add_parser(sub)
     calibrate_command.add_parser(sub)
     lake_command.add_parsers(sub)
 
@@ -561,6 +576,7 @@ _STANDALONE_COMMANDS = {
     "index": cmd_index,
     "eval": cmd_eval,
     "serve": cmd_serve,
+    "console": console_command.cmd_console,
     "token": cmd_token,
     "sign": cmd_sign,
     "mcp": cmd_mcp,

@@ -34,6 +34,7 @@ def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
         [
             *(sys.executable, "-m", "grandbo.cli", "--data-dir", str(data_dir)),
             *("--provider", "fake", "serve", "--port", str(port), "--containers", "2"),
+            *("--console-port", "0"),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

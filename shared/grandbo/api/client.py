@@ -257,11 +257,30 @@ class AdminClient:
     The signature covers the path after the API's base URL (stage excluded).
     """
 
-    def __init__(self, base_url: str, key: SigningKey, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        key: SigningKey,
+        *,
+        timeout: float = 5.0,
+        component: str = "admin-client",
+    ) -> None:
         base_url_parts(base_url)
         self.base_url = base_url
         self.key = key
         self.timeout = timeout
+        self.component = component  # how its requests name themselves (User-Agent)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Any signed admin route (docs/openapi.json): its JSON answer, or GrandboHTTPError."""
+        return self._signed(method, path, payload, idempotency_key)
 
     def _signed(
         self,
@@ -273,7 +292,7 @@ class AdminClient:
         body = json.dumps(payload).encode() if payload is not None else b""
         headers = sign_admin_request(self.key, method, path, body, idempotency_key=idempotency_key)
         return _call(
-            self.base_url, method, path, body or None, headers, self.timeout, "admin-client"
+            self.base_url, method, path, body or None, headers, self.timeout, self.component
         )
 
     def create_entry(
@@ -325,7 +344,7 @@ class AdminClient:
         measures exactly what is sent)."""
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         headers = sign_admin_request(self.key, "POST", path, body)
-        return _call(self.base_url, "POST", path, body, headers, self.timeout, "admin-client")
+        return _call(self.base_url, "POST", path, body, headers, self.timeout, self.component)
 
     def export_page(self, after: str | None = None, *, limit: int = 500) -> dict[str, Any]:
         """One page of the key's organization's event log (`POST /v1/admin/export`)."""

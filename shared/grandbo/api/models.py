@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
@@ -194,3 +195,20 @@ class DistinctRequest(_Body):
     """A suggested pair is two lessons: it is not suggested again."""
 
     other: UUID
+
+
+class RepairRequest(_Body):
+    """The health findings to repair (`GET /v1/admin/health` lists them)."""
+
+    checks: list[
+        Literal["projection_drift", "index_drift", "expired_active", "unembedded", "stale_vectors"]
+    ] = Field(min_length=1, max_length=5)
+
+
+class TopologyReadRequest(_Body):
+    """A node's blast radius or criticality, read by an admin (the console's topology)."""
+
+    type: Annotated[StrictStr, Field(min_length=1, max_length=64)] = "Service"
+    id: Annotated[StrictStr, Field(min_length=1, max_length=300)]
+    hops: Annotated[StrictInt, Field(ge=1, le=3)] = 3
+    as_of: datetime | None = Field(default=None, description="ISO 8601 with a time zone")

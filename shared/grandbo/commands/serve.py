@@ -82,6 +82,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     doors = door_key(settings.data_dir)
     server = serve(args.host, args.port, door_key=doors)
     base = f"http://{args.host}:{server.server_address[1]}"
+    console = None
+    if args.console_port is not None:  # the curation console, over this gateway
+        from grandbo.commands.console import bind_console
+
+        console = bind_console(
+            f"http://127.0.0.1:{server.server_address[1]}",
+            keyring.find(f"{DEMO_TENANT}-admin", "admin"),
+            port=args.console_port,
+        )
+        console.serve_in_background()
     door_base = base if is_loopback(args.host) else f"http://127.0.0.1:{server.server_address[1]}"
     token = mint_query_token(keyring.find(f"{DEMO_TENANT}-beacon", "query"), ttl_s=86_400)
     create = json.dumps(
@@ -92,6 +102,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     signed = sign_admin_request(
         keyring.find(f"{DEMO_TENANT}-admin", "admin"), "POST", "/v1/admin/entries", create.encode()
+    )
+    console_line = (
+        ""
+        if console is None
+        else "Curation console (search explained, entries, review; the link opens one "
+        f"session):\n  {console.link}\n"
     )
     signed_headers = " ".join(f"-H '{k}: {v}'" for k, v in signed.items())
     print(
@@ -109,6 +125,7 @@ Admin (signed; this signature is valid once, for 5 minutes):
   Sign your own: .venv/bin/grandbo sign POST /v1/admin/entries --body '<json>'
   New query token: .venv/bin/grandbo token
 
+{console_line}
 Local doors (EventBridge and Lambda's invoke in AWS): JSON only, to loopback only, with
 the local door key ({settings.data_dir / "local-doors.key"}):
 Incident closed (EventBridge shape; only corroborated findings are kept):
@@ -134,6 +151,8 @@ Backfill / sweeper:
         if supervisor is not None:
             supervisor.stop()
         pump.stop()
+        if console is not None:
+            console.server.should_exit = True
         server.server_close()
         runtime().close()
         if not settings.database_url:

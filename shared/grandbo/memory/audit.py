@@ -23,10 +23,11 @@ stale entries need a person (split them, or retire them too): listed, never chan
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from grandbo.errors import InvalidInputError
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import HNSW_MIN_ENTRIES, index_name
 
@@ -187,3 +188,38 @@ def repair(
         built = build_index()
         checks["missing_index"].repaired = f"HNSW index built for {len(built)} organization(s)"
     return health
+
+
+# What a signed admin request may repair (the console's health page): each bounded by
+# what the organization holds, none building an index (the hourly index job does)
+REQUEST_REPAIRS = (
+    "projection_drift",
+    "index_drift",
+    "expired_active",
+    "unembedded",
+    "stale_vectors",
+)
+
+
+def repair_requested(service: MemoryService, tenant_id: str, checks: Sequence[str]) -> TenantHealth:
+    """Audit, then repair only the `checks` asked for (of REQUEST_REPAIRS). Vectors are not
+    embedded in the request: their jobs go to the embed queue, as a write's do, and the
+    embed worker stores them (`repaired` says how many were sent)."""
+    unknown = [check for check in checks if check not in REQUEST_REPAIRS]
+    if unknown or not checks:
+        raise InvalidInputError("checks", f"name one or more of {', '.join(REQUEST_REPAIRS)}")
+    health = audit(service, tenant_id)
+    chosen = TenantHealth(
+        tenant_id, [f for f in health.findings if f.check in checks], health.redactions
+    )
+    vectors = [f for f in chosen.findings if f.check in ("unembedded", "stale_vectors")]
+    rest = TenantHealth(tenant_id, [f for f in chosen.findings if f not in vectors])
+    repair(service, rest)
+    if vectors and service.embed_queue is None:  # no worker to send to: embed here
+        repair(service, TenantHealth(tenant_id, vectors))
+    elif vectors and service.embed_queue is not None:
+        jobs = service.pending_jobs(tenant_id)
+        service.embed_queue.send(jobs)
+        for finding in vectors:
+            finding.repaired = f"{len(jobs)} embed jobs sent to the embed worker"
+    return chosen

@@ -121,6 +121,16 @@ class DuplicateSuggestions(BaseModel):
     pairs: list[DuplicateSuggestion]
 
 
+class OrganizationSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    episodic_ttl_days: int
+    embed_rev: str = Field(description="the model the organization is served from")
+    vector_cutoff: float = Field(description="the cutoff its queries use")
+    model_vector_cutoff: float = Field(description="the model's own default cutoff")
+    calibrated: bool = Field(description="the cutoff in force was measured on its lake")
+
+
 class DistinctVerdict(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -309,6 +319,18 @@ class Curation:
         if not outcome.applied and self.memory.get_entry(tenant, entry_id).merged_into != into:
             raise MergeRefusedError(entry_id, into, "an entry changed meanwhile: read both, retry")
         return outcome
+
+    def settings(self, tenant_id: str) -> OrganizationSettings:
+        tenant = require_tenant(tenant_id)
+        serving = self.memory.serving_provider(tenant)
+        cutoff = self.repository.calibrated_cutoff(tenant, serving.embed_rev)
+        return OrganizationSettings(
+            episodic_ttl_days=self.repository.episodic_ttl_days(tenant),
+            embed_rev=serving.embed_rev,
+            vector_cutoff=serving.vector_cutoff if cutoff is None else cutoff,
+            model_vector_cutoff=serving.vector_cutoff,
+            calibrated=cutoff is not None,
+        )
 
     def mark_distinct(
         self, tenant_id: str, entry_id: UUID, other: UUID, actor: str

@@ -15,6 +15,7 @@ from psycopg import sql
 from grandbo.memory.models import MemoryEntry
 from grandbo.memory.repository.entries import SELECT_ENTRIES, EntryReads
 from grandbo.memory.repository.search import VECTOR_LEG_SETTINGS
+from grandbo.memory.repository.writes import EntryWrites
 from grandbo.storage.tenant_scope import Cursor
 
 
@@ -144,6 +145,11 @@ class CurationReads(EntryReads):
             return {}
         cur.execute(SELECT_ENTRIES + sql.SQL("entry_id = ANY(%s)"), (tenant_id, list(ids)))
         return {row["entry_id"]: MemoryEntry.model_validate(row) for row in cur}
+
+    def episodic_ttl_days(self, tenant_id: str) -> int:
+        """How long the organization's new episodic entries are served."""
+        with self._tenant_scope(tenant_id) as cur:
+            return EntryWrites._episodic_ttl_days(cur, tenant_id)
 
     def mark_distinct(self, tenant_id: str, a: UUID, b: UUID, actor: str) -> bool:
         """Record that `a` and `b` are distinct lessons (both must be the tenant's);

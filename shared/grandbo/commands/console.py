@@ -1,0 +1,218 @@
+"""`grandbo console`: the curation console on 127.0.0.1, over the signed admin API.
+
+Locally (the default) it brings up the embedded store and every Lambda behind the local
+gateway on an ephemeral loopback port, and signs with the local keyring's admin key of
+the organization; with `--url https://<api>/<stage>` it signs requests to a deployed
+stack with an admin key read from GRANDBO_ADMIN_KEY or `--key-file` (one key as JSON, or
+a keyring document with `--key-id`). The key stays in this process: the browser gets a
+session cookie, never the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grandbo.api.auth import Keyring, SigningKey
+from grandbo.commands.common import keyring_path, settings_from
+from grandbo.errors import GrandboError
+from grandbo.local.demo import DEMO_TENANT
+from grandbo.local.doors import is_loopback
+
+DEFAULT_PORT = 8790
+ADMIN_KEY_ENV = "GRANDBO_ADMIN_KEY"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    console = sub.add_parser(
+        "console", help="the curation console in a browser, over the signed admin API"
+    )
+    console.add_argument("--tenant", default=DEMO_TENANT, help="the organization (local mode)")
+    console.add_argument("--url", help="a deployed API's base URL (https://.../<stage>)")
+    console.add_argument("--key-file", help=f"the admin key as JSON (else ${ADMIN_KEY_ENV})")
+    console.add_argument("--key-id", help="the key's id, when the file is a keyring")
+    console.add_argument("--host", default="127.0.0.1")
+    console.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
+    console.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        help="another Host the console answers as (host:port), e.g. behind a tunnel",
+    )
+
+
+def admin_key(document: str, key_id: str | None) -> SigningKey:
+    """One admin key from a key's JSON or a keyring document (then `key_id` picks it,
+    unless it holds one admin key only)."""
+    try:
+        parsed = json.loads(document)
+    except ValueError as exc:
+        raise GrandboError(f"the admin key is not JSON: {exc}") from None
+    if isinstance(parsed, dict) and "keys" in parsed:
+        keyring = Keyring.from_json(document)
+        if key_id is not None:
+            return keyring.find(key_id, "admin")
+        admins = [key for key in parsed["keys"] if "admin" in key.get("roles", [])]
+        if len(admins) != 1:
+            raise GrandboError("the keyring holds several admin keys: name one with --key-id")
+        return keyring.find(admins[0]["key_id"], "admin")
+    key = SigningKey.model_validate(parsed)
+    if "admin" not in key.roles:
+        raise GrandboError(f"key {key.key_id} is not an admin key")
+    return key
+
+
+def _deployed_key(args: argparse.Namespace) -> SigningKey:
+    if args.key_file:
+        return admin_key(Path(args.key_file).read_text(), args.key_id)
+    document = os.environ.get(ADMIN_KEY_ENV)
+    if not document:
+        raise GrandboError(f"--url needs an admin key: --key-file or ${ADMIN_KEY_ENV}")
+    return admin_key(document, args.key_id)
+
+
+def _local_api(args: argparse.Namespace) -> tuple[str, SigningKey, Callable[[], None]]:
+    """The local store behind the local gateway on an ephemeral loopback port."""
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    from functions.embed_worker.handler import lambda_handler as embed_worker
+
+    from grandbo.embedding.factory import provider_named
+    from grandbo.local.bootstrap import resolve_urls
+    from grandbo.local.demo import seed_demo
+    from grandbo.local.embed_queue import InProcessEmbedQueue
+    from grandbo.local.runner import LocalEmbedPump, local_keyring, serve
+    from grandbo.migrations import migrate
+    from grandbo.runtime.lambda_container import (
+        LambdaEnvironment,
+        LambdaRuntime,
+        install_runtime,
+        runtime,
+    )
+
+    settings = settings_from(args)
+    urls = resolve_urls(settings)
+    migrate(urls.admin)
+    keyring = local_keyring(keyring_path(settings), DEMO_TENANT)
+    try:
+        key = keyring.find(f"{args.tenant}-admin", "admin")
+    except GrandboError:
+        raise GrandboError(
+            f"no admin key '{args.tenant}-admin' in {keyring_path(settings)}"
+        ) from None
+    queue = InProcessEmbedQueue()
+    install_runtime(
+        LambdaRuntime(
+            LambdaEnvironment.model_validate(
+                {
+                    "DATABASE_URL": urls.app,
+                    "GRANDBO_EMBEDDING_PROVIDER": settings.provider,
+                    "GRANDBO_KEYRING_FILE": str(keyring_path(settings)),
+                }
+            ),
+            provider=provider_named(settings.provider),
+            embed_queue=queue,
+            containers=2,
+        )
+    )
+    pump = LocalEmbedPump(queue, embed_worker)
+    if args.tenant == DEMO_TENANT:
+        seed_demo(runtime().service(), DEMO_TENANT)
+    queue.send(runtime().service().pending_jobs(args.tenant))
+    pump.start()
+    server = serve("127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, args=(0.1,), daemon=True).start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        pump.stop()
+        runtime().close()
+
+    return f"http://127.0.0.1:{server.server_address[1]}", key, stop
+
+
+@dataclass
+class RunningConsole:
+    """A console bound to its socket: its address, its login link, its server."""
+
+    server: Any
+    listener: socket.socket
+    link: str
+    tenant_id: str
+    base_url: str
+
+    def serve_in_background(self) -> threading.Thread:
+        thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.listener]}, daemon=True
+        )
+        thread.start()
+        return thread
+
+
+def bind_console(
+    base_url: str,
+    key: SigningKey,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    allowed_hosts: Sequence[str] = (),
+) -> RunningConsole:
+    """The console's app over `base_url`, its socket bound (port 0: any free one)."""
+    import uvicorn
+
+    from grandbo.console.app import create_console
+    from grandbo.console.backend import ConsoleBackend
+    from grandbo.console.security import ConsoleDoors
+
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(128)  # connections wait for the server from now on, never refused
+    bound = listener.getsockname()[1]
+    hosts = {f"{host}:{bound}", *allowed_hosts}
+    if is_loopback(host):
+        hosts |= {f"127.0.0.1:{bound}", f"localhost:{bound}"}
+    else:
+        print(
+            f"grandbo console: listening on {host}, beyond this machine: anyone who "
+            "reaches it with the login link acts with the organization's admin key",
+            file=sys.stderr,
+            flush=True,
+        )
+    doors = ConsoleDoors(hosts)
+    app = create_console(ConsoleBackend(base_url, key), doors)
+    shown = host if ":" not in host else f"[{host}]"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    link = f"http://{shown}:{bound}/login?token={doors.login_token}"
+    return RunningConsole(server, listener, link, key.tenant_id, base_url)
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    if args.url:
+        base_url, key, stop = args.url.rstrip("/"), _deployed_key(args), None
+    else:
+        base_url, key, stop = _local_api(args)
+    console = bind_console(
+        base_url, key, host=args.host, port=args.port, allowed_hosts=args.allowed_host
+    )
+    print(
+        f"Grandbo console for organization '{console.tenant_id}' over {base_url}\n"
+        f"  open {console.link}\n"
+        "  (the link opens one session, once; Ctrl-C stops the console)",
+        flush=True,
+    )
+    try:
+        console.server.run(sockets=[console.listener])
+    finally:
+        if stop is not None:
+            stop()
+    return 0

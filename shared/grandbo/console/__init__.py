@@ -1,0 +1,1 @@
+"""The curation console: server-rendered pages over the signed admin API (`grandbo console`)."""

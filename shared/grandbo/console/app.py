@@ -1,0 +1,458 @@
+"""The curation console: server-rendered pages over the signed admin API.
+
+Search as Beacon sees it, explained; "why not this one?"; the entries and each one's
+history with every action the API has; the review lists (misleading, expired, unembedded,
+possible duplicates); health and its repairs; settings and calibration; a service's
+blast radius; growth per week. Plain forms, no script: every page works without
+JavaScript, and the Content-Security-Policy allows none (`grandbo.console.security`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+from uuid import UUID
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.datastructures import FormData
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from grandbo.api.client import GrandboHTTPError
+from grandbo.console.backend import ConsoleBackend
+from grandbo.console.charts import ScoreBar, blast_radius_picture, weekly_chart
+from grandbo.console.security import (
+    CSRF_FIELD,
+    SESSION_COOKIE,
+    SESSION_TTL_S,
+    ConsoleDoors,
+    DoorsMiddleware,
+    Session,
+)
+
+_HERE = Path(__file__).parent
+# what a redirect after an action says; the page shows only these fixed sentences
+DONE = {
+    "created": "Entry created.",
+    "corrected": "A new revision was recorded: it is at the top of the history.",
+    "retired": "Entry retired.",
+    "promoted": "Entry promoted: it is durable now and no longer expires.",
+    "split": "Recurrence split back out: it is its own entry again (never merged again).",
+    "never-merge": "Merge policy recorded.",
+    "merged": "Merged: the entry is a recurrence of the other now (split reverses it).",
+    "distinct": "Recorded as two lessons: the pair is not suggested again.",
+    "settings": "Settings saved.",
+}
+SCOPES = ("service", "blast_radius", "dependencies")
+
+
+class ConsoleError(Exception):
+    """A request the console refuses itself (a bad form value), as a page."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_HERE / "templates"),
+        autoescape=True,  # every value is text written by someone else
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals["DONE"] = DONE
+    return env
+
+
+Page = Callable[[Request, Session], Awaitable[Response]]
+
+
+class Console:
+    """The pages, over one organization's admin key (`ConsoleBackend`)."""
+
+    def __init__(self, backend: ConsoleBackend, doors: ConsoleDoors) -> None:
+        self.backend = backend
+        self.doors = doors
+        self.env = _environment()
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def render(
+        self, request: Request, session: Session | None, name: str, status: int = 200, **values: Any
+    ) -> HTMLResponse:
+        html = self.env.get_template(name).render(
+            csrf=None if session is None else session.csrf_token,
+            csrf_field=CSRF_FIELD,
+            organization=self.backend.tenant_id,
+            api=self.backend.base_url,
+            path=request.url.path,
+            done=DONE.get(request.query_params.get("done", "")),
+            **values,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def page(self, handler: Page) -> Callable[[Request], Awaitable[Response]]:
+        """A route that needs a session (else to the login page), answers the API's and
+        the console's refusals as a page, and checks the CSRF token of every POST."""
+
+        async def endpoint(request: Request) -> Response:
+            session = self.doors.session(request)
+            if session is None:
+                return RedirectResponse("/login", status_code=303)
+            try:
+                if request.method == "POST":
+                    form = await request.form()
+                    if not self.doors.csrf_holds(session, form.get(CSRF_FIELD)):
+                        raise ConsoleError(403, "the form's CSRF token is missing or wrong")
+                return await handler(request, session)
+            except GrandboHTTPError as exc:
+                status = exc.status if 400 <= exc.status < 500 else 502
+                return self.render(
+                    request,
+                    session,
+                    "error.html",
+                    status,
+                    status_code=exc.status,
+                    error=str(exc.body.get("error", "")),
+                    message=str(exc.body.get("message", "")),
+                    field=exc.body.get("field"),
+                )
+            except ConsoleError as exc:
+                return self.render(
+                    request,
+                    session,
+                    "error.html",
+                    exc.status,
+                    status_code=exc.status,
+                    error="invalid_request",
+                    message=exc.message,
+                    field=exc.field,
+                )
+            except (OSError, TimeoutError) as exc:
+                return self.render(
+                    request,
+                    session,
+                    "error.html",
+                    502,
+                    status_code=502,
+                    error="unavailable",
+                    message=f"the admin API did not answer: {exc}",
+                    field=None,
+                )
+
+        return endpoint
+
+    # -- login ---------------------------------------------------------------------
+
+    async def login(self, request: Request) -> Response:
+        token = request.query_params.get("token")
+        if request.method == "POST":
+            token = str((await request.form()).get("token", ""))
+        if token:
+            session = self.doors.log_in(token)
+            if session is not None:
+                response = RedirectResponse("/", status_code=303)
+                response.set_cookie(
+                    SESSION_COOKIE,
+                    session.session_id,
+                    max_age=SESSION_TTL_S,
+                    httponly=True,
+                    samesite="strict",
+                    path="/",
+                )
+                return response
+            return self.render(request, None, "login.html", 403, refused=True)
+        return self.render(request, None, "login.html", refused=False)
+
+    async def logout(self, request: Request, session: Session) -> Response:
+        self.doors.log_out(session)
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    # -- search and "why not this one?" ----------------------------------------------
+
+    def _query(self, request: Request) -> dict[str, Any] | None:
+        params = request.query_params
+        topic = params.get("topic", "").strip()
+        if not topic:
+            return None
+        query: dict[str, Any] = {"topic": topic, "limit": _int(params.get("limit"), "limit", 5)}
+        if params.get("service"):
+            query["service"] = params["service"]
+        if params.get("scope"):
+            if params["scope"] not in SCOPES:
+                raise ConsoleError(400, f"scope must be one of {', '.join(SCOPES)}", "scope")
+            query["scope"] = params["scope"]
+        return query
+
+    async def search(self, request: Request, session: Session) -> Response:
+        query = self._query(request)
+        answer = None if query is None else self.backend.search(query)
+        bars = [] if answer is None else [ScoreBar.of(hit["why"]) for hit in answer["hits"]]
+        return self.render(
+            request,
+            session,
+            "search.html",
+            query=query or {},
+            answer=answer,
+            bars=bars,
+            query_string="" if query is None else urlencode(query),
+        )
+
+    async def why(self, request: Request, session: Session) -> Response:
+        query = self._query(request)
+        raw_entry = request.query_params.get("entry_id", "").strip()
+        explanation = None
+        if query is not None and raw_entry:
+            explanation = self.backend.explain(query, _uuid(raw_entry, "entry_id"))
+        return self.render(
+            request,
+            session,
+            "why.html",
+            query=query or {},
+            entry_id=raw_entry,
+            explanation=explanation,
+            bar=None if explanation is None else ScoreBar.of(explanation),
+        )
+
+    # -- entries -------------------------------------------------------------------
+
+    async def entries(self, request: Request, session: Session) -> Response:
+        params = request.query_params
+        filters: dict[str, Any] = {
+            name: params[name]
+            for name in ("status", "kind", "origin", "service", "text", "after")
+            if params.get(name)
+        }
+        page = self.backend.catalog({**filters, "limit": 50})
+        kept = {k: v for k, v in filters.items() if k != "after"}
+        return self.render(
+            request,
+            session,
+            "entries.html",
+            filters=kept,
+            page=page,
+            next_query=None if not page["next"] else urlencode({**kept, "after": page["next"]}),
+        )
+
+    async def new_entry(self, request: Request, session: Session) -> Response:
+        if request.method == "GET":
+            return self.render(request, session, "new_entry.html", form_key=secrets.token_hex(16))
+        form = await request.form()
+        entry: dict[str, Any] = {
+            "title": _text(form, "title"),
+            "summary": _text(form, "summary"),
+            "tags": _tags(form),
+            "kind": _text(form, "kind") or "durable",
+        }
+        for optional in ("service", "incident_id"):
+            if _text(form, optional):
+                entry[optional] = _text(form, optional)
+        # one key per form shown: a resubmitted form is a no-op, not a second entry
+        key = _text(form, "idempotency_key") or secrets.token_hex(16)
+        created = self.backend.create(entry, key=f"console:{key}")
+        return _done(f"/entries/{created['entry']['entry_id']}", "created")
+
+    async def entry(self, request: Request, session: Session) -> Response:
+        entry_id: UUID = request.path_params["entry_id"]
+        history = self.backend.history(entry_id)
+        return self.render(
+            request,
+            session,
+            "entry.html",
+            history=history,
+            entry=history["entry"],
+            form_key=secrets.token_hex(16),
+        )
+
+    async def act(self, request: Request, session: Session) -> Response:
+        """One action on one entry, by the form's `action`: each is one signed request."""
+        entry_id: UUID = request.path_params["entry_id"]
+        action = request.path_params["action"]
+        form = await request.form()
+        back = _text(form, "back") or f"/entries/{entry_id}"
+        if not back.startswith("/") or back.startswith("//"):
+            back = f"/entries/{entry_id}"
+        if action == "correct":
+            text: dict[str, Any] = {
+                "title": _text(form, "title"),
+                "summary": _text(form, "summary"),
+                "tags": _tags(form),
+            }
+            if _text(form, "service"):
+                text["service"] = _text(form, "service")
+            if _text(form, "expected_revision"):
+                text["expected_revision"] = _int(form.get("expected_revision"), "expected_revision")
+            key = _text(form, "idempotency_key") or secrets.token_hex(16)
+            self.backend.correct(entry_id, text, key=f"console:{key}")
+            return _done(back, "corrected")
+        if action == "retire":
+            retirement: dict[str, Any] = {"reason": _text(form, "reason")}
+            if _text(form, "superseded_by"):
+                retirement["superseded_by"] = str(
+                    _uuid(_text(form, "superseded_by"), "superseded_by")
+                )
+            self.backend.retire(entry_id, retirement)
+            return _done(back, "retired")
+        if action == "promote":
+            self.backend.promote(entry_id)
+            return _done(back, "promoted")
+        if action == "split":
+            self.backend.split(entry_id)
+            return _done(back, "split")
+        if action == "never-merge":
+            self.backend.set_never_merge(entry_id, _text(form, "never_merge") == "true")
+            return _done(back, "never-merge")
+        if action == "merge":
+            self.backend.merge(entry_id, _uuid(_text(form, "into"), "into"))
+            return _done(back, "merged")
+        if action == "distinct":
+            self.backend.mark_distinct(entry_id, _uuid(_text(form, "other"), "other"))
+            return _done(back, "distinct")
+        raise ConsoleError(404, f"no such action: {action}")
+
+    # -- review, health, settings ----------------------------------------------------
+
+    async def review(self, request: Request, session: Session) -> Response:
+        health = self.backend.health()
+        findings = {f["check"]: f for f in health.get("findings", [])}
+        return self.render(
+            request,
+            session,
+            "review.html",
+            misleading=self.backend.review(),
+            duplicates=self.backend.duplicates(),
+            expired=findings.get("expired_active"),
+            unembedded=findings.get("unembedded"),
+        )
+
+    async def health(self, request: Request, session: Session) -> Response:
+        repaired = None
+        if request.method == "POST":
+            form = await request.form()
+            checks = [str(value) for value in form.getlist("check")]
+            if not checks:
+                raise ConsoleError(400, "choose at least one finding to repair", "check")
+            repaired = self.backend.repair(checks)
+        return self.render(
+            request, session, "health.html", health=self.backend.health(), repaired=repaired
+        )
+
+    async def settings(self, request: Request, session: Session) -> Response:
+        calibration = None
+        if request.method == "POST":
+            form = await request.form()
+            if _text(form, "what") == "calibrate":
+                calibration = self.backend.calibrate(_int(form.get("sample"), "sample", 60))
+            else:
+                days = _int(form.get("episodic_ttl_days"), "episodic_ttl_days")
+                self.backend.set_episodic_ttl_days(days)
+                return _done("/settings", "settings")
+        return self.render(
+            request,
+            session,
+            "settings.html",
+            settings=self.backend.settings(),
+            calibration=calibration,
+        )
+
+    # -- topology and growth ---------------------------------------------------------
+
+    async def topology(self, request: Request, session: Session) -> Response:
+        params = request.query_params
+        service = params.get("id", "").strip()
+        radius = criticality = picture = None
+        if service:
+            query: dict[str, Any] = {
+                "type": params.get("type") or "Service",
+                "id": service,
+                "hops": _int(params.get("hops"), "hops", 3),
+            }
+            if params.get("as_of"):
+                query["as_of"] = params["as_of"]
+            radius = self.backend.blast_radius(query)
+            criticality = self.backend.criticality(query)
+            picture = blast_radius_picture(radius)
+        return self.render(
+            request,
+            session,
+            "topology.html",
+            query=dict(params),
+            radius=radius,
+            criticality=criticality,
+            picture=picture,
+        )
+
+    async def growth(self, request: Request, session: Session) -> Response:
+        growth = self.backend.growth()
+        return self.render(
+            request, session, "growth.html", growth=growth, chart=weekly_chart(growth["weeks"])
+        )
+
+
+def _done(path: str, what: str) -> RedirectResponse:
+    separator = "&" if "?" in path else "?"
+    return RedirectResponse(f"{path}{separator}done={what}", status_code=303)
+
+
+def _text(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _tags(form: FormData) -> list[str]:
+    return [tag.strip() for tag in _text(form, "tags").split(",") if tag.strip()]
+
+
+def _int(value: object, field: str, default: int | None = None) -> int:
+    if value in (None, "") and default is not None:
+        return default
+    try:
+        return int(str(value))
+    except ValueError:
+        raise ConsoleError(400, f"{field} must be a whole number", field) from None
+
+
+def _uuid(value: str, field: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise ConsoleError(400, f"{field} must be an entry id (a UUID)", field) from None
+
+
+async def _favicon(request: Request) -> Response:
+    return FileResponse(_HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+
+
+def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
+    """The console's ASGI app (served by uvicorn on loopback: `grandbo console`)."""
+    console = Console(backend, doors)
+    page = console.page
+    routes = [
+        Route("/login", console.login, methods=["GET", "POST"]),
+        Route("/logout", page(console.logout), methods=["POST"]),
+        Route("/", page(console.search)),
+        Route("/why", page(console.why)),
+        Route("/entries", page(console.entries)),
+        Route("/entries/new", page(console.new_entry), methods=["GET", "POST"]),
+        Route("/entries/{entry_id:uuid}", page(console.entry)),
+        Route("/entries/{entry_id:uuid}/{action}", page(console.act), methods=["POST"]),
+        Route("/review", page(console.review)),
+        Route("/health", page(console.health), methods=["GET", "POST"]),
+        Route("/settings", page(console.settings), methods=["GET", "POST"]),
+        Route("/topology", page(console.topology)),
+        Route("/growth", page(console.growth)),
+        Route("/favicon.ico", _favicon),
+        Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(DoorsMiddleware, doors=doors)])

@@ -1,0 +1,106 @@
+"""What the console asks of Grandbo: the signed admin API, and nothing else.
+
+Every read and every action is one signed request of the organization's admin key (held
+here, never sent to the browser), so an action taken in the console is the same audited
+event an API call makes, and the console can show nothing the key's organization does not
+own: the API decides the tenant from the key, whatever a URL or a form says.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from grandbo.api.auth import SigningKey
+from grandbo.api.client import AdminClient
+
+CONSOLE_TIMEOUT_S = 30.0  # a search embeds its topic; a calibration embeds a sample
+
+
+class ConsoleBackend:
+    """The admin API's routes, by what the console does with them."""
+
+    def __init__(self, base_url: str, key: SigningKey, *, timeout: float = CONSOLE_TIMEOUT_S):
+        self.client = AdminClient(base_url, key, timeout=timeout, component="console")
+        self.base_url = base_url
+        self.tenant_id = key.tenant_id
+
+    def _get(self, path: str) -> dict[str, Any]:
+        return self.client.call("GET", path)
+
+    def _post(
+        self, path: str, payload: dict[str, Any] | None = None, *, key: str | None = None
+    ) -> dict[str, Any]:
+        return self.client.call("POST", path, payload, idempotency_key=key)
+
+    # -- reads ---------------------------------------------------------------------
+
+    def search(self, query: dict[str, Any]) -> dict[str, Any]:
+        return self._post("/v1/admin/query", query)
+
+    def explain(self, query: dict[str, Any], entry_id: UUID) -> dict[str, Any]:
+        return self._post("/v1/admin/explanation", {**query, "entry_id": str(entry_id)})
+
+    def catalog(self, filters: dict[str, Any]) -> dict[str, Any]:
+        return self._post("/v1/admin/catalog", filters)
+
+    def history(self, entry_id: UUID) -> dict[str, Any]:
+        return self._get(f"/v1/admin/entries/{entry_id}/history")
+
+    def review(self) -> dict[str, Any]:
+        return self._get("/v1/admin/review")
+
+    def duplicates(self) -> dict[str, Any]:
+        return self._get("/v1/admin/duplicates")
+
+    def health(self) -> dict[str, Any]:
+        return self._get("/v1/admin/health")
+
+    def settings(self) -> dict[str, Any]:
+        return self._get("/v1/admin/settings")
+
+    def growth(self) -> dict[str, Any]:
+        return self._get("/v1/admin/growth")
+
+    def blast_radius(self, query: dict[str, Any]) -> dict[str, Any]:
+        return self._post("/v1/admin/topology/blast-radius", query)
+
+    def criticality(self, query: dict[str, Any]) -> dict[str, Any]:
+        return self._post("/v1/admin/topology/criticality", query)
+
+    # -- actions (each an event of the log, or a setting) ---------------------------
+
+    def create(self, entry: dict[str, Any], *, key: str) -> dict[str, Any]:
+        return self._post("/v1/admin/entries", entry, key=key)
+
+    def correct(self, entry_id: UUID, text: dict[str, Any], *, key: str) -> dict[str, Any]:
+        return self._post(f"/v1/admin/entries/{entry_id}/corrections", text, key=key)
+
+    def retire(self, entry_id: UUID, retirement: dict[str, Any]) -> dict[str, Any]:
+        return self._post(f"/v1/admin/entries/{entry_id}/retirement", retirement)
+
+    def promote(self, entry_id: UUID) -> dict[str, Any]:
+        return self._post(f"/v1/admin/entries/{entry_id}/promotion")
+
+    def split(self, entry_id: UUID) -> dict[str, Any]:
+        return self._post(f"/v1/admin/entries/{entry_id}/split")
+
+    def set_never_merge(self, entry_id: UUID, never_merge: bool) -> dict[str, Any]:
+        return self._post(
+            f"/v1/admin/entries/{entry_id}/merge-policy", {"never_merge": never_merge}
+        )
+
+    def merge(self, entry_id: UUID, into: UUID) -> dict[str, Any]:
+        return self._post(f"/v1/admin/entries/{entry_id}/merge", {"into": str(into)})
+
+    def mark_distinct(self, entry_id: UUID, other: UUID) -> dict[str, Any]:
+        return self._post(f"/v1/admin/entries/{entry_id}/distinct", {"other": str(other)})
+
+    def repair(self, checks: list[str]) -> dict[str, Any]:
+        return self._post("/v1/admin/health/repair", {"checks": checks})
+
+    def set_episodic_ttl_days(self, days: int) -> dict[str, Any]:
+        return self._post("/v1/admin/settings", {"episodic_ttl_days": days})
+
+    def calibrate(self, sample: int) -> dict[str, Any]:
+        return self._post("/v1/admin/calibration", {"sample": sample})

@@ -1,0 +1,147 @@
+"""The console's doors: who may open it, from which page, and what its pages may do.
+
+- Login: a one-time token printed by `grandbo console` opens one session; the session is
+  an HttpOnly, SameSite=Strict cookie the browser sends to this console only.
+- Every state-changing request carries the session's CSRF token in its form and an
+  Origin of the console itself; a request naming any other Host is refused, so a page
+  that rebinds its own DNS name to 127.0.0.1 reaches nothing (DNS rebinding).
+- Every answer forbids framing, inline script and any source but the console's own
+  (Content-Security-Policy), sniffing, referrers and caching.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.types import ASGIApp
+
+SESSION_COOKIE = "grandbo_console"
+SESSION_TTL_S = 12 * 3600
+CSRF_FIELD = "csrf"
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    # not no-referrer: under it Chromium sends `Origin: null` with the pages' own forms
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    session_id: str
+    csrf_token: str
+    expires_at: float
+
+
+class ConsoleDoors:
+    """The one-time login token, the sessions it opened, and the allowed Hosts."""
+
+    def __init__(self, hosts: Iterable[str], *, login_token: str | None = None) -> None:
+        self.hosts = frozenset(host.lower() for host in hosts)
+        self.origins = frozenset(f"http://{host}" for host in self.hosts)
+        self.login_token: str | None = login_token or secrets.token_urlsafe(32)
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def log_in(self, token: str) -> Session | None:
+        """A new session if `token` is the login token, which is then spent."""
+        with self._lock:
+            expected = self.login_token
+            if expected is None or not hmac.compare_digest(token.encode(), expected.encode()):
+                return None
+            self.login_token = None
+            session = Session(
+                secrets.token_urlsafe(32),
+                secrets.token_urlsafe(32),
+                time.time() + SESSION_TTL_S,
+            )
+            self._sessions[session.session_id] = session
+            return session
+
+    def session(self, request: Request) -> Session | None:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if not cookie:
+            return None
+        with self._lock:
+            session = self._sessions.get(cookie)
+            if session is None:
+                return None
+            if session.expires_at < time.time():
+                del self._sessions[cookie]
+                return None
+            return session
+
+    def log_out(self, session: Session) -> None:
+        with self._lock:
+            self._sessions.pop(session.session_id, None)
+
+    @staticmethod
+    def csrf_holds(session: Session, sent: object) -> bool:
+        return isinstance(sent, str) and hmac.compare_digest(
+            sent.encode(), session.csrf_token.encode()
+        )
+
+    def refusal(self, request: Request) -> str | None:
+        """Why a request is refused before any route sees it, or None."""
+        host = request.headers.get("host", "").lower()
+        if host not in self.hosts:
+            return f"this console answers only as {', '.join(sorted(self.hosts))}"
+        if request.method not in _SAFE_METHODS:
+            origin = request.headers.get("origin")
+            if origin is None or origin.lower() not in self.origins:
+                return "a state-changing request must come from the console's own pages"
+        return None
+
+
+class DoorsMiddleware:
+    """Refuse foreign Hosts and cross-origin writes; put the security headers on every
+    answer (refusals included)."""
+
+    def __init__(self, app: ASGIApp, doors: ConsoleDoors) -> None:
+        self.app = app
+        self.doors = doors
+
+    async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self.doors.refusal(Request(scope))
+        if refusal is not None:
+            response: Response = PlainTextResponse(refusal, status_code=403)
+            _secure(response.headers)
+            await response(scope, receive, send)
+            return
+
+        async def secured(message):  # type: ignore[no-untyped-def]
+            if message["type"] == "http.response.start":
+                names = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [
+                    (name.lower().encode(), value.encode())
+                    for name, value in SECURITY_HEADERS.items()
+                    if name.lower().encode() not in names
+                ]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, secured)
+
+
+def _secure(headers: object) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        headers[name] = value  # type: ignore[index]

@@ -1,0 +1,1 @@
+"""Browser tests of the curation console: a real headless Chromium (Debian's)."""
