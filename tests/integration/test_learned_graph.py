@@ -487,3 +487,68 @@ def test_rebuild_verify_covers_the_learned_graph(
     assert "checkout and ledger correlated 2 times, affected together by 1 incidents" in (
         capsys.readouterr().out
     )
+
+
+def test_a_rename_carries_what_incidents_taught_and_scopes_reach_the_old_name(
+    memory: MemoryService,
+    admin_conn: psycopg.Connection[Any],
+    clock: Clock,
+    tenant: str,
+    cli_env: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topology = topology_of(memory)
+    topology.record(
+        tenant,
+        {
+            "nodes": [
+                {"node_type": "Service", "external_id": n} for n in ("checkout", "payments-db")
+            ],
+            "edges": [
+                {
+                    "source": {"node_type": "Service", "external_id": "checkout"},
+                    "edge_type": "DEPENDS_ON",
+                    "target": {"node_type": "Service", "external_id": "payments-db"},
+                }
+            ],
+        },
+        sync=True,
+    )
+    for number in ("1", "2"):
+        deliver(
+            memory,
+            incident(tenant, f"INC-{number}", service="checkout", findings=[("f1", "payments-db")]),
+        )
+    clock.now += timedelta(days=1)
+    counts = topology.record(
+        tenant,
+        {
+            "nodes": [
+                {"node_type": "Service", "external_id": "checkout"},
+                {"node_type": "Service", "external_id": "ledger-db", "replaces": "payments-db"},
+            ],
+            "edges": [
+                {
+                    "source": {"node_type": "Service", "external_id": "checkout"},
+                    "edge_type": "DEPENDS_ON",
+                    "target": {"node_type": "Service", "external_id": "ledger-db"},
+                }
+            ],
+        },
+        sync=True,
+    )
+    assert counts["nodes_replaced"] == 1
+    # the correlation (2 incidents) and both incidents' AFFECTS go on under the new name
+    assert correlations(admin_conn, tenant) == {("checkout", "ledger-db"): 2}
+    assert counts["learned_edges_carried"] == 3
+    for scope in ("correlated", "dependencies"):
+        result = memory.query_org_memory(tenant, TOPIC, service="checkout", scope=scope)
+        assert result.metadata.services_in_scope == ["checkout", "ledger-db", "payments-db"]
+        old = [hit for hit in result.hits if hit.service == "payments-db"]
+        assert old, scope  # the lessons written under the old name are found
+        assert all(
+            h.staleness is not None and h.staleness.changes[0].replaced_by == "ledger-db"
+            for h in old
+        )
+    # and the graph still agrees with the events
+    assert main(["rebuild", "--tenant", tenant, "--verify-only"]) == 0, capsys.readouterr().out

@@ -209,3 +209,43 @@ def test_as_of_reads_the_scope_from_the_topology_valid_then(
     with pytest.raises(InvalidInputError) as error:
         memory.query_org_memory(tenant, TOPIC, as_of=datetime(2026, 10, 1))
     assert error.value.field == "as_of"
+
+
+def test_a_dependency_renamed_under_a_lesson_is_named_by_its_new_name(
+    memory: MemoryService, clock: Clock, tenant: str
+) -> None:
+    assert isinstance(memory.topology, TopologyService)
+    clock.now = T1
+    memory.topology.record(
+        tenant,
+        {
+            "nodes": [service_node("checkout"), service_node("ledger")],
+            "edges": [depends("checkout", "ledger")],
+        },
+        sync=True,
+    )
+    clock.now = T2
+    memory.record_entry(
+        tenant,
+        entry(
+            "Checkout pool exhausted",
+            "checkout timed out: the ledger connection pool was exhausted",
+            service="checkout",
+        ),
+        context(),
+    )
+    clock.now = T3
+    memory.topology.record(
+        tenant,
+        {
+            "nodes": [service_node("checkout"), service_node("ledger-v2", replaces="ledger")],
+            "edges": [depends("checkout", "ledger-v2")],
+        },
+        sync=True,
+    )
+    [hit] = memory.query_org_memory(tenant, TOPIC, service="checkout").hits
+    assert hit.staleness is not None
+    assert [(c.kind, c.dependency, c.replaced_by) for c in hit.staleness.changes] == [
+        ("dependency_renamed", "ledger", "ledger-v2")
+    ]
+    assert "ledger, a dependency of checkout, is now ledger-v2" in hit.staleness.note

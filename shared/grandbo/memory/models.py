@@ -309,12 +309,16 @@ class TopologyChange(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["retired", "renamed", "dependency_gone"]
+    kind: Literal["retired", "renamed", "dependency_gone", "dependency_renamed"]
     service: str = Field(description="the lesson's service")
     since: datetime = Field(description="when the topology changed")
-    replaced_by: str | None = Field(default=None, description="renamed: the new service")
+    replaced_by: str | None = Field(
+        default=None,
+        description="renamed: the service's new name; dependency_renamed: the dependency's",
+    )
     dependency: str | None = Field(
-        default=None, description="dependency_gone: the dependency the lesson names"
+        default=None,
+        description="dependency_gone and dependency_renamed: the dependency the lesson names",
     )
 
 

@@ -111,6 +111,16 @@ class ServiceScopes(ServiceChanges, Protocol):
         """What incidents taught (their services), on the write's own transaction."""
         ...
 
+    def rebuild_learned(
+        self, tenant_id: str, pairs: Sequence[tuple[str, str, datetime]]
+    ) -> dict[str, int]:
+        """The learned graph completed from (incident, service, recorded at) pairs."""
+        ...
+
+    def verify_learned(self, tenant_id: str, pairs: Collection[tuple[str, str]]) -> list[str]:
+        """How the learned graph differs from the (incident, service) pairs."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RankedCandidates:
@@ -699,6 +709,24 @@ class MemoryService(EmbeddingJobs, Calibration):
         return self.repository.entries_flagged_misleading(
             require_tenant(tenant_id), MISLEADING_REVIEW_THRESHOLD
         )
+
+    def rebuild_learned_graph(self, tenant_id: str) -> dict[str, int] | None:
+        """The topology tier's learned graph completed from the entry events' (incident,
+        service) pairs: what entries written before it existed, with no topology tier, or
+        by an import taught. Idempotent; None without the topology tier."""
+        if self.topology is None:
+            return None
+        tenant = require_tenant(tenant_id)
+        return self.topology.rebuild_learned(tenant, self.repository.incident_services(tenant))
+
+    def verify_learned_graph(self, tenant_id: str) -> tuple[int, list[str]] | None:
+        """How many (incident, service) pairs the entry events hold, and how the learned
+        graph differs from them (`grandbo rebuild --verify`); None without the tier."""
+        if self.topology is None:
+            return None
+        tenant = require_tenant(tenant_id)
+        pairs = {(i, s) for i, s, _ in self.repository.incident_services(tenant)}
+        return len(pairs), self.topology.verify_learned(tenant, pairs)
 
     def stale_entries(self, tenant_id: str) -> list[tuple[UUID, Staleness]]:
         """Active entries about a service the topology has retired or renamed, or whose

@@ -52,6 +52,11 @@ def describe(change: TopologyChange) -> str:
         return f"{change.service} was renamed to {change.replaced_by} on {_when(change.since)}"
     if change.kind == "retired":
         return f"{change.service} was retired on {_when(change.since)}"
+    if change.kind == "dependency_renamed":
+        return (
+            f"{change.dependency}, a dependency of {change.service}, is now "
+            f"{change.replaced_by} (since {_when(change.since)})"
+        )
     return (
         f"{change.service} no longer depends on {change.dependency} (since {_when(change.since)})"
     )

@@ -132,16 +132,16 @@ class TopologyRepository(TenantScopedRepository):
         now: datetime,
     ) -> dict[str, int]:
         """A node that `replaces` another retires it (and every edge touching it): a
-        rename is one batch, whether or not it is a sync."""
+        rename is one batch, whether or not it is a sync. The old node's learned edges
+        are carried to the new one first."""
         batch = {node_key(tenant_id, n.node_type, n.external_id) for n in nodes}
-        replaced = sorted(
-            {
-                key
-                for n in nodes
-                if n.replaces is not None
-                and (key := node_key(tenant_id, n.node_type, n.replaces)) not in batch
-            }
-        )
+        moves = {
+            key: node_key(tenant_id, n.node_type, n.external_id)
+            for n in nodes
+            if n.replaces is not None
+            and (key := node_key(tenant_id, n.node_type, n.replaces)) not in batch
+        }
+        replaced = sorted(moves)
         if not replaced:
             return {}
         cur.execute(
@@ -151,13 +151,17 @@ class TopologyRepository(TenantScopedRepository):
             {"now": now, "tenant": tenant_id, "keys": replaced},
         )
         closed = [row["node_key"] for row in cur]
+        # what incidents taught about the old name goes on under the new one
+        carried = LearnedGraphRepository.carry_over(
+            cur, tenant_id, {old: moves[old] for old in closed}, now
+        )
         cur.execute(
             "UPDATE topology_edges SET invalid_at = GREATEST(%(now)s, valid_at)"
             " WHERE tenant_id = %(tenant)s AND invalid_at IS NULL"
             "   AND (source_key = ANY(%(closed)s) OR target_key = ANY(%(closed)s))",
             {"now": now, "tenant": tenant_id, "closed": closed},
         )
-        return {"nodes_replaced": len(closed)}
+        return {"nodes_replaced": len(closed), "learned_edges_carried": carried}
 
     def _upsert_edges(
         self,

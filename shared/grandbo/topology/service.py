@@ -227,7 +227,8 @@ class TopologyService:
     ) -> list[str]:
         """The service plus, by scope, the services in its blast radius, its dependencies
         (3 hops), or those that failed together with it in past incidents (most often
-        first), in the topology valid at `as_of` (now without it)."""
+        first), in the topology valid at `as_of` (now without it); then the older names of
+        those services (retired, renamed into one of them)."""
         if scope not in MEMORY_SCOPES:
             raise InvalidInputError("scope", f"must be one of {', '.join(MEMORY_SCOPES)}")
         if scope == "service":
@@ -235,14 +236,21 @@ class TopologyService:
         tenant = require_tenant(tenant_id)
         when = utc_or_none(as_of)
         if scope == "correlated":
-            return [service, *(name for name, _ in self.learned.correlated(tenant, service, when))]
-        key = node_key(tenant, NodeType.SERVICE, service)
-        direction = Direction.DEPENDENTS if scope == "blast_radius" else Direction.DEPENDENCIES
-        reached, _ = self._walk(
-            tenant, key, direction, MAX_HOPS, MAX_AFFECTED, when, Namespaces.TOPOLOGY
-        )
-        services = [_external(k) for k in reached if k.split("::")[1] == NodeType.SERVICE.value]
-        return [service, *sorted(services)]
+            services = [name for name, _ in self.learned.correlated(tenant, service, when)]
+        else:
+            key = node_key(tenant, NodeType.SERVICE, service)
+            direction = Direction.DEPENDENTS if scope == "blast_radius" else Direction.DEPENDENCIES
+            reached, _ = self._walk(
+                tenant, key, direction, MAX_HOPS, MAX_AFFECTED, when, Namespaces.TOPOLOGY
+            )
+            services = sorted(
+                _external(k) for k in reached if k.split("::")[1] == NodeType.SERVICE.value
+            )
+        # lessons written under a service's older names are lessons about it (their hits
+        # say it was renamed)
+        scoped = [service, *services]
+        older = [s for s in self.learned.predecessors(tenant, scoped, when) if s not in scoped]
+        return [*scoped, *older]
 
     def service_changes(
         self,

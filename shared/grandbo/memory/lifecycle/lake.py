@@ -218,7 +218,8 @@ class LakeTransfer:
 
     def _finish(self, outcome: ImportOutcome) -> ImportOutcome:
         """The projection made again from the events (unless it already equals their
-        replay: a second import changes nothing), then embed jobs for what lacks a vector."""
+        replay: a second import changes nothing), the learned graph completed from them,
+        then embed jobs for what lacks a vector."""
         tenant = outcome.tenant_id
         report = self.repository.verify_projection(tenant)
         rebuilt = bool(report.mismatches)
@@ -227,6 +228,8 @@ class LakeTransfer:
             report = self.repository.verify_projection(tenant)
         if report.mismatches:
             raise GrandboError(f"the imported projection does not verify: {report.mismatches[0]}")
+        # what the imported incidents taught, in the target's learned graph (idempotent)
+        self.service.rebuild_learned_graph(tenant)
         enqueued = 0
         queue = self.service.embed_queue
         if queue is not None:

@@ -21,6 +21,7 @@ from grandbo.topology.learned.staleness import (
     node_change,
     owner_repo,
     retirement,
+    valid_at,
 )
 from grandbo.topology.model import NodeType, node_key
 
@@ -95,38 +96,114 @@ class LearnedGraph:
         if not services:
             return [[] for _ in subjects]
         keys = {s: node_key(tenant_id, NodeType.SERVICE, s) for s in services}
-        history: dict[str, list[NodeRow]] = {key: [] for key in keys.values()}
-        for row in self.repository.node_history(tenant_id, list(keys.values()), as_of):
-            history[row.node_key].append(row)
-        retired = {s: last for s in services if (last := retirement(history[keys[s]], as_of))}
-        candidates = (
-            self.repository.successors(
-                tenant_id,
-                [last.external_id for last in retired.values()],
-                [pair for last in retired.values() if (pair := owner_repo(last))],
-                as_of,
-            )
-            if retired
-            else []
-        )
-        node_changes = {s: node_change(s, last, candidates) for s, last in retired.items()}
-        alive = [keys[s] for s in services if s not in retired and history[keys[s]]]
+        node_changes = self._node_changes(tenant_id, services, as_of)
+        alive = [keys[s] for s in services if s not in node_changes]
         gone: dict[str, dict[str, datetime]] = {}
+        current: dict[str, set[str]] = {}
         if alive:
             edges = self.repository.dependency_history(tenant_id, alive, as_of)
             for key in alive:
-                gone[key] = gone_dependencies([e for e in edges if e.source_key == key], as_of)
+                own = [e for e in edges if e.source_key == key]
+                gone[key] = gone_dependencies(own, as_of)
+                current[key] = {
+                    e.target_key for e in own if valid_at(e.valid_at, e.invalid_at, as_of)
+                }
+        # a dependency that went because it was renamed, and is depended on by its new name
+        moved = self._node_changes(
+            tenant_id, sorted({_external(t) for g in gone.values() for t in g}), as_of
+        )
         changes: list[list[ServiceChange]] = []
         for service, tags in subjects:
             found = [node_changes[service]] if service in node_changes else []
-            for target, since in sorted(gone.get(keys[service], {}).items()):
+            key = keys[service]
+            for target, since in sorted(gone.get(key, {}).items()):
                 dependency = _external(target)
-                if named_by(tags, dependency):
+                if not named_by(tags, dependency):
+                    continue
+                new = moved.get(dependency)
+                if (
+                    new is not None
+                    and new.replaced_by is not None
+                    and (node_key(tenant_id, NodeType.SERVICE, new.replaced_by) in current[key])
+                ):
+                    found.append(
+                        ServiceChange(
+                            "dependency_renamed",
+                            service,
+                            since,
+                            replaced_by=new.replaced_by,
+                            dependency=dependency,
+                        )
+                    )
+                else:
                     found.append(
                         ServiceChange("dependency_gone", service, since, dependency=dependency)
                     )
             changes.append(found)
         return changes
+
+    def predecessors(
+        self, tenant_id: str, services: Sequence[str], as_of: datetime | None
+    ) -> list[str]:
+        """The services retired by `as_of` whose successor (`replaces`, or the same owner
+        and repo) is one of `services`: their lessons are about these under older names."""
+        names = set(services)
+        keys = [node_key(tenant_id, NodeType.SERVICE, s) for s in services]
+        frontier = [
+            r
+            for r in self.repository.node_history(tenant_id, keys, as_of)
+            if valid_at(r.valid_at, r.invalid_at, as_of)
+        ]
+        found: set[str] = set()
+        for _ in range(3):  # a rename of a rename of a rename
+            named = {
+                r.properties["replaces"]
+                for r in frontier
+                if isinstance(r.properties.get("replaces"), str)
+            }
+            identities = [pair for r in frontier if (pair := owner_repo(r))]
+            alike = (
+                {
+                    r.external_id
+                    for r in self.repository.identity_history(tenant_id, identities, as_of)
+                }
+                if identities
+                else set()
+            )
+            candidates = sorted((named | alike) - names - found)
+            renamed = {
+                old
+                for old, change in self._node_changes(tenant_id, candidates, as_of).items()
+                if change.replaced_by in names | found
+            }
+            if not renamed:
+                break
+            found |= renamed
+            frontier = self.repository.node_history(
+                tenant_id, [node_key(tenant_id, NodeType.SERVICE, s) for s in renamed], as_of
+            )
+        return sorted(found)
+
+    def _node_changes(
+        self, tenant_id: str, services: Sequence[str], as_of: datetime | None
+    ) -> dict[str, ServiceChange]:
+        """The services among these the topology retired (or renamed) by `as_of`."""
+        if not services:
+            return {}
+        keys = {s: node_key(tenant_id, NodeType.SERVICE, s) for s in services}
+        history: dict[str, list[NodeRow]] = {key: [] for key in keys.values()}
+        for row in self.repository.node_history(tenant_id, list(keys.values()), as_of):
+            history[row.node_key].append(row)
+        retired = {s: last for s in services if (last := retirement(history[keys[s]], as_of))}
+        if not retired:
+            return {}
+        candidates = self.repository.successors(
+            tenant_id,
+            [last.external_id for last in retired.values()],
+            [pair for last in retired.values() if (pair := owner_repo(last))],
+            as_of,
+        )
+        return {s: node_change(s, last, candidates) for s, last in retired.items()}
 
     def verify(self, tenant_id: str, expected: Collection[tuple[str, str]]) -> list[str]:
         """The learned graph against the (incident id, service) pairs of the memory's

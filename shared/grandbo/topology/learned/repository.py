@@ -195,6 +195,48 @@ class LearnedGraphRepository(TenantScopedRepository):
             "correlations_reinforced": len(pairs) - created,
         }
 
+    @staticmethod
+    def carry_over(cur: Cursor, tenant_id: str, moves: dict[str, str], now: datetime) -> int:
+        """What incidents taught about renamed nodes (old key -> new key) carried to the new
+        names, from `now`, counts and first and last seen kept (the old rows are closed
+        with the old node). Returns the edges carried."""
+        if not moves:
+            return 0
+        cur.execute(
+            "INSERT INTO topology_edges (tenant_id, source_key, edge_type, target_key,"
+            " namespace, properties, valid_at, first_seen, last_seen, observed_count)"
+            " SELECT %(tenant)s,"
+            "   CASE WHEN e.edge_type = %(correlates)s THEN LEAST(m.s, m.t) ELSE m.s END,"
+            "   e.edge_type,"
+            "   CASE WHEN e.edge_type = %(correlates)s THEN GREATEST(m.s, m.t) ELSE m.t END,"
+            "   %(ns)s, e.properties, GREATEST(%(now)s, e.valid_at), e.first_seen, e.last_seen,"
+            "   e.observed_count"
+            " FROM topology_edges e"
+            " LEFT JOIN unnest(%(old)s::text[], %(new)s::text[]) AS ms(old, new)"
+            "   ON ms.old = e.source_key"
+            " LEFT JOIN unnest(%(old)s::text[], %(new)s::text[]) AS mt(old, new)"
+            "   ON mt.old = e.target_key"
+            " CROSS JOIN LATERAL (SELECT COALESCE(ms.new, e.source_key) AS s,"
+            "   COALESCE(mt.new, e.target_key) AS t) m"
+            " WHERE e.tenant_id = %(tenant)s AND e.namespace = %(ns)s AND e.invalid_at IS NULL"
+            "   AND (ms.old IS NOT NULL OR mt.old IS NOT NULL) AND m.s <> m.t"
+            " ORDER BY 2, 3, 4"
+            " ON CONFLICT (tenant_id, namespace, source_key, edge_type, target_key)"
+            "   WHERE invalid_at IS NULL DO UPDATE SET"
+            "   observed_count = topology_edges.observed_count + EXCLUDED.observed_count,"
+            "   first_seen = LEAST(topology_edges.first_seen, EXCLUDED.first_seen),"
+            "   last_seen = GREATEST(topology_edges.last_seen, EXCLUDED.last_seen)",
+            {
+                "tenant": tenant_id,
+                "correlates": _CORRELATES,
+                "ns": _LEARNED,
+                "now": now,
+                "old": list(moves),
+                "new": list(moves.values()),
+            },
+        )
+        return cur.rowcount
+
     # -- reads -------------------------------------------------------------------------
 
     def correlations(
@@ -328,6 +370,28 @@ class LearnedGraphRepository(TenantScopedRepository):
                 else:
                     correlations[pair] = int(row["n"])
             return affects, correlations
+
+    def identity_history(
+        self, tenant_id: str, owner_repo: Sequence[tuple[str, str]], until: datetime | None
+    ) -> list[NodeRow]:
+        """Every Service interval begun by `until` with one of these (owner, repo) pairs."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT node_key, external_id, valid_at, invalid_at, properties"
+                " FROM topology_nodes WHERE tenant_id = %(tenant)s AND node_type = %(type)s"
+                "   AND (%(until)s::timestamptz IS NULL OR valid_at <= %(until)s)"
+                "   AND (properties->>'owner', properties->>'repo') IN"
+                "       (SELECT * FROM unnest(%(owners)s::text[], %(repos)s::text[]))"
+                " ORDER BY node_key, valid_at",
+                {
+                    "tenant": tenant_id,
+                    "type": NodeType.SERVICE.value,
+                    "until": until,
+                    "owners": [o for o, _ in owner_repo],
+                    "repos": [r for _, r in owner_repo],
+                },
+            )
+            return [NodeRow(**row) for row in cur]
 
     def retired_nodes(self, tenant_id: str, keys: Sequence[str]) -> set[str]:
         """Those of `keys` the graph had and has no longer (no current interval)."""

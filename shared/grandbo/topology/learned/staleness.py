@@ -8,7 +8,8 @@ A lesson was written about a service. At a moment R (now, or a query's `as_of`):
   old one and has the same owner and repo (its `owner` and `repo` properties);
 - `dependency_gone`: a service the lesson names (a tag of the entry is the name's
   identifier) was a dependency of the lesson's service (DEPENDS_ON) before R and is no
-  longer at R.
+  longer at R; `dependency_renamed` when that dependency was renamed and the lesson's
+  service depends on it under its new name.
 
 Pure functions over node and edge intervals; the graph reads them
 (`grandbo.topology.learned.graph`).
@@ -24,7 +25,7 @@ from typing import Literal
 from grandbo.text.tags import tokenize
 from grandbo.topology.learned.repository import EdgeRow, NodeRow
 
-ChangeKind = Literal["retired", "renamed", "dependency_gone"]
+ChangeKind = Literal["retired", "renamed", "dependency_gone", "dependency_renamed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +33,8 @@ class ServiceChange:
     kind: ChangeKind
     service: str  # the lesson's service
     since: datetime  # when the topology changed
-    replaced_by: str | None = None  # renamed: the service that replaces it
-    dependency: str | None = None  # dependency_gone: the dependency that went
+    replaced_by: str | None = None  # renamed: the service (or dependency) replacing it
+    dependency: str | None = None  # dependency_*: the dependency the lesson names
 
 
 def valid_at(start: datetime, end: datetime | None, moment: datetime | None) -> bool:
