@@ -199,14 +199,11 @@ def cmd_rebuild(args: argparse.Namespace, service: MemoryService) -> int:
     """The projection from the events; with the topology tier, the learned graph
     completed from the entry events' (incident, service) pairs. `--verify` compares both."""
     repository = service.repository
-    topology = service.topology if isinstance(service.topology, TopologyService) else None
     if not args.verify_only:
         rebuilt = repository.rebuild_projection(args.tenant)
         print(f"rebuilt {rebuilt.entries} entries of {args.tenant} from {rebuilt.events} events")
-        if topology is not None:
-            learned = topology.rebuild_learned(
-                args.tenant, repository.incident_services(args.tenant)
-            )
+        learned = service.rebuild_learned_graph(args.tenant)
+        if learned is not None:
             print(
                 f"learned graph: {learned.get('affects_created', 0)} AFFECTS edge(s) added "
                 "from the events"
@@ -222,14 +219,14 @@ def cmd_rebuild(args: argparse.Namespace, service: MemoryService) -> int:
         f"({report.entries} entries)"
     )
     mismatches = list(report.mismatches)
-    if topology is not None:
-        pairs = {(i, s) for i, s, _ in repository.incident_services(args.tenant)}
-        drift = topology.verify_learned(args.tenant, pairs)
+    graph = service.verify_learned_graph(args.tenant)
+    if graph is not None:
+        pairs, drift = graph
         for line in drift:
             print(f"MISMATCH {line}")
         agrees = "agrees with" if not drift else "DIFFERS FROM"
         print(
-            f"{report.tenant_id}: the learned graph {agrees} the {len(pairs)} (incident, "
+            f"{report.tenant_id}: the learned graph {agrees} the {pairs} (incident, "
             "service) pairs of the events"
         )
         mismatches += drift
