@@ -319,7 +319,12 @@ def admin_blast_radius(request: TopologyReadRequest) -> dict[str, Any]:
         runtime()
         .topology()
         .blast_radius(
-            caller.tenant_id, request.type, request.id, hops=request.hops, as_of=request.as_of
+            caller.tenant_id,
+            request.type,
+            request.id,
+            hops=request.hops,
+            as_of=request.as_of,
+            namespaces=request.namespaces,
         )
     )
     return radius.model_dump(mode="json")
@@ -332,7 +337,13 @@ def admin_criticality(request: TopologyReadRequest) -> dict[str, Any]:
     result = (
         runtime()
         .topology()
-        .criticality(caller.tenant_id, request.type, request.id, as_of=request.as_of)
+        .criticality(
+            caller.tenant_id,
+            request.type,
+            request.id,
+            as_of=request.as_of,
+            namespaces=request.namespaces,
+        )
     )
     return result.model_dump(mode="json")
 

@@ -45,6 +45,13 @@ def test_a_blast_radius_as_a_graph(tab: Tab, tmp_path: Path) -> None:
         assert f"{node['external_id']} ({node['distance']})" in labels
     assert graph.locator("line.edge").count() == len(radius["affected"])
     tab.shot("topology", tmp_path)
+    page = tab.open("/topology?" + urlencode({"id": "postgres", "namespaces": "both"}))
+    both = console.api(
+        "POST", "/v1/admin/topology/blast-radius", {"id": "postgres", "namespaces": "both"}
+    ).body
+    assert both["namespaces"] == "both"
+    assert "namespaces both" in page.locator("main").inner_text()
+    assert page.locator("select[name=namespaces]").input_value() == "both"
 
     # another organization's topology is not this one's
     other = console.api(

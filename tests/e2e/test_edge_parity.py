@@ -81,6 +81,25 @@ REQUESTS: dict[str, tuple[str, str, bytes, dict[str, Any]]] = {
         {},
     ),
     "an admin read without a User-Agent": ("GET", "/v1/admin/review", b"", {"agent": None}),
+    # the console's routes (issue 26) are the admin function's, behind the same edge
+    "an unsigned explanation": (
+        "POST",
+        "/v1/admin/explanation",
+        json.dumps({"topic": TOPIC, "entry_id": ENTRY}).encode(),
+        {},
+    ),
+    "an entry's history without a User-Agent": (
+        "GET",
+        f"/v1/admin/entries/{ENTRY}/history",
+        b"",
+        {"agent": None},
+    ),
+    "an oversized catalog request": (
+        "POST",
+        "/v1/admin/catalog",
+        json.dumps({"text": "x" * MAX_BODY_BYTES}).encode(),
+        {},
+    ),
     "HEAD on the admin routes (ANY includes it)": ("HEAD", "/v1/admin/review", b"", {}),
     "TRACE, which no route has": ("TRACE", "/v1/memory/query", b"", {}),
     "TRACE without a User-Agent": ("TRACE", "/v1/memory/query", b"", {"agent": None}),

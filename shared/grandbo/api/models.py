@@ -212,3 +212,7 @@ class TopologyReadRequest(_Body):
     id: Annotated[StrictStr, Field(min_length=1, max_length=300)]
     hops: Annotated[StrictInt, Field(ge=1, le=3)] = 3
     as_of: datetime | None = Field(default=None, description="ISO 8601 with a time zone")
+    namespaces: Literal["topology", "learned", "both"] = Field(
+        default="topology",
+        description="dependencies, the services that failed together in past incidents, or both",
+    )

@@ -380,6 +380,8 @@ class Console:
             }
             if params.get("as_of"):
                 query["as_of"] = params["as_of"]
+            if params.get("namespaces"):
+                query["namespaces"] = params["namespaces"]
             radius = self.backend.blast_radius(query)
             criticality = self.backend.criticality(query)
             picture = blast_radius_picture(radius)
