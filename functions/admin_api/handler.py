@@ -423,15 +423,7 @@ def query_as_beacon(request: QueryRequest) -> dict[str, Any]:
     answers it (the curation console's search)."""
     caller: Caller = app.context["caller"]
     result = (
-        runtime()
-        .service()
-        .query_org_memory(
-            caller.tenant_id,
-            request.topic,
-            limit=request.limit,
-            service=request.service,
-            scope=request.scope,
-        )
+        runtime().service().query_org_memory(caller.tenant_id, request.topic, **request.arguments())
     )
     return result.model_dump(mode="json")
 
@@ -447,9 +439,7 @@ def explain(request: ExplanationRequest) -> dict[str, Any]:
         caller.tenant_id,
         request.topic,
         request.entry_id,
-        limit=request.limit,
-        service=request.service,
-        scope=request.scope,
+        **request.arguments(),
     )
     return explanation.model_dump(mode="json")
 

@@ -52,16 +52,7 @@ def caller_key_id() -> str:
 def query_memory(request: QueryRequest) -> dict[str, Any]:
     started = time.perf_counter()
     result = (
-        runtime()
-        .service()
-        .query_org_memory(
-            caller_tenant(),
-            request.topic,
-            limit=request.limit,
-            service=request.service,
-            scope=request.scope,
-            as_of=request.as_of,
-        )
+        runtime().service().query_org_memory(caller_tenant(), request.topic, **request.arguments())
     )
     metrics.add_metric(
         "QueryLatency", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000

@@ -30,6 +30,18 @@ TLS = {
     "strict validation refused every handshake until the bundle was replaced.",
 }
 TOPIC = "checkout requests time out waiting for a database connection from the pool"
+TOPOLOGY = {
+    "namespace": "topology",
+    "nodes": [{"node_type": "Service", "external_id": n} for n in ("coredns", "checkout-api")],
+    "edges": [
+        {
+            "source": {"node_type": "Service", "external_id": "coredns"},
+            "edge_type": "DEPENDS_ON",
+            "target": {"node_type": "Service", "external_id": "checkout-api"},
+        }
+    ],
+    "sync": True,
+}
 
 
 def _create(gateway: Gateway, tenant: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -279,3 +291,22 @@ def test_possible_duplicates_are_merged_split_or_marked_distinct(
     ]
     self_pair = gateway.admin(tenant, "POST", distinct_path, {"other": older["entry_id"]})
     assert self_pair.status == 400
+
+
+def test_the_admin_search_asks_what_the_query_route_asks(gateway: Gateway, tenant: str) -> None:
+    _create(gateway, tenant, POOL)
+    _create(gateway, tenant, DNS)
+    gateway.drain()
+    assert gateway.admin(tenant, "POST", "/v1/admin/topology", TOPOLOGY).status == 200
+    for body in (
+        {"topic": TOPIC},
+        {"topic": TOPIC, "service": "coredns", "scope": "dependencies", "limit": 3},
+        {"topic": TOPIC, "service": "coredns", "as_of": "2020-01-01T00:00:00Z"},
+    ):
+        admin = gateway.admin(tenant, "POST", "/v1/admin/query", body)
+        query = gateway.query(tenant, body)
+        assert (admin.status, query.status) == (200, 200), (admin.body, query.body)
+        assert [h["entry_id"] for h in admin.body["hits"]] == [
+            h["entry_id"] for h in query.body["hits"]
+        ]
+        assert admin.body["metadata"] == query.body["metadata"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import (
@@ -53,6 +53,16 @@ class QueryRequest(_Body):
         description="read the scope and each hit's `staleness` from the topology valid at "
         "this moment (an incident's start, to replay it against the system as it was)",
     )
+
+    def arguments(self) -> dict[str, Any]:
+        """What `query_org_memory` takes beside the tenant and the topic: one place, so the
+        query route, the admin search and "why not this one?" ask the same question."""
+        return {
+            "limit": self.limit,
+            "service": self.service,
+            "scope": self.scope,
+            "as_of": self.as_of,
+        }
 
 
 class FeedbackRequest(_Body):

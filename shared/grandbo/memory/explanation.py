@@ -13,6 +13,7 @@ not embedded yet; 25 better in the leg), or a candidate ranked N-th behind the o
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
@@ -102,11 +103,18 @@ def explain_ranking(
     limit: int = 5,
     service: str | None = None,
     scope: str | None = None,
+    as_of: datetime | None = None,
 ) -> RankingExplanation:
     """Why `entry_id` does or does not rank where expected for `topic` (the query's own
-    limit, service and scope). An entry of another organization is not found."""
+    limit, service, scope and as_of). An entry of another organization is not found."""
     answer = memory.answer(
-        tenant_id, topic, limit=limit, service=service, scope=scope, probe=[entry_id]
+        tenant_id,
+        topic,
+        limit=limit,
+        service=service,
+        scope=scope,
+        as_of=as_of,
+        probe=[entry_id],
     )
     probe = answer.ranked.legs.probes.get(entry_id)
     if probe is None or probe.entry is None:
