@@ -36,6 +36,11 @@ PREVIOUS_PROVIDER_CONTEXT = "previous_embedding_provider"
 RERANKER_CONTEXT = "reranker"
 
 
+# The functions that answer a memory query: Beacon's route, and the admin search the
+# curation console shows "as Beacon sees it"
+RERANKING = ("query", "admin")
+
+
 def bedrock_models(*specs: str | None) -> list[str]:
     """The Bedrock model ids the named providers invoke (`titan` is Titan v2)."""
     return sorted(
@@ -194,7 +199,9 @@ class Functions(Construct):
             env["GRANDBO_XRAY_SDK"] = "true" if spec.xray_sdk else "false"
             if name in ("authorizer", "admin"):
                 env["GRANDBO_KEYRING_SECRET_ARN"] = self.keyring.secret_arn
-            if name == "query" and reranker is not None:
+            # the admin function answers the console's search and "why not this one?"
+            # (POST /v1/admin/query, /explanation): the order Beacon gets, reranked alike
+            if name in RERANKING and reranker is not None:
                 env["GRANDBO_RERANKER"] = f"bedrock:{reranker}"
             if name == "query" and database.read_endpoint is not None:
                 # its searches on the readers (feedback, a write, still on the writer)
@@ -257,16 +264,16 @@ class Functions(Construct):
         # the admin function embeds titles when it calibrates an organization's cutoff
         for name in ("query", "embed", "admin"):
             self.functions[name].add_to_role_policy(titan)
-        if reranker is not None:
-            query = self.functions["query"]
-            query.add_to_role_policy(
+        for name in RERANKING if reranker is not None else ():
+            function = self.functions[name]
+            function.add_to_role_policy(
                 iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[str(reranker)])
             )
-            query.add_to_role_policy(
+            function.add_to_role_policy(
                 iam.PolicyStatement(actions=["bedrock:Rerank"], resources=["*"])
             )
             NagSuppressions.add_resource_suppressions(
-                query,
+                function,
                 [
                     NagPackSuppression(
                         id="AwsSolutions-IAM5",

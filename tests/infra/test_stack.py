@@ -581,7 +581,8 @@ def test_python_313_is_one_context_value_away() -> None:
 
 def test_the_reranker_is_off_unless_a_deployment_names_one(dev: Any, reranking: Any) -> None:
     """Off by default: no environment, permission or endpoint. `-c reranker=<ARN>`: the
-    query function (only) gets it, may invoke that model and call Rerank, and reaches
+    functions that answer a memory query (the query route and the admin search the console
+    shows as Beacon sees it) get it, may invoke that model and call Rerank, and reach
     Bedrock's agent runtime through an interface endpoint (the VPC has no NAT)."""
     from tests.infra.conftest import RERANK_MODEL
 
@@ -601,10 +602,20 @@ def test_the_reranker_is_off_unless_a_deployment_names_one(dev: Any, reranking: 
     stack, t = reranking
     for function in _functions(t).values():
         env = function["Properties"].get("Environment", {}).get("Variables", {})
-        if function["Properties"]["Description"].startswith("grandbo query"):
+        description = function["Properties"]["Description"]
+        if description.startswith(("grandbo query", "grandbo admin")):
             assert env["GRANDBO_RERANKER"] == f"bedrock:{RERANK_MODEL}"
         else:
             assert "GRANDBO_RERANKER" not in env
+    rerankers = {
+        policy["Properties"]["Roles"][0]["Ref"]
+        for policy in _resources(t, "AWS::IAM::Policy").values()
+        if any(
+            s["Action"] == "bedrock:Rerank"
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        )
+    }
+    assert len(rerankers) == 2  # the query and the admin functions' roles
     assert any("bedrock-agent-runtime" in e for e in endpoints(t))
     statements = [
         s
