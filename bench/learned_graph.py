@@ -31,6 +31,7 @@ import random
 import shutil
 import statistics
 import tempfile
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -304,6 +305,36 @@ def run_queries(
     return table
 
 
+def timing(memory: MemoryService, tests: list[Incident]) -> None:
+    """What the topology costs a query: staleness of every hit, and a scope's walk, against
+    the same queries on the same store with no topology tier (the baseline, same run)."""
+    bare = MemoryService(memory.repository, memory.provider, clock=memory.now)
+    cases: dict[str, tuple[MemoryService, str | None]] = {
+        "no topology tier (baseline)": (bare, None),
+        "topology tier: staleness of every hit": (memory, None),
+        "topology tier: + scope dependencies": (memory, "dependencies"),
+        "topology tier: + scope correlated": (memory, "correlated"),
+    }
+    print("\nquery latency (limit 5; the topic embedded by the local model in every case)")
+    print("| case | p50 ms | p95 ms |")
+    print("|---|---|---|")
+    for label, (service, scope) in cases.items():
+        durations = []
+        for _ in range(3):
+            for t in tests:
+                started = time.perf_counter()
+                service.query_org_memory(
+                    TENANT,
+                    topic(t),
+                    service=t.symptom if scope else None,
+                    scope=scope,
+                )
+                durations.append((time.perf_counter() - started) * 1000)
+        durations.sort()
+        p95 = durations[int(0.95 * (len(durations) - 1))]
+        print(f"| {label} | {statistics.median(durations):.2f} | {p95:.2f} |")
+
+
 def print_table(title: str, table: dict[str, dict[str, float]], *, demotion: bool) -> None:
     print(f"\n{title}")
     columns = [
@@ -475,6 +506,7 @@ def main() -> None:
             run_queries(memory, cause_changed, lessons, modes, known=known),
             demotion=True,
         )
+        timing(memory, answerable)
         conn.close()
     finally:
         stop_embedded_postgres(scratch)

@@ -5,7 +5,6 @@ says so in its `staleness`, in the recall hook's block and in the MCP answer."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 import anyio
 from mcp import Client
@@ -17,6 +16,7 @@ from grandbo.api.client import MemoryClient
 from grandbo.api.recall import RecallHook
 
 from .conftest import Gateway
+from .test_topology_api import _get
 
 TOPIC = "checkout requests failed because the orders database ran out of connections"
 
@@ -49,15 +49,6 @@ def closed(tenant: str, incident_id: str, service: str, cause: str) -> dict[str,
             ],
         },
     }
-
-
-def _get(gateway: Gateway, tenant: str, route: str, **params: Any) -> Any:
-    token = mint_query_token(gateway.keys[f"{tenant}-query"])
-    return gateway.request(
-        "GET",
-        f"/v1/topology/{route}?{urlencode(params)}",
-        headers={"Authorization": f"Bearer {token}"},
-    )
 
 
 def test_incidents_feed_the_correlated_scope_and_learned_walks_of_their_tenant_only(

@@ -19,6 +19,7 @@ from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect
 from grandbo.topology.learned.graph import incident_node_id
+from grandbo.topology.model import service_dependencies
 from grandbo.topology.repository import TopologyRepository
 from grandbo.topology.service import TopologyService
 
@@ -371,18 +372,7 @@ def test_blast_radius_and_criticality_read_learned_edges_when_asked(
     topology = topology_of(memory)
     topology.record(
         tenant,
-        {
-            "nodes": [
-                {"node_type": "Service", "external_id": n} for n in ("checkout", "payments-db")
-            ],
-            "edges": [
-                {
-                    "source": {"node_type": "Service", "external_id": "checkout"},
-                    "edge_type": "DEPENDS_ON",
-                    "target": {"node_type": "Service", "external_id": "payments-db"},
-                }
-            ],
-        },
+        service_dependencies([("checkout", "payments-db")]),
     )
     deliver(memory, incident(tenant, "INC-1", service="ledger", findings=[("f1", "payments-db")]))
 
@@ -500,18 +490,7 @@ def test_a_rename_carries_what_incidents_taught_and_scopes_reach_the_old_name(
     topology = topology_of(memory)
     topology.record(
         tenant,
-        {
-            "nodes": [
-                {"node_type": "Service", "external_id": n} for n in ("checkout", "payments-db")
-            ],
-            "edges": [
-                {
-                    "source": {"node_type": "Service", "external_id": "checkout"},
-                    "edge_type": "DEPENDS_ON",
-                    "target": {"node_type": "Service", "external_id": "payments-db"},
-                }
-            ],
-        },
+        service_dependencies([("checkout", "payments-db")]),
         sync=True,
     )
     for number in ("1", "2"):

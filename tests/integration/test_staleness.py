@@ -13,7 +13,6 @@ import pytest
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import InvalidInputError
 from grandbo.memory.audit import audit
-from grandbo.memory.models import MemoryHit
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.topology.repository import TopologyRepository
@@ -112,18 +111,19 @@ def lessons(memory: MemoryService, tenant: str) -> None:
         )
 
 
-def by_summary(hits: list[MemoryHit]) -> dict[str, MemoryHit]:
-    return {hit.summary.split(":")[1].strip(): hit for hit in hits}
-
-
-def test_hits_say_what_changed_after_a_sync_that_retires_and_renames(
-    memory: MemoryService, clock: Clock, tenant: str
-) -> None:
+def synced_after_lessons(memory: MemoryService, clock: Clock, tenant: str) -> None:
+    """The lessons written at T2, then the sync of T3 that retires and renames."""
     clock.now = T2
     lessons(memory, tenant)
     clock.now = T3
     assert isinstance(memory.topology, TopologyService)
     memory.topology.record(tenant, AFTER, sync=True)
+
+
+def test_hits_say_what_changed_after_a_sync_that_retires_and_renames(
+    memory: MemoryService, clock: Clock, tenant: str
+) -> None:
+    synced_after_lessons(memory, clock, tenant)
     clock.now = T3 + timedelta(days=1)
 
     hits = memory.query_org_memory(tenant, TOPIC, limit=10).hits
@@ -195,11 +195,7 @@ def test_the_health_audit_lists_stale_entries_for_review(
 def test_as_of_reads_the_scope_from_the_topology_valid_then(
     memory: MemoryService, clock: Clock, tenant: str
 ) -> None:
-    clock.now = T2
-    lessons(memory, tenant)
-    clock.now = T3
-    assert isinstance(memory.topology, TopologyService)
-    memory.topology.record(tenant, AFTER, sync=True)
+    synced_after_lessons(memory, clock, tenant)
     now = memory.query_org_memory(tenant, TOPIC, service="checkout", scope="dependencies")
     then = memory.query_org_memory(
         tenant, TOPIC, service="checkout", scope="dependencies", as_of=T2

@@ -22,7 +22,7 @@ import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -82,11 +82,7 @@ class Namespaces(enum.StrEnum):
 
 
 def parse_namespaces(value: object) -> Namespaces:
-    try:
-        return Namespaces(str(value))
-    except ValueError:
-        allowed = ", ".join(n.value for n in Namespaces)
-        raise InvalidInputError("namespaces", f"must be one of {allowed}") from None
+    return _one_of(Namespaces, value, "namespaces")
 
 
 class Direction(enum.StrEnum):
@@ -94,13 +90,20 @@ class Direction(enum.StrEnum):
     DEPENDENCIES = "dependencies"  # what the node depends on
 
 
-def parse_node_type(value: object) -> NodeType:
+_Choice = TypeVar("_Choice", bound=enum.StrEnum)
+
+
+def _one_of(choices: type[_Choice], value: object, field: str) -> _Choice:
     """The whitelist is the injection boundary: anything else is refused by name."""
     try:
-        return NodeType(str(value))
+        return choices(str(value))
     except ValueError:
-        allowed = ", ".join(t.value for t in NodeType)
-        raise InvalidInputError("node_type", f"must be one of {allowed}") from None
+        allowed = ", ".join(c.value for c in choices)
+        raise InvalidInputError(field, f"must be one of {allowed}") from None
+
+
+def parse_node_type(value: object) -> NodeType:
+    return _one_of(NodeType, value, "node_type")
 
 
 def parse_hops(value: object) -> int:

@@ -96,8 +96,10 @@ class LearnedGraph:
         if not services:
             return [[] for _ in subjects]
         keys = {s: node_key(tenant_id, NodeType.SERVICE, s) for s in services}
-        node_changes = self._node_changes(tenant_id, services, as_of)
-        alive = [keys[s] for s in services if s not in node_changes]
+        known, node_changes = self._known_and_changed(tenant_id, services, as_of)
+        # a service the topology never had has no history to be stale against: one read
+        # for an organization without a topology
+        alive = [keys[s] for s in services if s in known and s not in node_changes]
         gone: dict[str, dict[str, datetime]] = {}
         current: dict[str, set[str]] = {}
         if alive:
@@ -188,22 +190,30 @@ class LearnedGraph:
         self, tenant_id: str, services: Sequence[str], as_of: datetime | None
     ) -> dict[str, ServiceChange]:
         """The services among these the topology retired (or renamed) by `as_of`."""
+        return self._known_and_changed(tenant_id, services, as_of)[1]
+
+    def _known_and_changed(
+        self, tenant_id: str, services: Sequence[str], as_of: datetime | None
+    ) -> tuple[set[str], dict[str, ServiceChange]]:
+        """The services among these the topology has had a node for by `as_of`, and those
+        of them it retired (or renamed) by then."""
         if not services:
-            return {}
+            return set(), {}
         keys = {s: node_key(tenant_id, NodeType.SERVICE, s) for s in services}
         history: dict[str, list[NodeRow]] = {key: [] for key in keys.values()}
         for row in self.repository.node_history(tenant_id, list(keys.values()), as_of):
             history[row.node_key].append(row)
-        retired = {s: last for s in services if (last := retirement(history[keys[s]], as_of))}
+        known = {s for s in services if history[keys[s]]}
+        retired = {s: last for s in known if (last := retirement(history[keys[s]], as_of))}
         if not retired:
-            return {}
+            return known, {}
         candidates = self.repository.successors(
             tenant_id,
             [last.external_id for last in retired.values()],
             [pair for last in retired.values() if (pair := owner_repo(last))],
             as_of,
         )
-        return {s: node_change(s, last, candidates) for s, last in retired.items()}
+        return known, {s: node_change(s, last, candidates) for s, last in retired.items()}
 
     def verify(self, tenant_id: str, expected: Collection[tuple[str, str]]) -> list[str]:
         """The learned graph against the (incident id, service) pairs of the memory's

@@ -25,6 +25,10 @@ _VALID_EDGE = sql.SQL(
 _LEARNED = Namespace.LEARNED.value
 _AFFECTS = EdgeType.AFFECTS.value
 _CORRELATES = EdgeType.CORRELATES_WITH.value
+# the intervals NodeRow holds
+_NODE_ROWS = sql.SQL(
+    "SELECT node_key, external_id, valid_at, invalid_at, properties FROM topology_nodes"
+)
 # a learned node met again keeps the earliest moment any incident gave it
 _EARLIEST_NODE = sql.SQL(
     " ON CONFLICT (tenant_id, node_key) WHERE invalid_at IS NULL DO UPDATE SET"
@@ -290,10 +294,12 @@ class LearnedGraphRepository(TenantScopedRepository):
         """Every interval of these nodes that began by `until` (all of them without it)."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT node_key, external_id, valid_at, invalid_at, properties"
-                " FROM topology_nodes WHERE tenant_id = %(tenant)s AND node_key = ANY(%(keys)s)"
-                "   AND (%(until)s::timestamptz IS NULL OR valid_at <= %(until)s)"
-                " ORDER BY node_key, valid_at",
+                _NODE_ROWS
+                + sql.SQL(
+                    " WHERE tenant_id = %(tenant)s AND node_key = ANY(%(keys)s)"
+                    "   AND (%(until)s::timestamptz IS NULL OR valid_at <= %(until)s)"
+                    " ORDER BY node_key, valid_at"
+                ),
                 {"tenant": tenant_id, "keys": list(keys), "until": until},
             )
             return [NodeRow(**row) for row in cur]
@@ -377,12 +383,14 @@ class LearnedGraphRepository(TenantScopedRepository):
         """Every Service interval begun by `until` with one of these (owner, repo) pairs."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT node_key, external_id, valid_at, invalid_at, properties"
-                " FROM topology_nodes WHERE tenant_id = %(tenant)s AND node_type = %(type)s"
-                "   AND (%(until)s::timestamptz IS NULL OR valid_at <= %(until)s)"
-                "   AND (properties->>'owner', properties->>'repo') IN"
-                "       (SELECT * FROM unnest(%(owners)s::text[], %(repos)s::text[]))"
-                " ORDER BY node_key, valid_at",
+                _NODE_ROWS
+                + sql.SQL(
+                    " WHERE tenant_id = %(tenant)s AND node_type = %(type)s"
+                    "   AND (%(until)s::timestamptz IS NULL OR valid_at <= %(until)s)"
+                    "   AND (properties->>'owner', properties->>'repo') IN"
+                    "       (SELECT * FROM unnest(%(owners)s::text[], %(repos)s::text[]))"
+                    " ORDER BY node_key, valid_at"
+                ),
                 {
                     "tenant": tenant_id,
                     "type": NodeType.SERVICE.value,
