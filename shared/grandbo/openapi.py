@@ -49,12 +49,40 @@ def openapi_document() -> dict[str, Any]:
     query["paths"].update(admin["paths"])
     schemas = query.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(admin.get("components", {}).get("schemas", {}))
+    _document_answers(query)
     query["components"].update(_AUTH_DOC)
     query["info"]["description"] = (
         "Institutional memory for incident investigation. Results are hints to verify with "
         "live tools, not ground truth."
     )
     return query
+
+
+# The read routes answer the domain's own documents (the handlers return them dumped):
+# their schemas are documented from the models, so a field such as a hit's `staleness`
+# is in the document.
+_ANSWERS = {
+    ("/v1/memory/query", "post"): "MemoryQueryResult",
+    ("/v1/topology/blast-radius", "get"): "BlastRadius",
+    ("/v1/topology/criticality", "get"): "Criticality",
+}
+
+
+def _document_answers(document: dict[str, Any]) -> None:
+    from grandbo.memory.models import MemoryQueryResult
+    from grandbo.topology.model import BlastRadius, Criticality
+
+    models = {m.__name__: m for m in (MemoryQueryResult, BlastRadius, Criticality)}
+    schemas = document["components"]["schemas"]
+    for (path, method), name in _ANSWERS.items():
+        schema = models[name].model_json_schema(
+            ref_template="#/components/schemas/{model}", mode="serialization"
+        )
+        for other, definition in schema.pop("$defs", {}).items():
+            schemas.setdefault(other, definition)
+        schemas.setdefault(name, schema)
+        answer = document["paths"][path][method]["responses"]["200"]
+        answer["content"]["application/json"]["schema"] = {"$ref": f"#/components/schemas/{name}"}
 
 
 def openapi_json() -> str:

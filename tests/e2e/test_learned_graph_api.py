@@ -140,3 +140,24 @@ def test_a_lesson_about_a_renamed_service_says_so_everywhere_it_is_served(
         assert not result.is_error, result.content
         assert result.structured_content["hits"][0]["staleness"]["note"] == note
         assert note in result.content[0].text  # the answer a model reads says it in words
+
+
+def test_the_openapi_document_describes_scope_namespaces_as_of_and_staleness() -> None:
+    from grandbo.openapi import openapi_document
+
+    document = openapi_document()
+    schemas = document["components"]["schemas"]
+    query = schemas["QueryRequest"]["properties"]
+    assert "correlated" in query["scope"]["anyOf"][0]["enum"]
+    assert query["as_of"]["anyOf"][0]["format"] == "date-time"
+    for route in ("/v1/topology/blast-radius", "/v1/topology/criticality"):
+        parameters = {p["name"]: p for p in document["paths"][route]["get"]["parameters"]}
+        assert "namespaces" in parameters, route
+    answer = document["paths"]["/v1/memory/query"]["post"]["responses"]["200"]
+    assert answer["content"]["application/json"]["schema"]["$ref"].endswith("/MemoryQueryResult")
+    assert "staleness" in schemas["MemoryHit"]["properties"]
+    assert "as_of" in schemas["QueryMetadata"]["properties"]
+    kinds = schemas["TopologyChange"]["properties"]["kind"]["enum"]
+    assert set(kinds) == {"retired", "renamed", "dependency_gone", "dependency_renamed"}
+    assert "replaces" in schemas["TopologyNode"]["properties"]
+    assert "namespaces" in schemas["BlastRadius"]["properties"]
