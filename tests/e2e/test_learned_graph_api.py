@@ -128,18 +128,21 @@ def test_a_lesson_about_a_renamed_service_says_so_everywhere_it_is_served(
     assert recall.reason is None, recall.detail
     assert f"\n   {note}" in recall.block
 
-    async def ask(backend: Any, tenant_of: str | None) -> Any:
+    async def ask(backend: Any, tenant_of: str | None, arguments: dict[str, Any]) -> Any:
         async with Client(build_server(backend, fixed_tenant(tenant_of))) as client:
-            return await client.call_tool("query_org_memory", {"topic": TOPIC})
+            return await client.call_tool("query_org_memory", {"topic": TOPIC, **arguments})
 
     for backend, tenant_of in (
         (StoreBackend(gateway.runtime), tenant),
         (RemoteBackend(MemoryClient(base, token)), None),
     ):
-        result = anyio.run(ask, backend, tenant_of)
+        result = anyio.run(ask, backend, tenant_of, {})
         assert not result.is_error, result.content
         assert result.structured_content["hits"][0]["staleness"]["note"] == note
         assert note in result.content[0].text  # the answer a model reads says it in words
+        past = anyio.run(ask, backend, tenant_of, {"as_of": before.body["hits"][0]["created_at"]})
+        assert not past.is_error, past.content
+        assert past.structured_content["hits"][0]["staleness"] is None
 
 
 def test_the_openapi_document_describes_scope_namespaces_as_of_and_staleness() -> None:

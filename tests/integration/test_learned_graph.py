@@ -531,3 +531,44 @@ def test_a_rename_carries_what_incidents_taught_and_scopes_reach_the_old_name(
         )
     # and the graph still agrees with the events
     assert main(["rebuild", "--tenant", tenant, "--verify-only"]) == 0, capsys.readouterr().out
+
+
+def test_a_redaction_leaves_no_readable_incident_id_in_the_graph_and_it_still_verifies(
+    memory: MemoryService,
+    admin_conn: psycopg.Connection[Any],
+    tenant: str,
+    cli_env: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    secret = "INC-acme-merger-talks"  # an incident id can carry words
+    outcomes = memory.record_entries(
+        tenant,
+        [
+            (
+                entry(
+                    f"Connections exhausted on {name}",
+                    "The database ran out of connections and requests failed to connect.",
+                    service=name,
+                    incident_id=secret,
+                ),
+                context(),
+            )
+            for name in ("checkout", "payments-db")
+        ],
+    )
+    for outcome in outcomes:
+        memory.redact_entry(tenant, outcome.entry.entry_id, "legal hold", context())
+    rows = admin_conn.execute(
+        "SELECT count(*) FROM topology_nodes n WHERE n.tenant_id = %(t)s"
+        " AND (n.node_key || n.external_id || coalesce(n.name, '') || n.properties::text)"
+        "     ILIKE %(s)s",
+        {"t": tenant, "s": "%merger%"},
+    ).fetchone()
+    edges = admin_conn.execute(
+        "SELECT count(*) FROM topology_edges e WHERE e.tenant_id = %(t)s"
+        " AND (e.source_key || e.target_key || e.properties::text) ILIKE %(s)s",
+        {"t": tenant, "s": "%merger%"},
+    ).fetchone()
+    assert (rows, edges) == ((0,), (0,))
+    assert affected_by(admin_conn, tenant, secret) == {"checkout", "payments-db"}
+    assert main(["rebuild", "--tenant", tenant, "--verify-only"]) == 0, capsys.readouterr().out
