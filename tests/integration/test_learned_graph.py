@@ -572,3 +572,68 @@ def test_a_redaction_leaves_no_readable_incident_id_in_the_graph_and_it_still_ve
     assert (rows, edges) == ((0,), (0,))
     assert affected_by(admin_conn, tenant, secret) == {"checkout", "payments-db"}
     assert main(["rebuild", "--tenant", tenant, "--verify-only"]) == 0, capsys.readouterr().out
+
+
+def test_a_sync_never_retires_a_service_under_an_incident_being_recorded(
+    database: DatabaseUrls, admin_conn: psycopg.Connection[Any], clock: Clock, tenant: str
+) -> None:
+    """An incident's transaction has drawn its edges to `payments-db` and not committed;
+    a sync that retires `payments-db` waits for it, then closes those edges too: no
+    current learned edge is left touching a retired node."""
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowTopology(TopologyService):
+        def record_incidents(self, *args: Any, **kwargs: Any) -> dict[str, int]:
+            counts = super().record_incidents(*args, **kwargs)
+            entered.set()
+            release.wait(10)
+            return counts
+
+    def connected() -> psycopg.Connection[Any]:
+        return connect(database.app)
+
+    writer, syncer = connected(), connected()
+    try:
+        TopologyService(TopologyRepository(syncer), clock=clock).record(
+            tenant, service_dependencies([("checkout", "payments-db")]), sync=True
+        )
+        memory = MemoryService(
+            MemoryRepository(writer),
+            FakeEmbeddingProvider(),
+            topology=SlowTopology(TopologyRepository(writer), clock=clock),
+            clock=clock,
+        )
+        record = threading.Thread(
+            target=deliver,
+            args=(
+                memory,
+                incident(tenant, "INC-1", service="checkout", findings=[("f", "payments-db")]),
+            ),
+        )
+        record.start()
+        assert entered.wait(10)
+        retire = threading.Thread(
+            target=TopologyService(TopologyRepository(syncer), clock=clock).record,
+            args=(tenant, {"nodes": [{"node_type": "Service", "external_id": "checkout"}]}),
+            kwargs={"sync": True},
+        )
+        retire.start()
+        retire.join(0.5)
+        assert retire.is_alive()  # the sync waits for the incident's transaction
+        release.set()
+        record.join(10)
+        retire.join(10)
+    finally:
+        release.set()
+        writer.close()
+        syncer.close()
+    dangling = admin_conn.execute(
+        "SELECT count(*) FROM topology_edges e JOIN topology_nodes n"
+        "   ON n.tenant_id = e.tenant_id AND n.node_key IN (e.source_key, e.target_key)"
+        " WHERE e.tenant_id = %s AND e.invalid_at IS NULL"
+        "   AND NOT EXISTS (SELECT 1 FROM topology_nodes c WHERE c.tenant_id = n.tenant_id"
+        "     AND c.node_key = n.node_key AND c.invalid_at IS NULL)",
+        (tenant,),
+    ).fetchone()
+    assert dangling == (0,)
+    assert affected_by(admin_conn, tenant, "INC-1") == {"checkout", "payments-db"}

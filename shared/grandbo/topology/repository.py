@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from grandbo.errors import InvalidInputError
 from grandbo.storage.tenant_scope import TenantScopedRepository
-from grandbo.topology.learned.repository import LearnedGraphRepository
+from grandbo.topology.learned.repository import LearnedGraphRepository, topology_lock
 from grandbo.topology.model import (
     Direction,
     EdgeType,
@@ -69,6 +69,12 @@ class TopologyRepository(TenantScopedRepository):
         All or nothing: an edge naming an unknown node rejects the whole batch.
         """
         with self._tenant_scope(tenant_id) as cur:
+            # alone against the tenant's learned writes (they share the lock): a node this
+            # batch retires never gets a learned edge from a write it did not see
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (topology_lock(tenant_id),),
+            )
             counts = self._upsert_nodes(cur, tenant_id, namespace, nodes, now)
             counts.update(self._upsert_edges(cur, tenant_id, namespace, edges, now))
             counts.update(self._close_replaced(cur, tenant_id, nodes, now))

@@ -38,6 +38,12 @@ _EARLIEST_NODE = sql.SQL(
 )
 
 
+def topology_lock(tenant_id: str) -> str:
+    """The tenant's topology lock (a transaction-level advisory lock): batches take it
+    alone, learned writes share it."""
+    return f"grandbo.topology:{tenant_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class NodeRow:
     """One validity interval of a node."""
@@ -84,15 +90,19 @@ class LearnedGraphRepository(TenantScopedRepository):
         correlation, so a redelivery (or the same pair named twice) counts nothing; each
         correlation's count is the number of incidents that affected both. Incidents of
         one key are serialized (a transaction-level advisory lock), so two deliveries
-        naming different services of one incident both see each other's edges. Rows
-        are written in key order, so concurrent incidents never deadlock on a pair.
+        naming different services of one incident both see each other's edges, and a
+        topology batch never runs beside one (`topology_lock`). Rows are written in key
+        order, so concurrent incidents never deadlock on a pair.
         """
         incident_key = node_key(tenant_id, NodeType.INCIDENT, incident_id)
         ids = sorted(set(services))
         keys = [node_key(tenant_id, NodeType.SERVICE, s) for s in ids]
+        # a topology batch of the tenant waits for this transaction (or this for it), so
+        # it never retires a service between our check that it is current and our edge
         cur.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            (f"grandbo.learned:{incident_key}",),
+            "SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0)),"
+            " pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (topology_lock(tenant_id), f"grandbo.learned:{incident_key}"),
         )
         # a service the topology never knew becomes a learned node, valid from the first
         # incident that named it (whichever order they arrive in); one the topology knows
