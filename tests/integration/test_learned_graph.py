@@ -4,6 +4,7 @@ concurrent deliveries leave it as one delivery would; tenants never see each oth
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -637,3 +638,33 @@ def test_a_sync_never_retires_a_service_under_an_incident_being_recorded(
     ).fetchone()
     assert dangling == (0,)
     assert affected_by(admin_conn, tenant, "INC-1") == {"checkout", "payments-db"}
+
+
+def test_the_command_line_queries_a_scope_as_of_a_moment_and_prints_staleness(
+    memory: MemoryService, cli_env: None, tenant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topology = topology_of(memory)
+    topology.record(tenant, service_dependencies([("checkout", "payments-db")]), sync=True)
+    deliver(memory, incident(tenant, "INC-1", service="checkout", findings=[("f1", "payments-db")]))
+    # the rename, a batch after the incident (the fixture's clock: T0 + 20 days)
+    topology.record(
+        tenant,
+        {
+            "nodes": [
+                {"node_type": "Service", "external_id": "ledger-db", "replaces": "payments-db"}
+            ]
+        },
+    )
+    base = ["query", TOPIC, "--tenant", tenant, "--service", "checkout", "--scope", "correlated"]
+    assert main([*base, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["metadata"]["services_in_scope"] == ["checkout", "ledger-db", "payments-db"]
+    assert main(base) == 0
+    assert "Stale: payments-db was renamed to ledger-db on " in capsys.readouterr().out
+    assert main([*base, "--as-of", (T0 + timedelta(days=19)).isoformat(), "--json"]) == 0
+    then = json.loads(capsys.readouterr().out)
+    assert then["metadata"]["as_of"].startswith("2026-11-20")
+    assert all(hit["staleness"] is None for hit in then["hits"])
+    assert main(["topology", "blast-radius", "--tenant", tenant, "--id", "checkout",
+                 "--namespaces", "learned"]) == 0  # fmt: skip
+    assert "ledger-db" in capsys.readouterr().out
