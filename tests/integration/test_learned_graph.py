@@ -668,3 +668,18 @@ def test_the_command_line_queries_a_scope_as_of_a_moment_and_prints_staleness(
     assert main(["topology", "blast-radius", "--tenant", tenant, "--id", "checkout",
                  "--namespaces", "learned"]) == 0  # fmt: skip
     assert "ledger-db" in capsys.readouterr().out
+
+
+def test_a_batch_cannot_write_or_sync_the_learned_namespace(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], tenant: str
+) -> None:
+    deliver(memory, incident(tenant, "INC-1", service="checkout", findings=[("f1", "payments-db")]))
+    taught = learned_rows(admin_conn, tenant)
+    forged = service_dependencies([("checkout", "vault")]).model_dump()
+    forged["namespace"] = "learned"
+    forged["edges"][0]["edge_type"] = "CORRELATES_WITH"
+    for batch, sync in ((forged, False), ({"namespace": "learned"}, True)):
+        with pytest.raises(InvalidInputError) as error:
+            topology_of(memory).record(tenant, batch, sync=sync)
+        assert error.value.field == "namespace"
+    assert learned_rows(admin_conn, tenant) == taught

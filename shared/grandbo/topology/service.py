@@ -25,6 +25,7 @@ from grandbo.topology.model import (
     Direction,
     EdgeType,
     GraphNode,
+    Namespace,
     Namespaces,
     NodeType,
     TopologyBatch,
@@ -75,6 +76,14 @@ class TopologyService:
                 batch = TopologyBatch.model_validate(batch)
             except ValidationError as exc:
                 raise invalid_input_from(exc) from exc
+        if batch.namespace is Namespace.LEARNED:
+            # derived from the memory's events (and verified against them): a batch could
+            # forge a correlation no incident saw, a sync close what they all taught
+            raise InvalidInputError(
+                "namespace",
+                "the learned namespace is written by incidents (incident-closed events and "
+                "admin entries naming an incident), not by batches: send topology",
+            )
         return self.repository.upsert(
             tenant, batch.namespace, batch.nodes, batch.edges, self._clock(), sync=sync
         )
