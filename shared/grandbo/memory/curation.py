@@ -84,7 +84,13 @@ class EntryHistory(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     entry: MemoryEntry
-    events: list[HistoryEvent]
+    events: list[HistoryEvent] = Field(
+        description="oldest first; beyond MAX_HISTORY_EVENTS (500), its first event and the "
+        "latest 499"
+    )
+    omitted_events: int = Field(
+        default=0, description="events between the first and the latest ones, not listed"
+    )
     recurrences: list[MemoryEntry]
 
 
@@ -107,8 +113,13 @@ class Growth(BaseModel):
 class DuplicateSuggestion(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    canonical: MemoryEntry = Field(description="the older entry: the one a merge keeps")
-    recurrence: MemoryEntry = Field(description="the newer entry: a merge records it in the other")
+    canonical: MemoryEntry = Field(
+        description="the entry a merge keeps: the older, unless the merge route accepts "
+        "only the other way round"
+    )
+    recurrence: MemoryEntry = Field(
+        description="the entry a merge records in the other (POST .../merge of this one)"
+    )
     distance: float
     tag_overlap: float
     shared_tags: list[str]
@@ -210,7 +221,7 @@ class Curation:
 
     def history(self, tenant_id: str, entry_id: UUID) -> EntryHistory:
         tenant = require_tenant(tenant_id)
-        rows = self.repository.entry_events(tenant, entry_id, limit=MAX_HISTORY_EVENTS)
+        rows, omitted = self.repository.entry_events(tenant, entry_id, limit=MAX_HISTORY_EVENTS)
         events = [
             HistoryEvent(
                 event_id=row["event_id"],
@@ -226,6 +237,7 @@ class Curation:
         return EntryHistory(
             entry=self.memory.get_entry(tenant, entry_id),
             events=events,
+            omitted_events=omitted,
             recurrences=self.memory.recurrences_of(tenant, entry_id),
         )
 
@@ -281,13 +293,23 @@ class Curation:
             ):
                 continue  # the automatic rule's: merged after embedding, collapsed meanwhile
             older, newer = sorted((first, second), key=lambda e: (e.created_at, e.entry_id))
+            # offered the way the merge route accepts it: the newer into the older, else the
+            # older into the newer (the newer was corrected, has recurrences of its own, or
+            # is a durable lesson beside an episodic one); a pair neither way can be merged
+            # is no merge to suggest
+            if _merge_refusal(older, newer) is None:
+                canonical, recurrence = older, newer
+            elif _merge_refusal(newer, older) is None:
+                canonical, recurrence = newer, older
+            else:
+                continue
             found.append(
                 DuplicateSuggestion(
-                    canonical=older,
-                    recurrence=newer,
+                    canonical=canonical,
+                    recurrence=recurrence,
                     distance=round(distance, 4),
-                    tag_overlap=round(tag_overlap(older.tags, newer.tags), 3),
-                    shared_tags=sorted(set(older.tags) & set(newer.tags)),
+                    tag_overlap=round(tag_overlap(canonical.tags, recurrence.tags), 3),
+                    shared_tags=sorted(set(canonical.tags) & set(recurrence.tags)),
                 )
             )
             if len(found) >= MAX_SUGGESTIONS:

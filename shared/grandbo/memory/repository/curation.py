@@ -59,6 +59,12 @@ _NEAR_PAIRS = (
 )
 
 
+_ENTRY_EVENTS = (
+    "SELECT event_id, event_type, revision, payload, actor, idempotency_key, recorded_at"
+    " FROM org_memory_events WHERE tenant_id = %s AND entry_id = %s"
+)
+
+
 class CurationReads(EntryReads):
     """Reads for the curation console, and the distinct verdicts it records."""
 
@@ -93,23 +99,42 @@ class CurationReads(EntryReads):
             cur.execute(query, [*params, limit])
             return [MemoryEntry.model_validate(row) for row in cur]
 
-    def entry_events(self, tenant_id: str, entry_id: UUID, *, limit: int) -> list[dict[str, Any]]:
-        """The entry's events, oldest first (the entry must be the tenant's)."""
+    def entry_events(
+        self, tenant_id: str, entry_id: UUID, *, limit: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The entry's events, oldest first (the entry must be the tenant's), and how many
+        were left out: beyond `limit` events, the first (its creation) and the latest
+        `limit - 1` (its current revision among them), never the oldest `limit` alone."""
         with self._tenant_scope(tenant_id) as cur:
             self._get(cur, tenant_id, entry_id)
             cur.execute(
-                "SELECT event_id, event_type, revision, payload, actor, idempotency_key,"
-                " recorded_at FROM org_memory_events WHERE tenant_id = %s AND entry_id = %s"
-                " ORDER BY event_id LIMIT %s",
-                (tenant_id, entry_id, limit),
+                "SELECT count(*) AS n FROM org_memory_events"
+                " WHERE tenant_id = %s AND entry_id = %s",
+                (tenant_id, entry_id),
             )
-            return list(cur)
+            row = cur.fetchone()
+            total = 0 if row is None else int(row["n"])
+            if total <= limit:
+                cur.execute(
+                    _ENTRY_EVENTS + " ORDER BY event_id LIMIT %s", (tenant_id, entry_id, limit)
+                )
+                return list(cur), 0
+            cur.execute(_ENTRY_EVENTS + " ORDER BY event_id LIMIT 1", (tenant_id, entry_id))
+            first = list(cur)
+            cur.execute(
+                _ENTRY_EVENTS + " ORDER BY event_id DESC LIMIT %s",
+                (tenant_id, entry_id, max(limit - 1, 0)),
+            )
+            latest = list(cur)[::-1]
+            return first + latest, total - len(first) - len(latest)
 
     def weekly_growth(self, tenant_id: str, since: datetime) -> list[dict[str, Any]]:
-        """Per week since `since`: entries created by origin, and recurrences recorded."""
+        """Per week since `since`: entries created by origin, and recurrences recorded.
+        Weeks start on Monday 00:00 UTC whatever the session's TimeZone (the server's
+        default, or the client's PGTZ), as `Curation.growth` counts them."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT date_trunc('week', recorded_at) AS week,"
+                "SELECT date_trunc('week', recorded_at, 'UTC') AS week,"
                 "   CASE WHEN event_type = 'entry_merged' THEN 'recurrence'"
                 "        ELSE coalesce(payload->>'origin', 'unknown') END AS what,"
                 "   count(*) AS n"

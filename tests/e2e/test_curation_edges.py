@@ -1,0 +1,100 @@
+"""The curation routes at their edges (issue 26, red team): a suggested pair is offered
+the way the merge route accepts it, a busy entry's history still shows its current
+revision, and growth counts the same weeks whatever the database session's time zone."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.memory.curation import MAX_HISTORY_EVENTS, Curation
+from grandbo.memory.models import WriteContext
+from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.service import MemoryService
+from grandbo.runtime.lambda_container import runtime
+from grandbo.storage.connections import DatabaseUrls, connect
+
+from .conftest import Gateway
+from .test_curation_api import LOOK_ALIKE, POOL, _create
+
+
+def _pairs(gateway: Gateway, tenant: str) -> list[tuple[str, str]]:
+    found = gateway.admin(tenant, "GET", "/v1/admin/duplicates").body["pairs"]
+    return [(p["canonical"]["entry_id"], p["recurrence"]["entry_id"]) for p in found]
+
+
+def _correct(gateway: Gateway, tenant: str, entry: dict[str, object], title: str) -> None:
+    path = f"/v1/admin/entries/{entry['entry_id']}/corrections"
+    body = {k: entry[k] for k in ("summary", "service")} | {"title": title}
+    assert gateway.admin(tenant, "POST", path, body).status == 201
+
+
+def test_a_suggested_pair_is_one_the_merge_route_accepts(gateway: Gateway, tenant: str) -> None:
+    older = _create(gateway, tenant, POOL)
+    newer = _create(gateway, tenant, LOOK_ALIKE)
+    # a person corrected the newer: it is never merged, but the older may be merged into it
+    _correct(gateway, tenant, newer, LOOK_ALIKE["title"] + " again")
+    gateway.drain()
+    pairs = _pairs(gateway, tenant)
+    assert pairs == [(newer["entry_id"], older["entry_id"])]
+    canonical, recurrence = pairs[0]
+    merged = gateway.admin(
+        tenant, "POST", f"/v1/admin/entries/{recurrence}/merge", {"into": canonical}
+    )
+    assert merged.status == 200, merged.body  # the suggested merge is one the API makes
+
+    split = gateway.admin(tenant, "POST", f"/v1/admin/entries/{recurrence}/split")
+    assert split.status == 200  # never merged again: no longer suggested
+    # both corrected: no merge either way, so no merge to suggest
+    first = _create(gateway, tenant, {**POOL, "title": POOL["title"] + " in payments"})
+    second = _create(gateway, tenant, {**LOOK_ALIKE, "title": LOOK_ALIKE["title"] + " in payments"})
+    _correct(gateway, tenant, first, POOL["title"] + " in the payments path")
+    _correct(gateway, tenant, second, LOOK_ALIKE["title"] + " in the payments path")
+    gateway.drain()
+    ids = {first["entry_id"], second["entry_id"]}
+    assert [pair for pair in _pairs(gateway, tenant) if set(pair) <= ids] == []
+
+
+def test_a_busy_entrys_history_shows_its_creation_and_its_latest_revision(
+    gateway: Gateway, tenant: str
+) -> None:
+    entry = _create(gateway, tenant, POOL)
+    service = runtime().service()
+    for n in range(MAX_HISTORY_EVENTS + 1):  # feedback: one event each on the entry
+        service.record_feedback(
+            tenant,
+            UUID(entry["entry_id"]),
+            {"verdict": "helpful", "incident_id": f"INC-{n}"},
+            WriteContext(actor=f"query:beacon-{n}", idempotency_key=f"query:edges:{n}"),
+        )
+    _correct(gateway, tenant, entry, "Checkout pool exhausted by a leaked connection on retry")
+    reply = gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry['entry_id']}/history")
+    assert reply.status == 200
+    events = reply.body["events"]
+    assert len(events) == MAX_HISTORY_EVENTS
+    assert events[0]["event_type"] == "entry_created"
+    assert (events[-1]["event_type"], events[-1]["revision"]) == ("entry_corrected", 2)
+    assert reply.body["omitted_events"] == MAX_HISTORY_EVENTS + 3 - MAX_HISTORY_EVENTS
+    ids = [e["event_id"] for e in events]
+    assert ids == sorted(ids)
+
+
+def test_growth_counts_utc_weeks_whatever_the_sessions_time_zone(
+    database: DatabaseUrls, tenant: str
+) -> None:
+    conn = connect(database.app)
+    try:
+        # the server's default zone, or the client's PGTZ: Aurora's is UTC, a laptop's not
+        conn.execute("SET TIME ZONE 'Pacific/Auckland'")
+        memory = MemoryService(MemoryRepository(conn), FakeEmbeddingProvider())
+        for n, body in enumerate((POOL, LOOK_ALIKE)):
+            memory.record_entry(
+                tenant,
+                {**body, "origin": "admin"},
+                WriteContext(actor="admin:edges", idempotency_key=f"admin:edges:growth:{n}"),
+            )
+        weeks = Curation(memory).growth(tenant).weeks
+    finally:
+        conn.close()
+    assert weeks[-1].created == {"admin": 2}
+    assert sum(sum(week.created.values()) for week in weeks) == 2
