@@ -171,14 +171,15 @@ def bind_console(
 
     from grandbo.console.app import create_console
     from grandbo.console.backend import ConsoleBackend
-    from grandbo.console.security import ConsoleDoors
+    from grandbo.console.security import SESSION_COOKIE, ConsoleDoors
 
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
     listener.listen(128)  # connections wait for the server from now on, never refused
     bound = listener.getsockname()[1]
-    hosts = {f"{host}:{bound}", *allowed_hosts}
+    shown = host if ":" not in host else f"[{host}]"  # as a browser writes its Host
+    hosts = {f"{shown}:{bound}", *allowed_hosts}
     if is_loopback(host):
         hosts |= {f"127.0.0.1:{bound}", f"localhost:{bound}"}
     else:
@@ -188,9 +189,11 @@ def bind_console(
             file=sys.stderr,
             flush=True,
         )
-    doors = ConsoleDoors(hosts)
+    # a cookie is not bound to a port: two consoles on one machine (the local store and a
+    # deployed stack) name theirs apart, or opening one would log the browser out of the
+    # other for good (its login link is spent)
+    doors = ConsoleDoors(hosts, cookie_name=f"{SESSION_COOKIE}_{bound}")
     app = create_console(ConsoleBackend(base_url, key), doors)
-    shown = host if ":" not in host else f"[{host}]"
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     link = f"http://{shown}:{bound}/login?token={doors.login_token}"
     return RunningConsole(server, listener, link, key.tenant_id, base_url)

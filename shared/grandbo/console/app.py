@@ -9,6 +9,7 @@ JavaScript, and the Content-Security-Policy allows none (`grandbo.console.securi
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,11 +27,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from grandbo.api.client import GrandboHTTPError
-from grandbo.console.backend import ConsoleBackend
+from grandbo.console.backend import ConsoleBackend, UnreadableAnswerError
 from grandbo.console.charts import ScoreBar, blast_radius_picture, weekly_chart
 from grandbo.console.security import (
     CSRF_FIELD,
-    SESSION_COOKIE,
     SESSION_TTL_S,
     ConsoleDoors,
     DoorsMiddleware,
@@ -148,6 +148,17 @@ class Console:
                     message=f"the admin API did not answer: {exc}",
                     field=None,
                 )
+            except UnreadableAnswerError as exc:
+                return self.render(
+                    request,
+                    session,
+                    "error.html",
+                    502,
+                    status_code=502,
+                    error="bad_gateway",
+                    message=f"what answered at {self.backend.base_url} is not the admin API: {exc}",
+                    field=None,
+                )
 
         return endpoint
 
@@ -162,7 +173,7 @@ class Console:
             if session is not None:
                 response = RedirectResponse("/", status_code=303)
                 response.set_cookie(
-                    SESSION_COOKIE,
+                    self.doors.cookie_name,
                     session.session_id,
                     max_age=SESSION_TTL_S,
                     httponly=True,
@@ -176,7 +187,7 @@ class Console:
     async def logout(self, request: Request, session: Session) -> Response:
         self.doors.log_out(session)
         response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie(SESSION_COOKIE, path="/")
+        response.delete_cookie(self.doors.cookie_name, path="/")
         return response
 
     # -- search and "why not this one?" ----------------------------------------------
@@ -259,8 +270,7 @@ class Console:
             if _text(form, optional):
                 entry[optional] = _text(form, optional)
         # one key per form shown: a resubmitted form is a no-op, not a second entry
-        key = _text(form, "idempotency_key") or secrets.token_hex(16)
-        created = self.backend.create(entry, key=f"console:{key}")
+        created = self.backend.create(entry, key=_form_key(form))
         return _done(f"/entries/{created['entry']['entry_id']}", "created")
 
     async def entry(self, request: Request, session: Session) -> Response:
@@ -293,8 +303,7 @@ class Console:
                 text["service"] = _text(form, "service")
             if _text(form, "expected_revision"):
                 text["expected_revision"] = _int(form.get("expected_revision"), "expected_revision")
-            key = _text(form, "idempotency_key") or secrets.token_hex(16)
-            self.backend.correct(entry_id, text, key=f"console:{key}")
+            self.backend.correct(entry_id, text, key=_form_key(form))
             return _done(back, "corrected")
         if action == "retire":
             retirement: dict[str, Any] = {"reason": _text(form, "reason")}
@@ -416,13 +425,30 @@ def _tags(form: FormData) -> list[str]:
     return [tag.strip() for tag in _text(form, "tags").split(",") if tag.strip()]
 
 
+# the keys the console's own forms carry (secrets.token_hex): anything else is refused,
+# never sent on as a header (a line break in it would end the request's headers)
+_FORM_KEY = re.compile(r"[0-9a-f]{8,64}")
+# what `int` takes, without the other scripts' digits, `_` separators or inner spaces
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]{1,32}")
+
+
+def _form_key(form: FormData) -> str:
+    """The Idempotency-Key of the form shown (a fresh one for a form without it)."""
+    key = _text(form, "idempotency_key") or secrets.token_hex(16)
+    if not _FORM_KEY.fullmatch(key):
+        raise ConsoleError(
+            400, "the form's idempotency key is not one it was given", "idempotency_key"
+        )
+    return f"console:{key}"
+
+
 def _int(value: object, field: str, default: int | None = None) -> int:
     if value in (None, "") and default is not None:
         return default
-    try:
-        return int(str(value))
-    except ValueError:
-        raise ConsoleError(400, f"{field} must be a whole number", field) from None
+    text = str(value).strip()
+    if not _WHOLE_NUMBER.fullmatch(text):
+        raise ConsoleError(400, f"{field} must be a whole number", field)
+    return int(text)
 
 
 def _uuid(value: str, field: str) -> UUID:

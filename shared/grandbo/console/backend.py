@@ -8,6 +8,7 @@ own: the API decides the tenant from the key, whatever a URL or a form says.
 
 from __future__ import annotations
 
+import http.client
 from typing import Any
 from uuid import UUID
 
@@ -15,6 +16,12 @@ from grandbo.api.auth import SigningKey
 from grandbo.api.client import AdminClient
 
 CONSOLE_TIMEOUT_S = 30.0  # a search embeds its topic; a calibration embeds a sample
+
+
+class UnreadableAnswerError(Exception):
+    """What answered at the API's address is not the admin API: a broken HTTP answer, a
+    body that is not one JSON object (a proxy's or a website's page, a cut answer), or one
+    larger than the client reads. The console shows it as a 502 page, never a 500."""
 
 
 class ConsoleBackend:
@@ -25,13 +32,26 @@ class ConsoleBackend:
         self.base_url = base_url
         self.tenant_id = key.tenant_id
 
+    def _call(
+        self, method: str, path: str, payload: dict[str, Any] | None, key: str | None
+    ) -> dict[str, Any]:
+        try:
+            answer = self.client.call(method, path, payload, idempotency_key=key)
+        except http.client.HTTPException as exc:  # a status line or headers HTTP never had
+            raise UnreadableAnswerError(f"not an HTTP answer ({type(exc).__name__})") from exc
+        except ValueError as exc:  # not JSON, or over the client's size cap
+            raise UnreadableAnswerError(f"not the admin API's answer ({exc})") from exc
+        if not isinstance(answer, dict):
+            raise UnreadableAnswerError("not the admin API's answer (not a JSON object)")
+        return answer
+
     def _get(self, path: str) -> dict[str, Any]:
-        return self.client.call("GET", path)
+        return self._call("GET", path, None, None)
 
     def _post(
         self, path: str, payload: dict[str, Any] | None = None, *, key: str | None = None
     ) -> dict[str, Any]:
-        return self.client.call("POST", path, payload, idempotency_key=key)
+        return self._call("POST", path, payload, key)
 
     # -- reads ---------------------------------------------------------------------
 

@@ -52,8 +52,15 @@ class Session:
 class ConsoleDoors:
     """The one-time login token, the sessions it opened, and the allowed Hosts."""
 
-    def __init__(self, hosts: Iterable[str], *, login_token: str | None = None) -> None:
+    def __init__(
+        self,
+        hosts: Iterable[str],
+        *,
+        login_token: str | None = None,
+        cookie_name: str = SESSION_COOKIE,
+    ) -> None:
         self.hosts = frozenset(host.lower() for host in hosts)
+        self.cookie_name = cookie_name
         self.origins = frozenset(f"http://{host}" for host in self.hosts)
         self.login_token: str | None = login_token or secrets.token_urlsafe(32)
         self._sessions: dict[str, Session] = {}
@@ -75,7 +82,7 @@ class ConsoleDoors:
             return session
 
     def session(self, request: Request) -> Session | None:
-        cookie = request.cookies.get(SESSION_COOKIE)
+        cookie = request.cookies.get(self.cookie_name)
         if not cookie:
             return None
         with self._lock:

@@ -1,0 +1,79 @@
+"""The console's forms as a hostile (or clumsy) admin fills them in, over plain HTTP (no
+browser needed): what the console forwards to the API is checked first, and a refusal is
+a page, never a 500 or a request the client cannot send."""
+
+from __future__ import annotations
+
+import http.client
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+
+from grandbo.console.security import Session
+
+from .conftest import ConsoleServer
+
+POOL = {
+    "title": "Checkout pool exhausted by a connection leak",
+    "summary": "The checkout service leaked database connections on a retry path until the "
+    "pool was exhausted and requests timed out waiting for a connection.",
+}
+
+
+def _post(console: ConsoleServer, session: Session, path: str, form: dict[str, str]):  # type: ignore[no-untyped-def]
+    parts = urlsplit(console.url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    try:
+        conn.request(
+            "POST",
+            path,
+            body=urlencode({**form, "csrf": session.csrf_token}),
+            headers={
+                "Host": parts.netloc,
+                "Origin": console.url,
+                "Cookie": f"{console.doors.cookie_name}={session.session_id}",
+                "Content-Type": "application/x-www-form-urlencoded",
+            },
+        )
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("key", ["a\r\nX-Injected: 1", "k\nb", "clé-€", "x" * 300])
+def test_a_forged_idempotency_key_is_refused_and_nothing_is_written(
+    console: ConsoleServer, key: str
+) -> None:
+    token = console.doors.login_token
+    assert token is not None
+    session = console.doors.log_in(token)
+    assert session is not None
+    entry = console.create(POOL)
+    text = {**POOL, "title": "Checkout pool exhausted by a leaked connection on retry"}
+    status, page = _post(
+        console,
+        session,
+        f"/entries/{entry['entry_id']}/correct",
+        {**text, "idempotency_key": key},
+    )
+    assert status == 400, page
+    assert "idempotency key" in page
+    status, page = _post(console, session, "/entries/new", {**text, "idempotency_key": key})
+    assert status == 400, page
+    assert console.api("GET", f"/v1/admin/entries/{entry['entry_id']}").body["revision"] == 1
+    listed = console.api("POST", "/v1/admin/catalog", {}).body["entries"]
+    assert [e["entry_id"] for e in listed] == [entry["entry_id"]]
+
+
+@pytest.mark.parametrize("days", ["٣", "1_0", "1 0", "+", "0x10"])
+def test_a_number_is_ascii_digits_only(console: ConsoleServer, days: str) -> None:
+    token = console.doors.login_token
+    assert token is not None
+    session = console.doors.log_in(token)
+    assert session is not None
+    before = console.api("GET", "/v1/admin/settings").body["episodic_ttl_days"]
+    status, page = _post(console, session, "/settings", {"episodic_ttl_days": days})
+    assert status == 400, page
+    assert "whole number" in page
+    assert console.api("GET", "/v1/admin/settings").body["episodic_ttl_days"] == before

@@ -1,0 +1,145 @@
+"""`grandbo console` at its edges (issue 26, red team): pointed at something that is not
+the admin API (`--url` of a website, a proxy's page, a broken server), bound to IPv6
+loopback, and two consoles open in one browser (the local store and a deployed stack)."""
+
+from __future__ import annotations
+
+import http.client
+import http.cookiejar
+import socket
+import threading
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+
+from grandbo.api.auth import SigningKey, new_secret
+from grandbo.commands.console import RunningConsole, bind_console
+from grandbo.console.security import CONTENT_SECURITY_POLICY
+
+KEY = SigningKey(key_id="acme-admin", tenant_id="acme", secret=new_secret(), roles=["admin"])
+TOPIC = "checkout requests time out waiting for a database connection from the pool"
+
+
+@contextmanager
+def _answering(answer: bytes) -> Iterator[str]:
+    """A server that answers every request with `answer`, whatever was asked."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/prod"
+    finally:
+        stop.set()
+        listener.close()
+
+
+def _started(console: RunningConsole) -> RunningConsole:
+    console.serve_in_background()
+    return console
+
+
+def _login(console: RunningConsole, host: str = "127.0.0.1") -> str:
+    parts = urlsplit(console.link)
+    conn = http.client.HTTPConnection(host, parts.port, timeout=10)
+    try:
+        conn.request("GET", f"{parts.path}?{parts.query}", headers={"Host": parts.netloc})
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 303, response.status
+        return str(response.getheader("set-cookie")).split(";")[0]
+    finally:
+        conn.close()
+
+
+def _get(console: RunningConsole, path: str, cookie: str) -> tuple[int, dict[str, str], str]:
+    parts = urlsplit(console.link)
+    conn = http.client.HTTPConnection("127.0.0.1", parts.port, timeout=30)
+    try:
+        conn.request("GET", path, headers={"Host": parts.netloc, "Cookie": cookie})
+        response = conn.getresponse()
+        headers = {name.lower(): value for name, value in response.getheaders()}
+        return response.status, headers, response.read().decode()
+    finally:
+        conn.close()
+
+
+NOT_THE_API = {
+    "a website": b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 13\r\n"
+    b"\r\n<html></html>",
+    "a JSON array": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]",
+    "no HTTP at all": b"SSH-2.0-OpenSSH_9.6\r\n\r\n",
+    "a cut answer": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{",
+}
+
+
+@pytest.mark.parametrize("what", sorted(NOT_THE_API))
+def test_an_api_url_that_is_not_the_admin_api_is_a_page_not_a_500(what: str) -> None:
+    with _answering(NOT_THE_API[what]) as url:
+        console = _started(bind_console(url, KEY, port=0))
+        try:
+            cookie = _login(console)
+            for path in ("/?" + urlencode({"topic": TOPIC}), "/growth", "/settings", "/review"):
+                status, headers, page = _get(console, path, cookie)
+                assert status == 502, (what, path, status, page[:200])
+                assert "not the admin API" in page
+                assert headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        finally:
+            console.server.should_exit = True
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback here")
+def test_the_link_printed_for_ipv6_loopback_opens_the_console() -> None:
+    with _answering(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n") as url:
+        console = _started(bind_console(url, KEY, host="::1", port=0))
+        try:
+            assert console.link.startswith("http://[::1]:")
+            # a browser sends the link's own host, `[::1]:port`
+            _login(console, host="::1")
+        finally:
+            console.server.should_exit = True
+
+
+def test_two_consoles_in_one_browser_keep_their_own_sessions() -> None:
+    """A cookie is not bound to a port: opening a second console must not end the first's
+    session (its login link is spent: it could not be opened again)."""
+    with _answering(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n") as url:
+        local = _started(bind_console(url, KEY, port=0))
+        deployed = _started(bind_console(url, KEY, port=0))
+        try:
+            jar = http.cookiejar.CookieJar()  # a browser's cookie rules: by host, not port
+            browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+            for console in (local, deployed):
+                with browser.open(console.link, timeout=10) as page:
+                    assert page.url.endswith("/"), page.url  # logged in, on the search page
+            for console in (local, deployed):
+                with browser.open(console.link.split("/login")[0] + "/", timeout=10) as page:
+                    assert "/login" not in page.url, "the other console's login ended this one"
+        finally:
+            local.server.should_exit = True
+            deployed.server.should_exit = True
