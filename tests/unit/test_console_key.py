@@ -1,9 +1,10 @@
 """`grandbo console --url`'s admin key: one key's JSON, or a keyring with the key named;
-anything else is refused by name, never used."""
+anything else is refused by name, never used, and never quoted (its secret with it)."""
 
 from __future__ import annotations
 
 import json
+import traceback
 
 import pytest
 from pydantic import ValidationError
@@ -37,3 +38,17 @@ def test_refused_keys_name_the_problem() -> None:
         admin_key(keyring_document([_key("acme-beacon", "query")]), "acme-beacon")
     with pytest.raises(ValidationError, match="secret"):
         admin_key(json.dumps({"key_id": "x"}), None)
+
+
+def test_a_malformed_keyring_says_where_without_quoting_its_secrets() -> None:
+    secret = new_secret()
+    missing_tenant = json.dumps({"keys": [{"secret": secret, "key_id": "a", "roles": ["admin"]}]})
+    wrong_role = json.dumps(
+        {"keys": [{"key_id": "a", "tenant_id": "acme", "secret": secret, "roles": ["admn"]}]}
+    )
+    for document in (missing_tenant, wrong_role):
+        with pytest.raises(GrandboError, match=r"keys\.0") as refused:
+            admin_key(document, None)
+        # neither its message nor a logged traceback of it (the chained pydantic error)
+        logged = "".join(traceback.format_exception(refused.value))
+        assert secret[:8] not in logged

@@ -93,7 +93,13 @@ class Keyring:
         try:
             return cls(_KeyringDocument.model_validate_json(document).keys)
         except ValidationError as exc:
-            raise GrandboError(f"the keyring document is malformed: {exc}") from exc
+            # where and what only: pydantic's own message quotes the input, which is a key
+            # with its secret (a malformed file's warning would log half of it)
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'document'}: {error['msg']}"
+                for error in exc.errors(include_url=False, include_input=False)
+            )
+            raise GrandboError(f"the keyring document is malformed: {problems}") from None
 
     def find(self, key_id: str, role: Role) -> SigningKey:
         key = self._keys.get(key_id)
