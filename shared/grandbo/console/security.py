@@ -61,7 +61,10 @@ class ConsoleDoors:
     ) -> None:
         self.hosts = frozenset(host.lower() for host in hosts)
         self.cookie_name = cookie_name
-        self.origins = frozenset(f"http://{host}" for host in self.hosts)
+        # https too: an --allowed-host is a tunnel, which serves the console over TLS
+        self.origins = frozenset(
+            f"{scheme}://{host}" for host in self.hosts for scheme in ("http", "https")
+        )
         self.login_token: str | None = login_token or secrets.token_urlsafe(32)
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
