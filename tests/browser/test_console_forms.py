@@ -77,3 +77,28 @@ def test_a_number_is_ascii_digits_only(console: ConsoleServer, days: str) -> Non
     assert status == 400, page
     assert "whole number" in page
     assert console.api("GET", "/v1/admin/settings").body["episodic_ttl_days"] == before
+
+
+def test_every_scope_the_query_takes_is_offered_and_taken(console: ConsoleServer) -> None:
+    """The search's scopes are the API's (issue 27 added `correlated`): each is in the
+    form, and a search with it is answered, not refused by the console itself."""
+    token = console.doors.login_token
+    assert token is not None
+    session = console.doors.log_in(token)
+    assert session is not None
+    console.create({**POOL, "service": "checkout-api"})
+    parts = urlsplit(console.url)
+    cookie = f"{console.doors.cookie_name}={session.session_id}"
+    for scope in ("blast_radius", "dependencies", "correlated"):
+        query = {"topic": POOL["summary"], "service": "checkout-api", "scope": scope}
+        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+        try:
+            conn.request(
+                "GET", "/?" + urlencode(query), headers={"Host": parts.netloc, "Cookie": cookie}
+            )
+            response = conn.getresponse()
+            page = response.read().decode()
+        finally:
+            conn.close()
+        assert response.status == 200, page
+        assert f'<option value="{scope}" selected>' in page

@@ -13,7 +13,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import urlencode
 from uuid import UUID
 
@@ -27,6 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from grandbo.api.client import GrandboHTTPError
+from grandbo.api.models import QueryRequest
 from grandbo.console.backend import ConsoleBackend, UnreadableAnswerError
 from grandbo.console.charts import ScoreBar, blast_radius_picture, weekly_chart
 from grandbo.console.security import (
@@ -50,7 +51,13 @@ DONE = {
     "distinct": "Recorded as two lessons: the pair is not suggested again.",
     "settings": "Settings saved.",
 }
-SCOPES = ("service", "blast_radius", "dependencies")
+# the query's scopes, from the API's own request model (one source: a scope the API adds
+# is offered here too)
+SCOPES: tuple[str, ...] = tuple(
+    value
+    for option in get_args(QueryRequest.model_fields["scope"].annotation)
+    for value in get_args(option)
+)
 
 
 class ConsoleError(Exception):
@@ -70,6 +77,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.globals["DONE"] = DONE
+    env.globals["SCOPES"] = SCOPES
     return env
 
 
