@@ -9,6 +9,7 @@ import http.cookiejar
 import re
 import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,8 +26,9 @@ TOPIC = "checkout requests time out waiting for a database connection from the p
 
 
 @contextmanager
-def _answering(answer: bytes) -> Iterator[str]:
-    """A server that answers every request with `answer`, whatever was asked."""
+def _answering(answer: bytes, *, delay_s: float = 0.0) -> Iterator[str]:
+    """A server that answers every request with `answer` (after `delay_s`), whatever was
+    asked."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
@@ -40,6 +42,7 @@ def _answering(answer: bytes) -> Iterator[str]:
                 return
             with conn:
                 conn.recv(65536)
+                stop.wait(delay_s)
                 conn.sendall(answer)
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -178,5 +181,30 @@ def test_a_tunnel_named_by_allowed_host_may_post_over_https() -> None:
             assert status == 403
             status, _, _ = send("/logout", {**posted, "Origin": f"https://{tunnel}"}, form)
             assert status == 303
+        finally:
+            console.server.should_exit = True
+
+
+def test_a_slow_api_does_not_hold_the_other_pages() -> None:
+    """A search waiting for a slow API (a cold start, a calibration, an address that never
+    answers) leaves the console answering everything else: its stylesheet, its login page,
+    another tab."""
+    slow = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
+    with _answering(slow, delay_s=4.0) as url:
+        console = _started(bind_console(url, KEY, port=0))
+        try:
+            cookie = _login(console)
+            waiting = threading.Thread(
+                target=_get, args=(console, "/?" + urlencode({"topic": TOPIC}), cookie)
+            )
+            waiting.start()
+            time.sleep(0.3)  # the search is waiting for the API now
+            started = time.monotonic()
+            status, _, _ = _get(console, "/static/console.css", cookie)
+            status_login, _, _ = _get(console, "/login", "")
+            took = time.monotonic() - started
+            assert (status, status_login) == (200, 200)
+            assert took < 2.0, f"the console answered only after the API did ({took:.1f} s)"
+            waiting.join(10)
         finally:
             console.server.should_exit = True

@@ -19,6 +19,7 @@ from uuid import UUID
 
 import jinja2
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -84,11 +85,30 @@ def _environment() -> jinja2.Environment:
 Page = Callable[[Request, Session], Awaitable[Response]]
 
 
+class _InThreads:
+    """The backend's calls, each awaited in a worker thread: a request waiting for a slow
+    API (a cold start, a calibration, an address that never answers, up to the client's
+    timeout) holds its own page only, never the console's event loop and every other page."""
+
+    def __init__(self, backend: ConsoleBackend) -> None:
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+        call = getattr(self._backend, name)
+
+        async def in_thread(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            answer: dict[str, Any] = await run_in_threadpool(call, *args, **kwargs)
+            return answer
+
+        return in_thread
+
+
 class Console:
     """The pages, over one organization's admin key (`ConsoleBackend`)."""
 
     def __init__(self, backend: ConsoleBackend, doors: ConsoleDoors) -> None:
         self.backend = backend
+        self.api = _InThreads(backend)
         self.doors = doors
         self.env = _environment()
 
@@ -216,7 +236,7 @@ class Console:
 
     async def search(self, request: Request, session: Session) -> Response:
         query = self._query(request)
-        answer = None if query is None else self.backend.search(query)
+        answer = None if query is None else await self.api.search(query)
         bars = [] if answer is None else [ScoreBar.of(hit["why"]) for hit in answer["hits"]]
         return self.render(
             request,
@@ -233,7 +253,7 @@ class Console:
         raw_entry = request.query_params.get("entry_id", "").strip()
         explanation = None
         if query is not None and raw_entry:
-            explanation = self.backend.explain(query, _uuid(raw_entry, "entry_id"))
+            explanation = await self.api.explain(query, _uuid(raw_entry, "entry_id"))
         return self.render(
             request,
             session,
@@ -253,7 +273,7 @@ class Console:
             for name in ("status", "kind", "origin", "service", "text", "after")
             if params.get(name)
         }
-        page = self.backend.catalog({**filters, "limit": 50})
+        page = await self.api.catalog({**filters, "limit": 50})
         kept = {k: v for k, v in filters.items() if k != "after"}
         return self.render(
             request,
@@ -278,12 +298,12 @@ class Console:
             if _text(form, optional):
                 entry[optional] = _text(form, optional)
         # one key per form shown: a resubmitted form is a no-op, not a second entry
-        created = self.backend.create(entry, key=_form_key(form))
+        created = await self.api.create(entry, key=_form_key(form))
         return _done(f"/entries/{created['entry']['entry_id']}", "created")
 
     async def entry(self, request: Request, session: Session) -> Response:
         entry_id: UUID = request.path_params["entry_id"]
-        history = self.backend.history(entry_id)
+        history = await self.api.history(entry_id)
         return self.render(
             request,
             session,
@@ -311,7 +331,7 @@ class Console:
                 text["service"] = _text(form, "service")
             if _text(form, "expected_revision"):
                 text["expected_revision"] = _int(form.get("expected_revision"), "expected_revision")
-            self.backend.correct(entry_id, text, key=_form_key(form))
+            await self.api.correct(entry_id, text, key=_form_key(form))
             return _done(back, "corrected")
         if action == "retire":
             retirement: dict[str, Any] = {"reason": _text(form, "reason")}
@@ -319,36 +339,36 @@ class Console:
                 retirement["superseded_by"] = str(
                     _uuid(_text(form, "superseded_by"), "superseded_by")
                 )
-            self.backend.retire(entry_id, retirement)
+            await self.api.retire(entry_id, retirement)
             return _done(back, "retired")
         if action == "promote":
-            self.backend.promote(entry_id)
+            await self.api.promote(entry_id)
             return _done(back, "promoted")
         if action == "split":
-            self.backend.split(entry_id)
+            await self.api.split(entry_id)
             return _done(back, "split")
         if action == "never-merge":
-            self.backend.set_never_merge(entry_id, _text(form, "never_merge") == "true")
+            await self.api.set_never_merge(entry_id, _text(form, "never_merge") == "true")
             return _done(back, "never-merge")
         if action == "merge":
-            self.backend.merge(entry_id, _uuid(_text(form, "into"), "into"))
+            await self.api.merge(entry_id, _uuid(_text(form, "into"), "into"))
             return _done(back, "merged")
         if action == "distinct":
-            self.backend.mark_distinct(entry_id, _uuid(_text(form, "other"), "other"))
+            await self.api.mark_distinct(entry_id, _uuid(_text(form, "other"), "other"))
             return _done(back, "distinct")
         raise ConsoleError(404, f"no such action: {action}")
 
     # -- review, health, settings ----------------------------------------------------
 
     async def review(self, request: Request, session: Session) -> Response:
-        health = self.backend.health()
+        health = await self.api.health()
         findings = {f["check"]: f for f in health.get("findings", [])}
         return self.render(
             request,
             session,
             "review.html",
-            misleading=self.backend.review(),
-            duplicates=self.backend.duplicates(),
+            misleading=await self.api.review(),
+            duplicates=await self.api.duplicates(),
             expired=findings.get("expired_active"),
             unembedded=findings.get("unembedded"),
         )
@@ -360,9 +380,9 @@ class Console:
             checks = [str(value) for value in form.getlist("check")]
             if not checks:
                 raise ConsoleError(400, "choose at least one finding to repair", "check")
-            repaired = self.backend.repair(checks)
+            repaired = await self.api.repair(checks)
         return self.render(
-            request, session, "health.html", health=self.backend.health(), repaired=repaired
+            request, session, "health.html", health=await self.api.health(), repaired=repaired
         )
 
     async def settings(self, request: Request, session: Session) -> Response:
@@ -370,16 +390,16 @@ class Console:
         if request.method == "POST":
             form = await request.form()
             if _text(form, "what") == "calibrate":
-                calibration = self.backend.calibrate(_int(form.get("sample"), "sample", 60))
+                calibration = await self.api.calibrate(_int(form.get("sample"), "sample", 60))
             else:
                 days = _int(form.get("episodic_ttl_days"), "episodic_ttl_days")
-                self.backend.set_episodic_ttl_days(days)
+                await self.api.set_episodic_ttl_days(days)
                 return _done("/settings", "settings")
         return self.render(
             request,
             session,
             "settings.html",
-            settings=self.backend.settings(),
+            settings=await self.api.settings(),
             calibration=calibration,
         )
 
@@ -399,8 +419,8 @@ class Console:
                 query["as_of"] = params["as_of"]
             if params.get("namespaces"):
                 query["namespaces"] = params["namespaces"]
-            radius = self.backend.blast_radius(query)
-            criticality = self.backend.criticality(query)
+            radius = await self.api.blast_radius(query)
+            criticality = await self.api.criticality(query)
             picture = blast_radius_picture(radius)
         return self.render(
             request,
@@ -413,7 +433,7 @@ class Console:
         )
 
     async def growth(self, request: Request, session: Session) -> Response:
-        growth = self.backend.growth()
+        growth = await self.api.growth()
         return self.render(
             request, session, "growth.html", growth=growth, chart=weekly_chart(growth["weeks"])
         )
