@@ -5,6 +5,7 @@ a page, never a 500 or a request the client cannot send."""
 from __future__ import annotations
 
 import http.client
+from html.parser import HTMLParser
 from urllib.parse import urlencode, urlsplit
 
 import pytest
@@ -102,3 +103,72 @@ def test_every_scope_the_query_takes_is_offered_and_taken(console: ConsoleServer
             conn.close()
         assert response.status == 200, page
         assert f'<option value="{scope}" selected>' in page
+
+
+class _Form(HTMLParser):
+    """The fields a browser submits of one form, as the page fills them in."""
+
+    def __init__(self, form_id: str) -> None:
+        super().__init__()
+        self.form_id = form_id
+        self.inside = False
+        self.fields: dict[str, str] = {}
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = dict(attrs)
+        if tag == "form":
+            self.inside = named.get("id") == self.form_id
+        elif self.inside and tag == "input" and named.get("name"):
+            self.fields[str(named["name"])] = named.get("value") or ""
+        elif self.inside and tag == "textarea" and named.get("name"):
+            self._textarea = str(named["name"])
+            self.fields[self._textarea] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self.inside = False
+        elif tag == "textarea":
+            self._textarea = None
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea is not None:
+            self.fields[self._textarea] += data
+
+
+def test_correcting_the_title_keeps_the_tags_the_entry_was_given(console: ConsoleServer) -> None:
+    """An admin fixes a typo in the title, leaving the rest of the form as shown: the tags
+    the entry was given by hand (words its text does not hold) are still its tags."""
+    token = console.doors.login_token
+    assert token is not None
+    session = console.doors.log_in(token)
+    assert session is not None
+    entry = console.create({**POOL, "service": "checkout-api", "tags": ["pgbouncer", "INC-4711"]})
+    given = set(entry["tags"]) - set(
+        console.create({**POOL, "title": POOL["title"] + " (twin)"})["tags"]
+    )
+    assert {"pgbouncer", "inc-4711"} <= given
+    parts = urlsplit(console.url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    try:
+        conn.request(
+            "GET",
+            f"/entries/{entry['entry_id']}",
+            headers={
+                "Host": parts.netloc,
+                "Cookie": f"{console.doors.cookie_name}={session.session_id}",
+            },
+        )
+        page = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    form = _Form("correct")
+    form.feed(page)
+    assert form.fields["title"] == POOL["title"]
+    fixed = {**form.fields, "title": "Checkout pool exhausted by a connection leak on retry"}
+    fixed.pop("csrf")
+    status, answer = _post(console, session, f"/entries/{entry['entry_id']}/correct", fixed)
+    assert status == 303, answer
+    corrected = console.api("GET", f"/v1/admin/entries/{entry['entry_id']}").body
+    assert corrected["revision"] == 2
+    assert given <= set(corrected["tags"]), "the correction dropped the tags it was given"

@@ -38,6 +38,7 @@ from grandbo.console.security import (
     DoorsMiddleware,
     Session,
 )
+from grandbo.text.tags import tags_for
 
 _HERE = Path(__file__).parent
 # what a redirect after an action says; the page shows only these fixed sentences
@@ -304,12 +305,14 @@ class Console:
     async def entry(self, request: Request, session: Session) -> Response:
         entry_id: UUID = request.path_params["entry_id"]
         history = await self.api.history(entry_id)
+        entry = history["entry"]
         return self.render(
             request,
             session,
             "entry.html",
             history=history,
-            entry=history["entry"],
+            entry=entry,
+            given_tags=_given_tags(entry),
             form_key=secrets.token_hex(16),
         )
 
@@ -437,6 +440,14 @@ class Console:
         return self.render(
             request, session, "growth.html", growth=growth, chart=weekly_chart(growth["weeks"])
         )
+
+
+def _given_tags(entry: dict[str, Any]) -> list[str]:
+    """The tags an entry was given beyond its own words (a correction's form offers them
+    again: a correction's tags are its words plus the tags it sends, so a form sent without
+    them would drop them)."""
+    words = set(tags_for([entry["title"], entry["summary"], entry.get("service") or ""]))
+    return [tag for tag in entry.get("tags") or [] if tag not in words]
 
 
 def _done(path: str, what: str) -> RedirectResponse:
