@@ -21,11 +21,11 @@ from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionRepor
 from grandbo.memory.repository.redaction import RedactionWrites
 from grandbo.memory.repository.reembed import VectorStaging
 from grandbo.memory.repository.search import (
-    EntrySearch,
     LexicalCandidate,
     SearchLegs,
     VectorCandidate,
 )
+from grandbo.memory.repository.search_function import SearchFunction
 
 __all__ = [
     "BM25_B",
@@ -42,7 +42,7 @@ __all__ = [
 
 class MemoryRepository(
     RedactionWrites,
-    EntrySearch,
+    SearchFunction,
     EmbeddingStore,
     VectorStaging,
     ProjectionRebuild,

@@ -101,9 +101,11 @@ class SearchLegs:
 
 
 class EntrySearch(LexicalLeg):
-    """Both legs in one transaction, with the tenant's vector coverage."""
+    """Both legs in one transaction, with the tenant's vector coverage, as six statements
+    (`search_statements`): what `grandbo_search` does in one call (`SearchFunction`), and
+    the reference it is compared with."""
 
-    def search(
+    def search_statements(
         self,
         tenant_id: str,
         *,

@@ -1,0 +1,186 @@
+"""The search in one call (`grandbo_search`, migration 0022) answers what the six
+statements answer, field for field, over a lake with every kind of entry the legs must
+handle; and it runs only inside its own tenant's scope (issue 28, items 2-3)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.memory.idempotency import KeySpace, idempotency_key
+from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS, WriteContext
+from grandbo.memory.repository import MemoryRepository, SearchLegs
+from grandbo.memory.service import LEG_LIMIT, MemoryService
+from grandbo.text.tags import tokenize
+
+WORDS = [
+    "checkout",
+    "payments",
+    "ledger",
+    "postgres",
+    "pool",
+    "connection",
+    "leak",
+    "timeout",
+    "retry",
+    "deploy",
+    "canary",
+    "rollback",
+    "dns",
+    "resolver",
+    "cache",
+    "ttl",
+    "heap",
+    "garbage",
+    "collector",
+    "latency",
+    "p99",
+    "certificate",
+    "tls",
+    "handshake",
+    "queue",
+    "backlog",
+    "consumer",
+    "lag",
+    "partition",
+    "disk",
+    "volume",
+    "wal",
+    "replication",
+]
+SERVICES = ("checkout-api", "payments", "ledger", None)
+
+
+def _context(n: int) -> WriteContext:
+    return WriteContext(actor="test", idempotency_key=idempotency_key(KeySpace.CLI, str(n)))
+
+
+def _lake(service: MemoryService, tenant: str, count: int, seed: int) -> list[Any]:
+    rng = random.Random(seed)
+    written = []
+    for n in range(count):
+        words = rng.sample(WORDS, 6)
+        entry = {
+            "title": f"{words[0].capitalize()} {words[1]} after the {words[2]} change {n}",
+            "summary": f"The {words[3]} {words[4]} and the {words[5]} failed together; "
+            f"requests timed out until incident {n} was mitigated.",
+            "service": rng.choice(SERVICES),
+            "kind": "episodic" if n % 7 == 0 else "durable",
+        }
+        written.append(service.record_entry(tenant, entry, _context(seed * 10_000 + n)).entry)
+    return written
+
+
+def _compare(a: SearchLegs, b: SearchLegs) -> None:
+    """Every field; `entries` for the candidates (the statements' dict also held the few
+    extra lexical rows read past expired entries, which nothing reads)."""
+    left, right = asdict(a), asdict(b)
+    ids = {c.entry_id for c in a.lexical} | {c.entry_id for c in a.vector}
+    left["entries"] = {i: e for i, e in a.entries.items() if i in ids}
+    assert left == right
+
+
+@pytest.fixture
+def lake(service: MemoryService, tenant: str, other_tenant: str) -> dict[str, Any]:
+    entries = _lake(service, tenant, 160, seed=1)
+    _lake(service, other_tenant, 40, seed=2)
+    # most embedded, a few not yet (the coverage counts them); some retired
+    service.embed_pending(tenant)
+    service.embed_pending(other_tenant)
+    for entry in entries[150:]:
+        service.correct_entry(
+            tenant,
+            entry.entry_id,
+            {"title": entry.title + " corrected", "summary": entry.summary},
+            _context(900_000 + entry.revision * 1000 + entries.index(entry)),
+        )
+    for entry in entries[140:145]:
+        service.retire_entry(
+            tenant, entry.entry_id, "obsolete", _context(800_000 + entries.index(entry))
+        )
+    return {"entries": entries}
+
+
+def test_the_function_answers_what_the_statements_answer(
+    service: MemoryService,
+    repository: MemoryRepository,
+    tenant: str,
+    other_tenant: str,
+    lake: dict[str, Any],
+    fake_provider: FakeEmbeddingProvider,
+) -> None:
+    rng = random.Random(7)
+    entries = lake["entries"]
+    foreign = _lake(service, other_tenant, 1, seed=3)[0].entry_id
+    later = datetime.now(UTC) + timedelta(days=DEFAULT_EPISODIC_TTL_DAYS + 1)
+    compared = 0
+    for n in range(60):
+        topic = " ".join(rng.sample(WORDS, rng.randint(2, 7)))
+        probes: list[UUID] = [*rng.sample([e.entry_id for e in entries], 2), foreign, uuid4()]
+        settings: dict[str, Any] = {
+            "topic_tags": tokenize(topic),
+            "topic_vector": None if n % 10 == 9 else fake_provider.embed([topic])[0],
+            "embed_rev": fake_provider.embed_rev,
+            "vector_cutoff": rng.choice((0.8, 0.95, 2.0)),
+            "services": rng.choice((None, None, ["checkout-api"], ["payments", "ledger"])),
+            "leg_limit": rng.choice((LEG_LIMIT, 5, 1)),
+            "now": rng.choice((None, datetime.now(UTC), later)),
+            "probe": probes,
+        }
+        one = repository.search(tenant, **settings)
+        six = repository.search_statements(tenant, **settings)
+        _compare(six, one)
+        compared += bool(one.lexical or one.vector)
+    assert compared > 40  # most searches found something to compare
+
+
+def test_an_empty_organization_and_a_topic_of_no_known_tag(
+    repository: MemoryRepository, fake_provider: FakeEmbeddingProvider
+) -> None:
+    nobody = f"t-{uuid4().hex[:10]}"
+    settings: dict[str, Any] = {
+        "topic_tags": ["nothing", "known"],
+        "topic_vector": fake_provider.embed(["nothing known"])[0],
+        "embed_rev": fake_provider.embed_rev,
+        "vector_cutoff": 0.8,
+        "services": None,
+        "leg_limit": LEG_LIMIT,
+    }
+    _compare(
+        repository.search_statements(nobody, **settings), repository.search(nobody, **settings)
+    )
+
+
+def test_the_function_runs_only_inside_its_own_tenants_scope(
+    app_conn: psycopg.Connection[Any], tenant: str, other_tenant: str, lake: dict[str, Any]
+) -> None:
+    call = (
+        "SELECT count(*) AS n FROM grandbo_search(%s, %s::text[], NULL, 'rev', 0.8::float8,"
+        " NULL, 25, NULL, NULL, 1.2::float8, 0.75::float8, 3.0::float8, 'relaxed_order', '40')"
+    )
+    tags = ["checkout", "pool"]
+    # no tenant: refused
+    with app_conn.transaction(), pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app_conn.execute(call, ("", tags))
+    # alone (autocommit): it scopes its own statement, and leaves nothing set after it
+    row = app_conn.execute(call, (tenant, tags)).fetchone()
+    assert row is not None
+    assert row[0] > 1
+    after = app_conn.execute("SELECT grandbo_current_tenant()").fetchone()
+    assert after == (None,)
+    with app_conn.transaction():  # another tenant's scope: refused
+        app_conn.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (other_tenant,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app_conn.execute(call, (tenant, tags))
+    with app_conn.transaction():  # its own: answers
+        app_conn.execute("SELECT set_config('grandbo.tenant_id', %s, true)", (tenant,))
+        row = app_conn.execute(call, (tenant, tags)).fetchone()
+        assert row is not None
+        assert row[0] > 1
