@@ -172,3 +172,33 @@ def test_correcting_the_title_keeps_the_tags_the_entry_was_given(console: Consol
     corrected = console.api("GET", f"/v1/admin/entries/{entry['entry_id']}").body
     assert corrected["revision"] == 2
     assert given <= set(corrected["tags"]), "the correction dropped the tags it was given"
+
+
+def test_a_redacted_entrys_page_shows_its_redaction(console: ConsoleServer) -> None:
+    token = console.doors.login_token
+    assert token is not None
+    session = console.doors.log_in(token)
+    assert session is not None
+    entry = console.create(POOL)
+    path = f"/v1/admin/entries/{entry['entry_id']}/redaction"
+    assert console.api("POST", path, {"reason": "quoted a customer's password"}).status == 200
+    parts = urlsplit(console.url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    try:
+        conn.request(
+            "GET",
+            f"/entries/{entry['entry_id']}",
+            headers={
+                "Host": parts.netloc,
+                "Cookie": f"{console.doors.cookie_name}={session.session_id}",
+            },
+        )
+        response = conn.getresponse()
+        page = response.read().decode()
+    finally:
+        conn.close()
+    assert response.status == 200, page
+    assert 'data-type="entry_redacted"' in page
+    assert "quoted a customer&#39;s password" in page
+    assert POOL["title"] not in page
+    assert 'id="correct"' not in page  # nothing to act on

@@ -98,3 +98,27 @@ def test_growth_counts_utc_weeks_whatever_the_sessions_time_zone(
         conn.close()
     assert weeks[-1].created == {"admin": 2}
     assert sum(sum(week.created.values()) for week in weeks) == 2
+
+
+def test_a_redacted_entrys_history_shows_the_redaction_and_no_removed_text(
+    gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    """The catalog lists redacted entries; each one's history says who removed its text,
+    when and why (its events' payloads hashed), not a 410 that hides the redaction."""
+    secret = "Customer ACME-SECRET-7 leaked their DB password in the ticket"
+    entry = _create(gateway, tenant, {**POOL, "summary": POOL["summary"] + " " + secret})
+    path = f"/v1/admin/entries/{entry['entry_id']}/redaction"
+    assert gateway.admin(tenant, "POST", path, {"reason": "a customer's secret"}).status == 200
+    listed = gateway.admin(tenant, "POST", "/v1/admin/catalog", {"status": "redacted"}).body
+    assert [e["entry_id"] for e in listed["entries"]] == [entry["entry_id"]]
+    reply = gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry['entry_id']}/history")
+    assert reply.status == 200, reply.body
+    assert reply.body["entry"]["status"] == "redacted"
+    kinds = [e["event_type"] for e in reply.body["events"]]
+    assert kinds[0] == "entry_created"
+    assert kinds[-1] == "entry_redacted"
+    assert reply.body["events"][-1]["payload"]["reason"] == "a customer's secret"
+    assert "ACME-SECRET-7" not in str(reply.body)
+    assert "Checkout pool exhausted" not in str(reply.body)
+    other = gateway.admin(other_tenant, "GET", f"/v1/admin/entries/{entry['entry_id']}/history")
+    assert other.status == 404

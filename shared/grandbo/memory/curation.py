@@ -235,7 +235,9 @@ class Curation:
             for row in rows
         ]
         return EntryHistory(
-            entry=self.memory.get_entry(tenant, entry_id),
+            # the row itself, a redacted one too (its text is gone from it and from every
+            # payload): its history is where a person reads who removed it, when and why
+            entry=self.repository.get_entry(tenant, entry_id),
             events=events,
             omitted_events=omitted,
             recurrences=self.memory.recurrences_of(tenant, entry_id),
