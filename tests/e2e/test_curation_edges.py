@@ -15,7 +15,7 @@ from grandbo.runtime.lambda_container import runtime
 from grandbo.storage.connections import DatabaseUrls, connect
 
 from .conftest import Gateway
-from .test_curation_api import LOOK_ALIKE, POOL, _create
+from .test_curation_api import LOOK_ALIKE, POOL, TOPIC, _create
 
 
 def _pairs(gateway: Gateway, tenant: str) -> list[tuple[str, str]]:
@@ -122,3 +122,26 @@ def test_a_redacted_entrys_history_shows_the_redaction_and_no_removed_text(
     assert "Checkout pool exhausted" not in str(reply.body)
     other = gateway.admin(other_tenant, "GET", f"/v1/admin/entries/{entry['entry_id']}/history")
     assert other.status == 404
+
+
+def test_why_not_says_when_the_successor_is_not_served_either(
+    gateway: Gateway, tenant: str
+) -> None:
+    """An entry superseded by one retired since is served by nothing: "which is served
+    instead" would send the admin looking for a hit that never comes."""
+    old = _create(gateway, tenant, POOL)
+    successor = _create(gateway, tenant, LOOK_ALIKE)
+    retire = {"reason": "replaced", "superseded_by": successor["entry_id"]}
+    path = f"/v1/admin/entries/{old['entry_id']}/retirement"
+    assert gateway.admin(tenant, "POST", path, retire).status == 200
+    body = {"topic": TOPIC, "entry_id": old["entry_id"]}
+    served = gateway.admin(tenant, "POST", "/v1/admin/explanation", body).body
+    assert served["verdict"] == "superseded"
+    assert "served instead" in served["summary"]
+
+    path = f"/v1/admin/entries/{successor['entry_id']}/retirement"
+    assert gateway.admin(tenant, "POST", path, {"reason": "wrong as well"}).status == 200
+    orphan = gateway.admin(tenant, "POST", "/v1/admin/explanation", body).body
+    assert (orphan["verdict"], orphan["related_entry_id"]) == ("superseded", successor["entry_id"])
+    assert "served instead" not in orphan["summary"]
+    assert "retired too: neither is served" in orphan["summary"]

@@ -197,7 +197,7 @@ class _Explainer:
         entry = self.entry
         if entry.status is EntryStatus.REDACTED:
             return "redacted", "Its text was removed for good (redacted): it is never served.", None
-        if entry.status is EntryStatus.MERGED:
+        if entry.status is EntryStatus.MERGED:  # its canonical's retirement rehomes it
             return (
                 "merged",
                 f"It is a recurrence of entry {entry.merged_into}: that entry's hit speaks "
@@ -205,9 +205,13 @@ class _Explainer:
                 entry.merged_into,
             )
         if entry.status is EntryStatus.SUPERSEDED:
+            gone = self._not_served(entry.superseded_by)
             return (
                 "superseded",
-                f"It was superseded by entry {entry.superseded_by}, which is served instead.",
+                f"It was superseded by entry {entry.superseded_by}, which is served instead."
+                if gone is None
+                else f"It was superseded by entry {entry.superseded_by}, which is {gone} "
+                "too: neither is served.",
                 entry.superseded_by,
             )
         if entry.status is EntryStatus.RETIRED:
@@ -229,6 +233,20 @@ class _Explainer:
                 None,
             )
         return None, "", None
+
+    def _not_served(self, entry_id: UUID | None) -> str | None:
+        """Why the successor of a superseded entry is itself not served (its status), or
+        None when it is: a successor retired, superseded or redacted later leaves the
+        lesson served by nothing."""
+        if entry_id is None:
+            return None
+        try:
+            successor = self.memory.repository.get_entry(self.entry.tenant_id, entry_id)
+        except EntryNotFoundError:
+            return "gone"
+        if successor.status in (EntryStatus.ACTIVE, EntryStatus.MERGED):
+            return None  # served, or spoken for by the entry it is a recurrence of
+        return str(successor.status.value)
 
     def _placement(
         self, served: dict[UUID, int]
