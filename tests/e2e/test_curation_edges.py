@@ -4,6 +4,7 @@ revision, and growth counts the same weeks whatever the database session's time 
 
 from __future__ import annotations
 
+import threading
 from uuid import UUID
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
@@ -145,3 +146,31 @@ def test_why_not_says_when_the_successor_is_not_served_either(
     assert (orphan["verdict"], orphan["related_entry_id"]) == ("superseded", successor["entry_id"])
     assert "served instead" not in orphan["summary"]
     assert "retired too: neither is served" in orphan["summary"]
+
+
+def test_opposite_merges_at_once_leave_one_lesson_served(gateway: Gateway, tenant: str) -> None:
+    """Two admins merge a pair each the other way round at the same moment: one merge is
+    recorded, the other refused, and the lesson stays served (never both merged away)."""
+    first = _create(gateway, tenant, POOL)
+    second = _create(gateway, tenant, LOOK_ALIKE)
+    answers: list[int] = []
+
+    def merge(entry: dict[str, object], into: dict[str, object]) -> None:
+        path = f"/v1/admin/entries/{entry['entry_id']}/merge"
+        answers.append(gateway.admin(tenant, "POST", path, {"into": into["entry_id"]}).status)
+
+    racing = [
+        threading.Thread(target=merge, args=(first, second)),
+        threading.Thread(target=merge, args=(second, first)),
+    ]
+    for thread in racing:
+        thread.start()
+    for thread in racing:
+        thread.join(30)
+    assert sorted(answers) == [200, 409]
+    statuses = sorted(
+        gateway.admin(tenant, "GET", f"/v1/admin/entries/{e['entry_id']}").body["status"]
+        for e in (first, second)
+    )
+    assert statuses == ["active", "merged"]
+    assert runtime().service().repository.verify_projection(tenant).mismatches == []
