@@ -18,8 +18,9 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 
 from grandbo.api.auth import SigningKey, new_secret
-from grandbo.commands.console import RunningConsole, bind_console
+from grandbo.commands.console import RunningConsole, bind_console, check_deployed_key
 from grandbo.console.security import CONTENT_SECURITY_POLICY
+from grandbo.errors import GrandboError
 
 KEY = SigningKey(key_id="acme-admin", tenant_id="acme", secret=new_secret(), roles=["admin"])
 TOPIC = "checkout requests time out waiting for a database connection from the pool"
@@ -208,3 +209,30 @@ def test_a_slow_api_does_not_hold_the_other_pages() -> None:
             waiting.join(10)
         finally:
             console.server.should_exit = True
+
+
+def test_a_key_the_deployed_api_refuses_stops_the_console_before_it_opens(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    refused = (
+        b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: 63\r\n"
+        b'\r\n{"error": "unauthorized", "message": "the request is not auth"}'
+    )
+    with (
+        _answering(refused) as url,
+        pytest.raises(GrandboError, match="refused admin key 'acme-admin'"),
+    ):
+        check_deployed_key(url, KEY)
+    # an API that is not up yet only warns: the console may open before it wakes
+    with _answering(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n") as url:
+        check_deployed_key(url, KEY)
+    assert "answered HTTP 503" in capsys.readouterr().err
+    with pytest.raises(GrandboError, match="--url"):
+        check_deployed_key("ftp://example.test/prod", KEY)
+
+
+def test_plain_http_beyond_this_machine_is_warned_about(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    check_deployed_key("http://grandbo-console.invalid/prod", KEY)  # never resolves
+    assert "plain http beyond this machine" in capsys.readouterr().err

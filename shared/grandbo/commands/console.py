@@ -199,9 +199,46 @@ def bind_console(
     return RunningConsole(server, listener, link, key.tenant_id, base_url)
 
 
+def check_deployed_key(base_url: str, key: SigningKey) -> None:
+    """One signed read before the console opens: a key the API refuses (another stage's,
+    a rotated one, the wrong --key-id) stops here with what to fix, instead of a console
+    whose every page says 401. An API that does not answer only warns (it may be waking)."""
+    from grandbo.api.client import GrandboHTTPError, base_url_parts
+    from grandbo.console.backend import ConsoleBackend, UnreadableAnswerError
+
+    try:
+        parts = base_url_parts(base_url)
+    except ValueError as exc:
+        raise GrandboError(f"--url: {exc}") from None
+    if parts.scheme == "http" and not is_loopback(str(parts.hostname)):
+        print(
+            f"grandbo console: {base_url} is plain http beyond this machine: every memory "
+            "text read or written travels unencrypted (the key itself never does)",
+            file=sys.stderr,
+            flush=True,
+        )
+    try:
+        ConsoleBackend(base_url, key, timeout=15.0).settings()
+    except GrandboHTTPError as exc:
+        if exc.status in (401, 403):
+            raise GrandboError(
+                f"{base_url} refused admin key {key.key_id!r} (HTTP {exc.status}): is it "
+                "this stage's key, still in its keyring, and the URL the stage's base "
+                "(https://<api-id>.execute-api.<region>.amazonaws.com/<stage>)?"
+            ) from None
+        print(f"grandbo console: {base_url} answered {exc}", file=sys.stderr, flush=True)
+    except (OSError, TimeoutError, UnreadableAnswerError) as exc:
+        print(
+            f"grandbo console: {base_url} did not answer as the admin API yet: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def cmd_console(args: argparse.Namespace) -> int:
     if args.url:
         base_url, key, stop = args.url.rstrip("/"), _deployed_key(args), None
+        check_deployed_key(base_url, key)
     else:
         base_url, key, stop = _local_api(args)
     console = bind_console(
