@@ -33,7 +33,7 @@ from pgvector.psycopg import register_vector
 from bench import synthetic
 from bench.query_scale import Lake, embedded_pool, scratch_server, synthetic_topics, timed
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.memory.service import LEG_LIMIT
+from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.vector_index import HNSW_EF_SEARCH
 
 TYPES = {  # kind: (table, parameter type, HNSW operator class, its organizations' prefix)

@@ -43,10 +43,10 @@ from psycopg.rows import dict_row
 from bench import synthetic
 from bench.query_scale import Lake, embedded_pool, scratch_server, synthetic_topics, timed_search
 from grandbo.embedding.local import LocalMiniLMProvider
+from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.repository.search import _ENTRIES_WITH_DISTANCE, _VECTOR_LEG
 from grandbo.memory.repository.vectors import stored
-from grandbo.memory.service import LEG_LIMIT
 from grandbo.memory.vector_index import COSINE_OPS, HNSW_EF_CONSTRUCTION, HNSW_M, index_name
 from grandbo.storage.connections import app_url_for, connect
 

@@ -44,9 +44,9 @@ from bench.query_scale import (
     timed,
 )
 from grandbo.embedding.local import LocalMiniLMProvider
+from grandbo.memory.recall import fuse
 from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.repository.lexical import _BM25, Corpus
-from grandbo.memory.service import fuse
 from grandbo.memory.vector_index import ensure_hnsw_indexes
 from grandbo.storage.connections import app_url_for, connect
 

@@ -36,8 +36,8 @@ from grandbo.errors import InvalidInputError
 from grandbo.evaluation import entry_text, score_ranking
 from grandbo.memory.fusion import RRF_K
 from grandbo.memory.models import NewEntry, Origin
+from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
-from grandbo.memory.service import LEG_LIMIT
 from grandbo.memory.topic import validate_topic
 from grandbo.text.tags import tags_for, tokenize
 

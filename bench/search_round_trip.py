@@ -32,9 +32,9 @@ from bench.query_scale import (
     synthetic_topics,
 )
 from grandbo.embedding.local import LocalMiniLMProvider
+from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.repository.search import SearchLegs
-from grandbo.memory.service import LEG_LIMIT
 from grandbo.memory.vector_index import ensure_hnsw_indexes
 from grandbo.storage.connections import DatabaseUrls, app_url_for, connect
 

@@ -36,8 +36,9 @@ from grandbo.local.postgres import stop_embedded_postgres
 from grandbo.local.settings import Settings
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, WriteContext
+from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
-from grandbo.memory.service import LEG_LIMIT, MemoryService
+from grandbo.memory.service import MemoryService
 from grandbo.migrations import migrate
 from grandbo.storage.connections import connect
 from grandbo.text.tags import tokenize

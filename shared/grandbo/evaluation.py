@@ -28,9 +28,10 @@ from grandbo.beir import load_corpus, load_qrels, load_queries
 from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
+from grandbo.memory.recall import RankedCandidates, fuse
 from grandbo.memory.repository import SearchLegs
 from grandbo.memory.reranking import rerank_entries
-from grandbo.memory.service import MemoryService, RankedCandidates, fuse
+from grandbo.memory.service import MemoryService
 from grandbo.memory.topic import validate_topic
 
 MODES = ("lexical", "vector", "hybrid")

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.service import MAX_TOPIC_EMBED_THREADS, MemoryService
+from grandbo.memory.recall import MAX_TOPIC_EMBED_THREADS
+from grandbo.memory.service import MemoryService
 from grandbo.observability import logger
 
 from .conftest import Gateway

@@ -16,8 +16,9 @@ import pytest
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS, WriteContext
+from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository, SearchLegs
-from grandbo.memory.service import LEG_LIMIT, MemoryService
+from grandbo.memory.service import MemoryService
 from grandbo.text.tags import tokenize
 
 WORDS = [

@@ -8,8 +8,9 @@ import psycopg
 import pytest
 from pgvector import HalfVector
 
+from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository.search import _VECTOR_LEG, VECTOR_LEG_SETTINGS
-from grandbo.memory.service import LEG_LIMIT, MemoryService
+from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
 from grandbo.storage.connections import DatabaseUrls, connect
 

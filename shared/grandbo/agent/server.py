@@ -52,7 +52,7 @@ from grandbo.errors import (
     invalid_input_from,
 )
 from grandbo.memory.models import Feedback, FeedbackCounts, MemoryEntry, MemoryQueryResult
-from grandbo.memory.service import DEFAULT_LIMIT
+from grandbo.memory.recall import DEFAULT_LIMIT
 from grandbo.memory.topic import GUIDANCE
 from grandbo.runtime.lambda_container import ContainersBusyError
 from grandbo.topology.model import BlastRadius, Criticality, Namespaces

@@ -24,7 +24,7 @@ from grandbo.memory.lifecycle.lake_stream import (
     Sha256Hex,
 )
 from grandbo.memory.models import MAX_FEEDBACK_NOTE_CHARS
-from grandbo.memory.service import DEFAULT_LIMIT, MAX_LIMIT
+from grandbo.memory.recall import DEFAULT_LIMIT, MAX_LIMIT
 from grandbo.memory.topic import MAX_TOPIC_CHARS
 from grandbo.topology.model import TopologyBatch
 

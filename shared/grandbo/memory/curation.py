@@ -36,9 +36,10 @@ from grandbo.memory.models import (
     WriteContext,
     WriteOutcome,
 )
+from grandbo.memory.recall import validate_service
 from grandbo.memory.recurrence import DuplicateRule, Words, may_take_recurrence, tag_overlap
 from grandbo.memory.repository.curation import CatalogFilter
-from grandbo.memory.service import MemoryService, validate_service
+from grandbo.memory.service import MemoryService
 from grandbo.tenancy import require_tenant
 
 MAX_CATALOG_PAGE = 200

@@ -22,8 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from grandbo.errors import EntryNotFoundError
 from grandbo.memory.fusion import score_fusion
 from grandbo.memory.models import EntryStatus, Kind, MemoryEntry, QueryMetadata
+from grandbo.memory.recall import LEG_LIMIT, Answer
 from grandbo.memory.repository.search import Probe, SearchLegs
-from grandbo.memory.service import LEG_LIMIT, Answer, MemoryService
+from grandbo.memory.service import MemoryService
 from grandbo.text.tags import tag_words
 
 Verdict = Literal[
