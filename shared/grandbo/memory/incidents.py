@@ -30,10 +30,17 @@ CORRELATES_WITH edges go into the topology tier's learned graph
 from __future__ import annotations
 
 import enum
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
 
 from grandbo.errors import InvalidEventError, InvalidInputError, invalid_input_from
 from grandbo.memory.idempotency import incident_finding_key
@@ -82,6 +89,18 @@ class ChatMessage(BaseModel):
     text: str | None = None
 
 
+def _utc_moment(value: datetime) -> datetime:
+    """A moment in UTC (one without a zone is read as UTC); one UTC cannot hold, such as
+    0001-01-01T00:00:00+14:00, is refused: stored, it would be a date before year 1 that
+    no read of the learned graph could load back."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is out of the range of dates") from None
+
+
 class IncidentClosed(BaseModel):
     """The `detail` of an incident-closed event."""
 
@@ -91,7 +110,7 @@ class IncidentClosed(BaseModel):
     incident_id: _Id
     title: str = Field(max_length=300)
     service: ServiceName | None = None
-    closed_at: datetime
+    closed_at: Annotated[datetime, AfterValidator(_utc_moment)]
     findings: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS)
     chatter: list[ChatMessage] = Field(default_factory=list)
 

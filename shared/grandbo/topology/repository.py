@@ -140,12 +140,14 @@ class TopologyRepository(TenantScopedRepository):
         """A node that `replaces` another retires it (and every edge touching it): a
         rename is one batch, whether or not it is a sync. The old node's learned edges
         are carried to the new one first."""
-        batch = {node_key(tenant_id, n.node_type, n.external_id) for n in nodes}
+        # a node listed twice is recorded as its last listing says (`_upsert_nodes`): so
+        # is what it replaces
+        unique = {node_key(tenant_id, n.node_type, n.external_id): n for n in nodes}
         moves = {
-            key: node_key(tenant_id, n.node_type, n.external_id)
-            for n in nodes
+            key: new
+            for new, n in unique.items()
             if n.replaces is not None
-            and (key := node_key(tenant_id, n.node_type, n.replaces)) not in batch
+            and (key := node_key(tenant_id, n.node_type, n.replaces)) not in unique
         }
         replaced = sorted(moves)
         if not replaced:

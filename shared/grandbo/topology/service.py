@@ -94,9 +94,13 @@ class TopologyService:
         """What incidents taught, on the caller's transaction (`grandbo.topology.learned`):
         an Incident node per incident, AFFECTS to its services, CORRELATES_WITH between
         them; at most `now` (a clock ahead of ours is not the future)."""
-        moment = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+        now = self._clock()
+        try:
+            moment = at.astimezone(UTC) if at.tzinfo is not None else at.replace(tzinfo=UTC)
+        except OverflowError:  # before year 1 in UTC: no read could load it back
+            moment = now
         return self.learned.record_incidents(
-            cur, require_tenant(tenant_id), incidents, min(moment, self._clock())
+            cur, require_tenant(tenant_id), incidents, min(moment, now)
         )
 
     def rebuild_learned(

@@ -219,9 +219,9 @@ class LearnedGraph:
         """The learned graph against the (incident id, service) pairs of the memory's
         entry events: every pair has its AFFECTS edge (unless its service was retired
         when the incident came: the graph records no edge to a retired service), and no
-        correlation counts more incidents than affected both of its services (what a
-        redelivery counted twice would show). Incidents the events no longer name (a
-        redaction removes an entry's incident id) are not drift."""
+        correlation counts more incidents in one interval than affected both of its
+        services (what a redelivery counted twice would show). Incidents the events no
+        longer name (a redaction removes an entry's incident id) are not drift."""
         affects, correlations = self.repository.learned_incidents(tenant_id)
         mismatches = []
         wanted = {

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from grandbo.storage.tenant_scope import Cursor, TenantScopedRepository
 from grandbo.topology.model import EdgeType, Namespace, NodeType, node_key
@@ -63,6 +64,25 @@ class EdgeRow:
     target_key: str
     valid_at: datetime
     invalid_at: datetime | None
+
+
+class _Carried:
+    """The learned rows a rename moves onto one key, merged."""
+
+    def __init__(self, valid_at: datetime) -> None:
+        self.valid_at = valid_at
+        self.first_seen: datetime | None = None
+        self.last_seen: datetime | None = None
+        self.properties: dict[str, Any] = {}
+        self.counts: list[int] = []
+        self.existing: int | None = None  # the current row it lands on, if any
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.properties.update(row["properties"] or {})
+        first, last = row["first_seen"], row["last_seen"]
+        self.first_seen = first if self.first_seen is None else min(self.first_seen, first)
+        self.last_seen = last if self.last_seen is None else max(self.last_seen, last)
+        self.counts.append(int(row["observed_count"]))
 
 
 class LearnedGraphRepository(TenantScopedRepository):
@@ -134,7 +154,9 @@ class LearnedGraphRepository(TenantScopedRepository):
                 "INSERT INTO topology_nodes (tenant_id, node_key, node_type, external_id,"
                 " namespace, valid_at, first_seen, last_seen)"
                 " VALUES (%(tenant)s, %(key)s, %(incident)s, %(id)s, %(ns)s,"
-                "   %(at)s, %(at)s, %(at)s)"
+                "   GREATEST(%(at)s, (SELECT max(c.invalid_at) FROM topology_nodes c"
+                "     WHERE c.tenant_id = %(tenant)s AND c.node_key = %(key)s)),"
+                "   %(at)s, %(at)s)"
             )
             + _EARLIEST_NODE,
             {
@@ -150,7 +172,13 @@ class LearnedGraphRepository(TenantScopedRepository):
             "INSERT INTO topology_edges (tenant_id, source_key, edge_type, target_key,"
             " namespace, valid_at, first_seen, last_seen)"
             " SELECT %(tenant)s, %(incident)s, %(affects)s, n.node_key, %(ns)s,"
-            "   %(at)s, %(at)s, %(at)s"
+            # an interval begins no earlier than the last one of its edge ended (a service
+            # retired and listed again): no moment sees two
+            "   GREATEST(%(at)s, (SELECT max(c.invalid_at) FROM topology_edges c"
+            "     WHERE c.tenant_id = %(tenant)s AND c.source_key = %(incident)s"
+            "       AND c.edge_type = %(affects)s AND c.target_key = n.node_key"
+            "       AND c.namespace = %(ns)s)),"
+            "   %(at)s, %(at)s"
             " FROM topology_nodes n WHERE n.tenant_id = %(tenant)s AND n.invalid_at IS NULL"
             "   AND n.node_key = ANY(%(keys)s)"
             " ORDER BY n.node_key"
@@ -184,7 +212,12 @@ class LearnedGraphRepository(TenantScopedRepository):
             cur.execute(
                 "INSERT INTO topology_edges (tenant_id, source_key, edge_type, target_key,"
                 " namespace, valid_at, first_seen, last_seen)"
-                " SELECT %(tenant)s, p.a, %(correlates)s, p.b, %(ns)s, %(at)s, %(at)s, %(at)s"
+                " SELECT %(tenant)s, p.a, %(correlates)s, p.b, %(ns)s,"
+                "   GREATEST(%(at)s, (SELECT max(c.invalid_at) FROM topology_edges c"
+                "     WHERE c.tenant_id = %(tenant)s AND c.source_key = p.a"
+                "       AND c.edge_type = %(correlates)s AND c.target_key = p.b"
+                "       AND c.namespace = %(ns)s)),"
+                "   %(at)s, %(at)s"
                 " FROM unnest(%(a)s::text[], %(b)s::text[]) AS p(a, b) ORDER BY p.a, p.b"
                 " ON CONFLICT (tenant_id, namespace, source_key, edge_type, target_key)"
                 "   WHERE invalid_at IS NULL DO UPDATE SET"
@@ -212,44 +245,116 @@ class LearnedGraphRepository(TenantScopedRepository):
     @staticmethod
     def carry_over(cur: Cursor, tenant_id: str, moves: dict[str, str], now: datetime) -> int:
         """What incidents taught about renamed nodes (old key -> new key) carried to the new
-        names, from `now`, counts and first and last seen kept (the old rows are closed
-        with the old node). Returns the edges carried."""
+        names, from `now`, first and last seen kept (the old rows are closed with the old
+        node). Returns the edges carried.
+
+        Edges that land on one key are merged into one row (an old name and its new one
+        may both be current, and two renames of one batch may meet on one pair): an
+        AFFECTS edge stays one edge of its incident, and a correlation counts the
+        incidents that affected both sides, each once, whichever names they used; where
+        the AFFECTS edges cannot say (an incident node closed since), at most the sum of
+        the counts merged and at least the largest of them."""
         if not moves:
             return 0
+        old = sorted(moves)
+        cur.execute(
+            "SELECT source_key, edge_type, target_key, properties, valid_at, first_seen,"
+            " last_seen, observed_count FROM topology_edges"
+            " WHERE tenant_id = %s AND namespace = %s AND invalid_at IS NULL"
+            "   AND (source_key = ANY(%s) OR target_key = ANY(%s))"
+            " ORDER BY source_key, edge_type, target_key",
+            (tenant_id, _LEARNED, old, old),
+        )
+        merged: dict[tuple[str, str, str], _Carried] = {}
+        for row in cur.fetchall():
+            source = str(moves.get(row["source_key"], row["source_key"]))
+            target = str(moves.get(row["target_key"], row["target_key"]))
+            if source == target:
+                continue
+            if row["edge_type"] == _CORRELATES:  # stored once, a < b
+                source, target = min(source, target), max(source, target)
+            carried = merged.setdefault(
+                (source, row["edge_type"], target), _Carried(max(now, row["valid_at"]))
+            )
+            carried.add(row)
+        if not merged:
+            return 0
+        keys = sorted(merged)
+        # the current rows the carried ones meet, and every name's incidents
+        cur.execute(
+            "SELECT e.source_key, e.edge_type, e.target_key, e.observed_count"
+            " FROM topology_edges e"
+            " JOIN unnest(%s::text[], %s::text[], %s::text[]) AS k(s, t, d)"
+            "   ON e.source_key = k.s AND e.edge_type = k.t AND e.target_key = k.d"
+            " WHERE e.tenant_id = %s AND e.namespace = %s AND e.invalid_at IS NULL",
+            (
+                [s for s, _, _ in keys],
+                [t for _, t, _ in keys],
+                [d for _, _, d in keys],
+                tenant_id,
+                _LEARNED,
+            ),
+        )
+        for row in cur.fetchall():
+            merged[(row["source_key"], row["edge_type"], row["target_key"])].existing = int(
+                row["observed_count"]
+            )
+        names: dict[str, set[str]] = {}  # a key as it will be -> the keys it was
+        for name in {k for s, t, d in keys if t == _CORRELATES for k in (s, d)}:
+            names.setdefault(name, {name})
+        for before, after in moves.items():
+            if after in names:
+                names[after].add(before)
+        incidents: dict[str, set[str]] = {}
+        if names:
+            cur.execute(
+                "SELECT source_key, target_key FROM topology_edges"
+                " WHERE tenant_id = %s AND namespace = %s AND edge_type = %s"
+                "   AND invalid_at IS NULL AND target_key = ANY(%s)",
+                (tenant_id, _LEARNED, _AFFECTS, sorted(set().union(*names.values()))),
+            )
+            for row in cur.fetchall():
+                incidents.setdefault(row["target_key"], set()).add(row["source_key"])
+
+        def incidents_of(key: str) -> set[str]:
+            return set().union(*(incidents.get(name, set()) for name in names[key]))
+
+        counts = {}
+        for (source, edge_type, target), carried in merged.items():
+            parts = carried.counts + ([] if carried.existing is None else [carried.existing])
+            if edge_type == _CORRELATES:
+                together = len(incidents_of(source) & incidents_of(target))
+                counts[(source, edge_type, target)] = min(sum(parts), max(together, *parts))
+            else:  # one incident's edge, however many names it reached
+                counts[(source, edge_type, target)] = max(parts)
         cur.execute(
             "INSERT INTO topology_edges (tenant_id, source_key, edge_type, target_key,"
             " namespace, properties, valid_at, first_seen, last_seen, observed_count)"
-            " SELECT %(tenant)s,"
-            "   CASE WHEN e.edge_type = %(correlates)s THEN LEAST(m.s, m.t) ELSE m.s END,"
-            "   e.edge_type,"
-            "   CASE WHEN e.edge_type = %(correlates)s THEN GREATEST(m.s, m.t) ELSE m.t END,"
-            "   %(ns)s, e.properties, GREATEST(%(now)s, e.valid_at), e.first_seen, e.last_seen,"
-            "   e.observed_count"
-            " FROM topology_edges e"
-            " LEFT JOIN unnest(%(old)s::text[], %(new)s::text[]) AS ms(old, new)"
-            "   ON ms.old = e.source_key"
-            " LEFT JOIN unnest(%(old)s::text[], %(new)s::text[]) AS mt(old, new)"
-            "   ON mt.old = e.target_key"
-            " CROSS JOIN LATERAL (SELECT COALESCE(ms.new, e.source_key) AS s,"
-            "   COALESCE(mt.new, e.target_key) AS t) m"
-            " WHERE e.tenant_id = %(tenant)s AND e.namespace = %(ns)s AND e.invalid_at IS NULL"
-            "   AND (ms.old IS NOT NULL OR mt.old IS NOT NULL) AND m.s <> m.t"
-            " ORDER BY 2, 3, 4"
+            " SELECT %(tenant)s, c.s, c.t, c.d, %(ns)s, c.p, c.v, c.f, c.l, c.n"
+            " FROM unnest(%(s)s::text[], %(t)s::text[], %(d)s::text[], %(p)s::jsonb[],"
+            "   %(v)s::timestamptz[], %(f)s::timestamptz[], %(l)s::timestamptz[],"
+            "   %(n)s::integer[]) AS c(s, t, d, p, v, f, l, n)"
+            " ORDER BY c.s, c.t, c.d"
             " ON CONFLICT (tenant_id, namespace, source_key, edge_type, target_key)"
             "   WHERE invalid_at IS NULL DO UPDATE SET"
-            "   observed_count = topology_edges.observed_count + EXCLUDED.observed_count,"
+            "   observed_count = EXCLUDED.observed_count,"
+            "   properties = topology_edges.properties || EXCLUDED.properties,"
             "   first_seen = LEAST(topology_edges.first_seen, EXCLUDED.first_seen),"
             "   last_seen = GREATEST(topology_edges.last_seen, EXCLUDED.last_seen)",
             {
                 "tenant": tenant_id,
-                "correlates": _CORRELATES,
                 "ns": _LEARNED,
-                "now": now,
-                "old": list(moves),
-                "new": list(moves.values()),
+                "s": [s for s, _, _ in keys],
+                "t": [t for _, t, _ in keys],
+                "d": [d for _, _, d in keys],
+                "p": [Jsonb(merged[k].properties) for k in keys],
+                "v": [merged[k].valid_at for k in keys],
+                "f": [merged[k].first_seen for k in keys],
+                "l": [merged[k].last_seen for k in keys],
+                "n": [counts[k] for k in keys],
             },
         )
-        return cur.rowcount
+        return len(keys)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -369,10 +474,11 @@ class LearnedGraphRepository(TenantScopedRepository):
         self, tenant_id: str
     ) -> tuple[set[tuple[str, str]], dict[tuple[str, str], int]]:
         """Every learned AFFECTS (incident key, service key) pair ever recorded, and each
-        correlated pair's total count over all its intervals."""
+        correlated pair's largest count of one interval (a pair closed with a retired
+        service and drawn again when it came back counts its incidents anew)."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT source_key, edge_type, target_key, sum(observed_count) AS n"
+                "SELECT source_key, edge_type, target_key, max(observed_count) AS n"
                 " FROM topology_edges WHERE tenant_id = %s AND namespace = %s"
                 "   AND edge_type IN (%s, %s) GROUP BY source_key, edge_type, target_key",
                 (tenant_id, _LEARNED, _AFFECTS, _CORRELATES),

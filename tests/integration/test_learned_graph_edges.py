@@ -1,0 +1,215 @@
+"""The learned graph at its edges (issue 27, red team): moments UTC cannot hold, renames
+that meet on one edge, a node listed twice, a service that came back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from grandbo.errors import InvalidEventError
+from grandbo.memory.incidents import parse_incident_closed
+from grandbo.memory.service import MemoryService
+
+from .test_learned_graph import (
+    TOPIC,
+    Clock,
+    affected_by,
+    clock,
+    correlations,
+    deliver,
+    incident,
+    memory,
+    topology_of,
+)
+
+__all__ = ["clock", "memory"]  # the fixtures, shared
+
+
+def test_a_closing_moment_before_year_one_in_utc_is_refused(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], tenant: str
+) -> None:
+    """0001-01-01T00:00:00+14:00 is 31 December of 1 BC in UTC: stored as the learned
+    graph's valid_at, every read of the node (staleness of each hit about its service,
+    every scoped query) failed to load it (psycopg DataError: a 500), for good."""
+    detail = incident(tenant, "INC-1", service="checkout", findings=[("f1", "payments-db")])
+    detail["closed_at"] = "0001-01-01T00:00:00+14:00"
+    with pytest.raises(InvalidEventError, match="closed_at"):
+        parse_incident_closed(detail)
+    # a moment UTC holds is taken as it is, one without a zone as UTC
+    detail["closed_at"] = "0001-01-01T00:00:00-14:00"
+    deliver(memory, detail)
+    detail = incident(tenant, "INC-2", service="checkout", findings=[("f1", "ledger")])
+    detail["closed_at"] = "2026-11-02T10:00:00"
+    deliver(memory, detail)
+    result = memory.query_org_memory(tenant, TOPIC, service="checkout", scope="correlated")
+    assert result.metadata.services_in_scope == ["checkout", "ledger", "payments-db"]
+    assert memory.stale_entries(tenant) == []
+    assert memory.verify_learned_graph(tenant) == (2, [])
+
+
+def test_a_rename_onto_a_name_the_incident_also_affected_counts_it_once(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], tenant: str
+) -> None:
+    """During a migration an incident names both the old and the new service; the batch
+    that says the new one replaces the old carried the old one's correlation onto the
+    new one's and added the counts: one incident counted twice, which rebuild --verify
+    reported as drift no rebuild could mend."""
+    topology = topology_of(memory)
+    topology.record(
+        tenant,
+        {
+            "nodes": [
+                {"node_type": "Service", "external_id": name}
+                for name in ("checkout", "payments", "payments-v2")
+            ]
+        },
+    )
+    deliver(
+        memory,
+        incident(
+            tenant,
+            "INC-1",
+            service="checkout",
+            findings=[("f1", "payments"), ("f2", "payments-v2")],
+        ),
+    )
+    deliver(memory, incident(tenant, "INC-2", service="checkout", findings=[("f1", "payments")]))
+    topology.record(
+        tenant,
+        {"nodes": [{"node_type": "Service", "external_id": "payments-v2", "replaces": "payments"}]},
+    )
+    # INC-1 and INC-2 affected checkout and payments(-v2): two incidents, not three
+    assert correlations(admin_conn, tenant) == {("checkout", "payments-v2"): 2}
+    assert affected_by(admin_conn, tenant, "INC-1") == {"checkout", "payments", "payments-v2"}
+    affects = admin_conn.execute(
+        "SELECT observed_count FROM topology_edges WHERE tenant_id = %s"
+        " AND edge_type = 'AFFECTS' AND invalid_at IS NULL",
+        (tenant,),
+    ).fetchall()
+    assert {n for (n,) in affects} == {1}
+    assert memory.verify_learned_graph(tenant) == (3, [])
+
+
+def test_two_renames_of_one_batch_meeting_on_one_pair_are_recorded(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], tenant: str
+) -> None:
+    """a -> a2 and b -> b2 in one batch, a2 already correlated with b: two carried rows
+    landed on (a2, b2) in one INSERT ... ON CONFLICT, which PostgreSQL refuses
+    (CardinalityViolation): the batch was a 500 and nothing was renamed."""
+    topology = topology_of(memory)
+    topology.record(
+        tenant,
+        {"nodes": [{"node_type": "Service", "external_id": name} for name in ("a", "a2", "b")]},
+    )
+    deliver(memory, incident(tenant, "INC-1", service="a", findings=[("f1", "b")]))
+    deliver(memory, incident(tenant, "INC-2", service="a2", findings=[("f1", "b")]))
+    counts = topology.record(
+        tenant,
+        {
+            "nodes": [
+                {"node_type": "Service", "external_id": "a2", "replaces": "a"},
+                {"node_type": "Service", "external_id": "b2", "replaces": "b"},
+            ]
+        },
+    )
+    assert counts["nodes_replaced"] == 2
+    assert correlations(admin_conn, tenant) == {("a2", "b2"): 2}
+    assert memory.verify_learned_graph(tenant) == (2, [])
+
+
+def test_a_node_listed_twice_replaces_what_its_last_listing_says(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], tenant: str
+) -> None:
+    """One node listed twice, replacing a then b: both were retired and carried onto it
+    (two AFFECTS of one incident onto one key: CardinalityViolation, a 500), though the
+    node was stored as the last listing says (replaces b)."""
+    topology = topology_of(memory)
+    topology.record(
+        tenant,
+        {"nodes": [{"node_type": "Service", "external_id": n} for n in ("checkout", "a", "b")]},
+    )
+    deliver(
+        memory, incident(tenant, "INC-1", service="checkout", findings=[("f1", "a"), ("f2", "b")])
+    )
+    counts = topology.record(
+        tenant,
+        {
+            "nodes": [
+                {"node_type": "Service", "external_id": "c", "replaces": "a"},
+                {"node_type": "Service", "external_id": "c", "replaces": "b"},
+            ]
+        },
+    )
+    assert counts["nodes_replaced"] == 1
+    assert correlations(admin_conn, tenant) == {
+        ("a", "c"): 1,
+        ("a", "checkout"): 1,
+        ("c", "checkout"): 1,
+    }
+    hits = memory.query_org_memory(tenant, TOPIC).hits
+    stale = {h.service: h.staleness for h in hits if h.service in ("a", "b")}
+    assert stale["a"] is None
+    assert stale["b"] is not None
+    assert stale["b"].changes[0].replaced_by == "c"
+
+
+def test_a_service_that_came_back_under_a_reclosed_incident_still_verifies(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], clock: Clock, tenant: str
+) -> None:
+    """checkout retired by a sync (its learned edges closed) and listed again by the
+    next; the incident that had affected it is delivered again with one more finding.
+    The graph re-drew checkout's edges from the incident's moment, overlapping the
+    intervals the retirement closed (a replay of that time found db twice in the
+    correlated scope), and rebuild --verify added the intervals' counts: a MISMATCH."""
+    topology = topology_of(memory)
+    topology.record(
+        tenant,
+        {
+            "nodes": [
+                {"node_type": "Service", "external_id": n} for n in ("checkout", "db", "cache")
+            ]
+        },
+        sync=True,
+    )
+    first = incident(tenant, "INC-1", service="checkout", findings=[("f1", "db")])
+    deliver(memory, first)
+    clock.now += timedelta(days=1)
+    topology.record(
+        tenant,
+        {"nodes": [{"node_type": "Service", "external_id": n} for n in ("db", "cache")]},
+        sync=True,
+    )
+    retired_at = clock.now
+    clock.now += timedelta(days=1)
+    topology.record(
+        tenant,
+        {
+            "nodes": [
+                {"node_type": "Service", "external_id": n} for n in ("checkout", "db", "cache")
+            ]
+        },
+        sync=True,
+    )
+    clock.now += timedelta(days=1)
+    deliver(
+        memory,
+        incident(tenant, "INC-1", service="checkout", findings=[("f1", "db"), ("f2", "cache")]),
+    )
+    assert memory.verify_learned_graph(tenant) == (2, [])
+    # no moment sees two intervals of one edge
+    overlapping = admin_conn.execute(
+        "SELECT count(*) FROM topology_edges a JOIN topology_edges b"
+        " ON a.tenant_id = b.tenant_id AND a.source_key = b.source_key"
+        " AND a.edge_type = b.edge_type AND a.target_key = b.target_key AND a.id < b.id"
+        " WHERE a.tenant_id = %s AND a.valid_at < coalesce(b.invalid_at, 'infinity')"
+        " AND b.valid_at < coalesce(a.invalid_at, 'infinity')",
+        (tenant,),
+    ).fetchone()
+    assert overlapping == (0,)
+    before = memory.query_org_memory(
+        tenant, TOPIC, service="checkout", scope="correlated", as_of=retired_at - timedelta(hours=1)
+    )
+    assert before.metadata.services_in_scope == ["checkout", "cache", "db"]
