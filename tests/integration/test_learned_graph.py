@@ -453,14 +453,15 @@ def test_rebuild_verify_covers_the_learned_graph(
     assert main(["rebuild", "--tenant", tenant, "--verify-only"]) == 1
     out = capsys.readouterr().out
     assert "MISMATCH learned graph: incident" in out
-    assert "the learned graph DIFFERS FROM the 2 (incident, service) pairs" in out
+    # each incident's finding and its own service (the symptom), recorded in its events
+    assert "the learned graph DIFFERS FROM the 4 (incident, service) pairs" in out
 
     # the rebuild completes it from the events (each pair once), and it verifies
     assert main(["rebuild", "--tenant", tenant, "--verify"]) == 0
     out = capsys.readouterr().out
-    assert "learned graph: 2 AFFECTS edge(s) added from the events" in out
-    assert "the learned graph agrees with the 2 (incident, service) pairs" in out
-    assert affected_by(admin_conn, tenant, "INC-1") == {"payments-db"}
+    assert "learned graph: 4 AFFECTS edge(s) added from the events" in out
+    assert "the learned graph agrees with the 4 (incident, service) pairs" in out
+    assert affected_by(admin_conn, tenant, "INC-1") == {"checkout", "payments-db"}
     assert main(["rebuild", "--tenant", tenant]) == 0  # a second rebuild adds nothing
     assert "0 AFFECTS edge(s) added" in capsys.readouterr().out
 

@@ -11,9 +11,14 @@ import pytest
 
 from grandbo.errors import InvalidEventError
 from grandbo.memory.incidents import parse_incident_closed
+from grandbo.memory.lifecycle.lake import LakeTransfer
+from grandbo.memory.lifecycle.lake_stream import read_stream
 from grandbo.memory.service import MemoryService
+from grandbo.storage.connections import DatabaseUrls, connect
 
+from .test_lake_export_import import second_store
 from .test_learned_graph import (
+    T0,
     TOPIC,
     Clock,
     affected_by,
@@ -21,11 +26,13 @@ from .test_learned_graph import (
     correlations,
     deliver,
     incident,
+    learned_rows,
     memory,
+    memory_on,
     topology_of,
 )
 
-__all__ = ["clock", "memory"]  # the fixtures, shared
+__all__ = ["clock", "memory", "second_store"]  # the fixtures, shared
 
 
 def test_a_closing_moment_before_year_one_in_utc_is_refused(
@@ -47,7 +54,7 @@ def test_a_closing_moment_before_year_one_in_utc_is_refused(
     result = memory.query_org_memory(tenant, TOPIC, service="checkout", scope="correlated")
     assert result.metadata.services_in_scope == ["checkout", "ledger", "payments-db"]
     assert memory.stale_entries(tenant) == []
-    assert memory.verify_learned_graph(tenant) == (2, [])
+    assert memory.verify_learned_graph(tenant) == (4, [])
 
 
 def test_a_rename_onto_a_name_the_incident_also_affected_counts_it_once(
@@ -90,7 +97,7 @@ def test_a_rename_onto_a_name_the_incident_also_affected_counts_it_once(
         (tenant,),
     ).fetchall()
     assert {n for (n,) in affects} == {1}
-    assert memory.verify_learned_graph(tenant) == (3, [])
+    assert memory.verify_learned_graph(tenant) == (5, [])
 
 
 def test_two_renames_of_one_batch_meeting_on_one_pair_are_recorded(
@@ -117,7 +124,7 @@ def test_two_renames_of_one_batch_meeting_on_one_pair_are_recorded(
     )
     assert counts["nodes_replaced"] == 2
     assert correlations(admin_conn, tenant) == {("a2", "b2"): 2}
-    assert memory.verify_learned_graph(tenant) == (2, [])
+    assert memory.verify_learned_graph(tenant) == (4, [])
 
 
 def test_a_node_listed_twice_replaces_what_its_last_listing_says(
@@ -198,7 +205,7 @@ def test_a_service_that_came_back_under_a_reclosed_incident_still_verifies(
         memory,
         incident(tenant, "INC-1", service="checkout", findings=[("f1", "db"), ("f2", "cache")]),
     )
-    assert memory.verify_learned_graph(tenant) == (2, [])
+    assert memory.verify_learned_graph(tenant) == (3, [])
     # no moment sees two intervals of one edge
     overlapping = admin_conn.execute(
         "SELECT count(*) FROM topology_edges a JOIN topology_edges b"
@@ -213,3 +220,42 @@ def test_a_service_that_came_back_under_a_reclosed_incident_still_verifies(
         tenant, TOPIC, service="checkout", scope="correlated", as_of=retired_at - timedelta(hours=1)
     )
     assert before.metadata.services_in_scope == ["checkout", "cache", "db"]
+
+
+def test_a_lake_moved_to_another_store_keeps_what_its_incidents_taught(
+    memory: MemoryService,
+    admin_conn: psycopg.Connection[Any],
+    clock: Clock,
+    tenant: str,
+    second_store: tuple[DatabaseUrls, MemoryService, psycopg.Connection[Any]],
+) -> None:
+    """The symptom's service (the incident's own) was in the learned graph only, never in
+    the events: an import (or a rebuild) drew AFFECTS to the findings' services alone,
+    so the correlation between the symptom and its cause, what scope correlated asked
+    from the symptom finds, did not survive the move; and the edges began when the
+    events were recorded, not when the incidents closed."""
+    for number, day in (("1", 0), ("2", 1)):
+        deliver(
+            memory,
+            incident(
+                tenant,
+                f"INC-{number}",
+                service="checkout",
+                findings=[("f1", "payments-db")],
+                closed_at=T0 + timedelta(days=day),
+            ),
+        )
+    source = learned_rows(admin_conn, tenant)
+    lines: list[str] = []
+    LakeTransfer(memory).export(tenant, lines.append)
+    urls, _, owner = second_store
+    target_conn = connect(urls.app)
+    try:
+        target = memory_on(target_conn, clock)
+        assert LakeTransfer(target).import_stream(tenant, read_stream(lines)).complete
+        assert learned_rows(owner, tenant)["edges"] == source["edges"]
+        result = target.query_org_memory(tenant, TOPIC, service="checkout", scope="correlated")
+        assert result.metadata.services_in_scope == ["checkout", "payments-db"]
+        assert target.verify_learned_graph(tenant) == (4, [])
+    finally:
+        target_conn.close()

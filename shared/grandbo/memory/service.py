@@ -165,7 +165,15 @@ class MemoryService(Recall):
             command = self._parse(NewEntry, entry)
             commands.append((command, _tags(command), context))
         also = self._learned(tenant, incident_services, incident_at)
-        return self._after_commit_all(self.repository.create_entries(tenant, commands, also=also))
+        return self._after_commit_all(
+            self.repository.create_entries(
+                tenant,
+                commands,
+                also=also,
+                incident_services=incident_services,
+                incident_at=incident_at,
+            )
+        )
 
     def _learned(
         self,

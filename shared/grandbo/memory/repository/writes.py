@@ -5,8 +5,8 @@ statistics and the tag postings in one transaction; a repeated idempotency key i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -75,6 +75,8 @@ class EntryWrites(EntryReads):
         items: Sequence[tuple[NewEntry, Sequence[str], WriteContext]],
         *,
         also: AlsoRecord | None = None,
+        incident_services: Collection[str] = (),
+        incident_at: datetime | None = None,
     ) -> list[WriteOutcome]:
         """Several entries (an incident's findings) in one transaction: all or none.
 
@@ -82,6 +84,9 @@ class EntryWrites(EntryReads):
         lookup, events and entries each in one pipelined `executemany`, tag statistics
         and postings each in one statement. A key seen before (earlier, twice in the
         batch, or written concurrently) yields the entry it created, `applied=False`.
+        An entry of an incident records in its event the incident's own services and
+        moment (`incident_services`, `incident_at`): what the learned graph drew from
+        them is rebuilt from the events alone (`grandbo rebuild`, an import).
         """
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             self._register_tenant(cur, tenant_id)
@@ -93,7 +98,20 @@ class EntryWrites(EntryReads):
                 key = context.idempotency_key
                 if key not in known and key not in fresh:
                     fresh[key] = (uuid4(), entry, list(tags), context)
-            recorded = self._append_created_events(cur, tenant_id, list(fresh.values()), ttl_days)
+            recorded = self._append_created_events(
+                cur,
+                tenant_id,
+                list(fresh.values()),
+                ttl_days,
+                incident={
+                    **(
+                        {"incident_services": sorted(set(incident_services))}
+                        if incident_services
+                        else {}
+                    ),
+                    **({"incident_at": incident_at.isoformat()} if incident_at else {}),
+                },
+            )
             created = self._insert_entries(
                 cur,
                 tenant_id,
@@ -123,9 +141,12 @@ class EntryWrites(EntryReads):
         tenant_id: str,
         fresh: Sequence[tuple[UUID, NewEntry, list[str], WriteContext]],
         ttl_days: int,
+        *,
+        incident: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """`entry_created` events, in order; the keys that went in, with their timestamps.
-        An episodic entry's event carries its lifetime, so a replay finds its expiry."""
+        An episodic entry's event carries its lifetime, so a replay finds its expiry; an
+        incident's entry, `incident` (its incident's services and moment)."""
         if not fresh:
             return {}
         cur.executemany(
@@ -148,6 +169,7 @@ class EntryWrites(EntryReads):
                             "incident_id": entry.incident_id,
                             "kind": entry.kind.value,
                             **({"ttl_days": ttl_days} if entry.kind is Kind.EPISODIC else {}),
+                            **((incident or {}) if entry.incident_id is not None else {}),
                         }
                     ),
                     context.actor,
