@@ -9,12 +9,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from grandbo.errors import InvalidEventError
+from grandbo.errors import InvalidEventError, InvalidInputError
 from grandbo.memory.incidents import parse_incident_closed
 from grandbo.memory.lifecycle.lake import LakeTransfer
 from grandbo.memory.lifecycle.lake_stream import read_stream
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect
+from grandbo.topology.learned.graph import incident_node_id
 
 from .test_lake_export_import import second_store
 from .test_learned_graph import (
@@ -259,3 +260,44 @@ def test_a_lake_moved_to_another_store_keeps_what_its_incidents_taught(
         assert target.verify_learned_graph(tenant) == (4, [])
     finally:
         target_conn.close()
+
+
+def test_a_batch_cannot_claim_retire_or_replace_an_incident_node(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], clock: Clock, tenant: str
+) -> None:
+    """The learned namespace is written by incidents only, but a batch naming an
+    incident's node (its digest is no secret) claimed it for the topology, so the next
+    sync retired it and closed its AFFECTS; the incident delivered again with one more
+    finding then drew them anew and counted its correlation a second time. A batch node
+    replacing it closed it the same way and carried its edges onto a node of its own."""
+    topology = topology_of(memory)
+    deliver(memory, incident(tenant, "INC-1", service="checkout", findings=[("f1", "db")]))
+    node = {"node_type": "Incident", "external_id": incident_node_id("INC-1")}
+    topology.record(tenant, {"nodes": [node, {"node_type": "Service", "external_id": "db"}]})
+    topology.record(tenant, {"nodes": [{"node_type": "Service", "external_id": "db"}]}, sync=True)
+    with pytest.raises(InvalidInputError, match="incident"):
+        topology.record(
+            tenant,
+            {
+                "nodes": [
+                    {"node_type": "Incident", "external_id": "x", "replaces": node["external_id"]}
+                ]
+            },
+        )
+    clock.now += timedelta(days=1)
+    deliver(
+        memory,
+        incident(tenant, "INC-1", service="checkout", findings=[("f1", "db"), ("f2", "cache")]),
+    )
+    assert affected_by(admin_conn, tenant, "INC-1") == {"cache", "checkout", "db"}
+    assert correlations(admin_conn, tenant) == {
+        ("cache", "checkout"): 1,
+        ("cache", "db"): 1,
+        ("checkout", "db"): 1,
+    }
+    closed = admin_conn.execute(
+        "SELECT count(*) FROM topology_edges WHERE tenant_id = %s AND invalid_at IS NOT NULL",
+        (tenant,),
+    ).fetchone()
+    assert closed == (0,)
+    assert memory.verify_learned_graph(tenant) == (3, [])

@@ -22,6 +22,7 @@ from grandbo.topology.model import (
     EdgeType,
     GraphNode,
     Namespace,
+    NodeType,
     TopologyEdge,
     TopologyNode,
     node_key,
@@ -108,9 +109,11 @@ class TopologyRepository(TenantScopedRepository):
             " ON CONFLICT (tenant_id, node_key) WHERE invalid_at IS NULL DO UPDATE SET"
             "   last_seen = EXCLUDED.last_seen,"
             "   observed_count = topology_nodes.observed_count + 1,"
-            # the topology claims a node an incident named first (a learned one), so its
-            # syncs retire it like any other
-            "   namespace = CASE WHEN EXCLUDED.namespace = 'topology' THEN 'topology'"
+            # the topology claims a service an incident named first (a learned one), so
+            # its syncs retire it like any other; an incident's own node stays learned
+            # (a sync never closes what an incident taught)
+            "   namespace = CASE WHEN EXCLUDED.namespace = 'topology'"
+            "     AND topology_nodes.node_type <> %(incident)s THEN 'topology'"
             "     ELSE topology_nodes.namespace END,"
             "   name = COALESCE(EXCLUDED.name, topology_nodes.name),"
             "   properties = topology_nodes.properties || EXCLUDED.properties"
@@ -125,6 +128,7 @@ class TopologyRepository(TenantScopedRepository):
                 "names": [n.name for n in unique.values()],
                 "props": [Jsonb(_node_properties(n)) for n in unique.values()],
                 "valid": [n.valid_at for n in unique.values()],
+                "incident": NodeType.INCIDENT.value,
             },
         )
         created = sum(1 for row in cur if row["created"])

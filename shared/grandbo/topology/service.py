@@ -84,6 +84,13 @@ class TopologyService:
                 "the learned namespace is written by incidents (incident-closed events and "
                 "admin entries naming an incident), not by batches: send topology",
             )
+        for index, node in enumerate(batch.nodes):
+            if node.node_type is NodeType.INCIDENT and node.replaces is not None:
+                # it would close an incident's node and carry its edges onto one of its own
+                raise InvalidInputError(
+                    f"nodes.{index}.replaces",
+                    "an Incident node replaces nothing: incidents are the learned graph's",
+                )
         return self.repository.upsert(
             tenant, batch.namespace, batch.nodes, batch.edges, self._clock(), sync=sync
         )
