@@ -385,8 +385,10 @@ class LearnedGraphRepository(TenantScopedRepository):
                 },
             )
             pairs = [(r["origin"], r["node"], int(r["observed_count"])) for r in cur]
-            # an edge between two frontier nodes is a neighbour of each
-            pairs += [(b, a, n) for a, b, n in pairs if b in frontier and a in frontier]
+            # an edge between two frontier nodes is a neighbour of each (a set: a walk's
+            # frontier can be thousands of nodes, the edges read tens of thousands)
+            among = set(frontier)
+            pairs += [(b, a, n) for a, b, n in pairs if b in among and a in among]
             return pairs
 
     def all_correlations(self, tenant_id: str, as_of: datetime | None) -> list[tuple[str, str]]:
