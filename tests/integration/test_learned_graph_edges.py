@@ -17,6 +17,7 @@ from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect
 from grandbo.topology.learned.graph import incident_node_id
 
+from .helpers import context
 from .test_lake_export_import import second_store
 from .test_learned_graph import (
     T0,
@@ -301,3 +302,43 @@ def test_a_batch_cannot_claim_retire_or_replace_an_incident_node(
     ).fetchone()
     assert closed == (0,)
     assert memory.verify_learned_graph(tenant) == (3, [])
+
+
+def test_a_redacted_incident_id_cannot_be_found_by_guessing_its_digest(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], tenant: str
+) -> None:
+    """The Incident node is keyed by sha256 of the incident id, unsalted: an id of the
+    platform's shape (INC-1042) is found by hashing the few thousand candidates, so the
+    redacted entry's incident, and which services it affected, stayed readable. Once no
+    event names the incident any more, its node takes an id of its own; while one does
+    (an entry of it not redacted), the digest still joins them."""
+
+    def guessed() -> list[str]:
+        digests = {incident_node_id(f"INC-{n}"): f"INC-{n}" for n in range(10_000)}
+        rows = admin_conn.execute(
+            "SELECT DISTINCT external_id FROM topology_nodes"
+            " WHERE tenant_id = %s AND external_id = ANY(%s)",
+            (tenant, list(digests)),
+        ).fetchall()
+        return sorted(digests[external_id] for (external_id,) in rows)
+
+    deliver(memory, incident(tenant, "INC-1042", service="checkout", findings=[("f1", "db")]))
+    deliver(memory, incident(tenant, "INC-7", service="search", findings=[("f1", "index")]))
+    deliver(memory, incident(tenant, "INC-7", service="search", findings=[("f2", "cache")]))
+    entries = admin_conn.execute(
+        "SELECT entry_id, incident_id FROM org_memory_entries WHERE tenant_id = %s"
+        " ORDER BY created_at",
+        (tenant,),
+    ).fetchall()
+    before = correlations(admin_conn, tenant)
+    assert guessed() == ["INC-1042", "INC-7"]
+    for entry_id, _ in entries[:2]:  # INC-1042's entry, and one of INC-7's
+        memory.redact_entry(tenant, entry_id, "legal hold", context())
+    assert guessed() == ["INC-7"]  # still named by its other entry's events
+    # what the incidents taught stays, under a name of no one's
+    assert correlations(admin_conn, tenant) == before
+    assert affected_by(admin_conn, tenant, "INC-7") == {"cache", "index", "search"}
+    assert memory.verify_learned_graph(tenant) == (2, [])
+    # the same incident redelivered is a no-op still
+    deliver(memory, incident(tenant, "INC-1042", service="checkout", findings=[("f1", "db")]))
+    assert correlations(admin_conn, tenant) == before

@@ -81,6 +81,11 @@ class ServiceScopes(ServiceChanges, Protocol):
         """How the learned graph differs from the (incident, service) pairs."""
         ...
 
+    def forget_incidents(self, cur: Cursor, tenant_id: str, incident_ids: Sequence[str]) -> None:
+        """The learned graph's nodes of these incidents no longer findable by their ids
+        (a redaction removed the last event naming them), on the redaction's transaction."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RankedCandidates:

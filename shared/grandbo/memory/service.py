@@ -242,7 +242,13 @@ class MemoryService(Recall):
         """Remove an entry's text for good (`grandbo.memory.repository.redaction`)."""
         tenant = require_tenant(tenant_id)
         return self.repository.redact_entry(
-            tenant, entry_id, _reason(reason), context, keep_recurrences=keep_recurrences
+            tenant,
+            entry_id,
+            _reason(reason),
+            context,
+            keep_recurrences=keep_recurrences,
+            # the learned graph keys an incident's node by its id's digest: guessable
+            forget_incidents=None if self.topology is None else self.topology.forget_incidents,
         )
 
     def organization_rows(self, tenant_id: str) -> dict[str, int]:

@@ -10,6 +10,7 @@ SHA-256 of every payload removed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -54,11 +55,14 @@ class RedactionWrites(RecurrenceReads):
         context: WriteContext,
         *,
         keep_recurrences: bool = False,
+        forget_incidents: Callable[[Cursor, str, list[str]], None] | None = None,
     ) -> RedactionOutcome:
         """Remove the entry's text (and, unless `keep_recurrences`, that of the entries
         merged into it; kept, they resurface first) for good. A retry with the same key
         answers the same tombstone (applied=False); another redaction of a redacted entry
-        is EntryRedactedError."""
+        is EntryRedactedError. The incident ids they named that no event names any more
+        go to `forget_incidents` (cursor, tenant, ids) in the same transaction (the
+        learned graph keys its nodes of them by their digest)."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
             row = cur.fetchone()
@@ -107,6 +111,16 @@ class RedactionWrites(RecurrenceReads):
                 ),
             )
             removed = [RemovedPayload.model_validate(r) for r in cur]
+            named = sorted({t.incident_id for t in targets if t.incident_id is not None})
+            if named and forget_incidents is not None:
+                cur.execute(
+                    "SELECT DISTINCT payload->>'incident_id' AS incident FROM org_memory_events"
+                    " WHERE tenant_id = %s AND payload->>'incident_id' = ANY(%s)",
+                    (tenant_id, named),
+                )
+                still = {row["incident"] for row in cur}
+                if gone := [i for i in named if i not in still]:
+                    forget_incidents(cur, tenant_id, gone)
             cur.execute(
                 "UPDATE org_memory_entries e SET updated_at = r.recorded_at"
                 " FROM org_memory_events r"

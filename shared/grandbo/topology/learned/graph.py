@@ -2,13 +2,15 @@
 and the graph compared with what the memory's events say it should hold.
 
 Incident nodes are keyed by a digest of the incident id (`incident_node_id`): an entry
-joins its Incident node by hashing its own `incident_id`, and a redaction, which removes
-that id from the entry and its events, leaves no readable copy of it in the graph.
+joins its Incident node by hashing its own `incident_id`. A digest of an id of the
+platform's shape (INC-1042) is found by hashing candidates, so a redaction that removes
+the last event naming an incident re-keys its node to a random id (`forget`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
@@ -55,6 +57,13 @@ class LearnedGraph:
             for name, value in counts.items():
                 totals[name] = totals.get(name, 0) + value
         return totals
+
+    def forget(self, cur: Cursor, tenant_id: str, incident_ids: Sequence[str]) -> None:
+        """Each incident's node (and its edges) re-keyed to a random id, on `cur`."""
+        for incident_id in sorted(set(incident_ids)):
+            self.repository.rekey_incident(
+                cur, tenant_id, incident_node_id(incident_id), "redacted:" + uuid.uuid4().hex
+            )
 
     def rebuild(self, tenant_id: str, pairs: Sequence[tuple[str, str, datetime]]) -> dict[str, int]:
         """Record the (incident id, service, recorded at) pairs of the memory's events the

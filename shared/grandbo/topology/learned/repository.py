@@ -243,6 +243,31 @@ class LearnedGraphRepository(TenantScopedRepository):
         }
 
     @staticmethod
+    def rekey_incident(cur: Cursor, tenant_id: str, incident_id: str, new_id: str) -> None:
+        """Every interval of an Incident node, and every edge touching it, under `new_id`
+        (a redaction: its digest must lead nowhere). Serialized with the incident's
+        writes and the tenant's batches, as a write of the incident is."""
+        old_key = node_key(tenant_id, NodeType.INCIDENT, incident_id)
+        new_key = node_key(tenant_id, NodeType.INCIDENT, new_id)
+        cur.execute(
+            "SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0)),"
+            " pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (topology_lock(tenant_id), f"grandbo.learned:{old_key}"),
+        )
+        cur.execute(
+            "UPDATE topology_nodes SET node_key = %s, external_id = %s"
+            " WHERE tenant_id = %s AND node_key = %s",
+            (new_key, new_id, tenant_id, old_key),
+        )
+        for column in ("source_key", "target_key"):
+            cur.execute(
+                sql.SQL(
+                    "UPDATE topology_edges SET {c} = %s WHERE tenant_id = %s AND {c} = %s"
+                ).format(c=sql.Identifier(column)),
+                (new_key, tenant_id, old_key),
+            )
+
+    @staticmethod
     def carry_over(cur: Cursor, tenant_id: str, moves: dict[str, str], now: datetime) -> int:
         """What incidents taught about renamed nodes (old key -> new key) carried to the new
         names, from `now`, first and last seen kept (the old rows are closed with the old
