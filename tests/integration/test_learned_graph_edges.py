@@ -17,7 +17,7 @@ from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect
 from grandbo.topology.learned.graph import incident_node_id
 
-from .helpers import context
+from .helpers import context, entry
 from .test_lake_export_import import second_store
 from .test_learned_graph import (
     T0,
@@ -342,3 +342,47 @@ def test_a_redacted_incident_id_cannot_be_found_by_guessing_its_digest(
     # the same incident redelivered is a no-op still
     deliver(memory, incident(tenant, "INC-1042", service="checkout", findings=[("f1", "db")]))
     assert correlations(admin_conn, tenant) == before
+
+
+def test_a_retired_service_is_not_renamed_into_a_sibling_it_lived_beside(
+    memory: MemoryService, clock: Clock, tenant: str
+) -> None:
+    """A monorepo of two services (one owner and repo, both listed by the first sync):
+    the sync that retires one said it was renamed to the other (the only current node of
+    its owner and repo that appeared no earlier than it), and every scoped query for the
+    other searched the retired one's lessons as its own."""
+    topology = topology_of(memory)
+
+    def node(name: str) -> dict[str, Any]:
+        return {
+            "node_type": "Service",
+            "external_id": name,
+            "properties": {"owner": "team-stock", "repo": "git/mono"},
+        }
+
+    topology.record(tenant, {"nodes": [node("stock-api"), node("stock-worker")]}, sync=True)
+    for name in ("stock-api", "stock-worker"):
+        memory.record_entry(
+            tenant,
+            entry(
+                f"Pool exhausted on {name}",
+                f"{name} timed out: the database connection pool was exhausted",
+                service=name,
+            ),
+            context(),
+        )
+    clock.now += timedelta(days=1)
+    topology.record(tenant, {"nodes": [node("stock-api")]}, sync=True)
+    hits = memory.query_org_memory(tenant, TOPIC, limit=10).hits
+    changes = {h.service: h.staleness.changes[0].kind for h in hits if h.staleness is not None}
+    assert changes == {"stock-worker": "retired"}
+    scoped = memory.query_org_memory(tenant, TOPIC, service="stock-api", scope="dependencies")
+    assert scoped.metadata.services_in_scope == ["stock-api"]
+    # a rename in one sync (a new node of the same owner and repo) still is one
+    clock.now += timedelta(days=1)
+    topology.record(tenant, {"nodes": [node("stock-service")]}, sync=True)
+    hits = memory.query_org_memory(tenant, TOPIC, limit=10).hits
+    renamed = {
+        h.service: h.staleness.changes[0].replaced_by for h in hits if h.staleness is not None
+    }
+    assert renamed == {"stock-api": "stock-service", "stock-worker": None}

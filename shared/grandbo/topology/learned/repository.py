@@ -28,7 +28,7 @@ _AFFECTS = EdgeType.AFFECTS.value
 _CORRELATES = EdgeType.CORRELATES_WITH.value
 # the intervals NodeRow holds
 _NODE_ROWS = sql.SQL(
-    "SELECT node_key, external_id, valid_at, invalid_at, properties FROM topology_nodes"
+    "SELECT node_key, external_id, valid_at, invalid_at, properties, first_seen FROM topology_nodes"
 )
 # a learned node met again keeps the earliest moment any incident gave it
 _EARLIEST_NODE = sql.SQL(
@@ -54,6 +54,7 @@ class NodeRow:
     valid_at: datetime
     invalid_at: datetime | None
     properties: dict[str, Any]
+    first_seen: datetime | None = None  # when the topology first recorded it
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,8 +458,9 @@ class LearnedGraphRepository(TenantScopedRepository):
         `replaced` (external ids), or share an (owner, repo) pair with one."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT n.node_key, n.external_id, n.valid_at, n.invalid_at, n.properties"
-                " FROM topology_nodes n WHERE n.tenant_id = %(tenant)s AND n.node_type = %(type)s"
+                "SELECT n.node_key, n.external_id, n.valid_at, n.invalid_at, n.properties,"
+                " n.first_seen FROM topology_nodes n"
+                " WHERE n.tenant_id = %(tenant)s AND n.node_type = %(type)s"
                 "   AND (CASE WHEN %(as_of)s::timestamptz IS NULL THEN n.invalid_at IS NULL"
                 "        ELSE n.valid_at <= %(as_of)s"
                 "             AND (n.invalid_at IS NULL OR n.invalid_at > %(as_of)s) END)"

@@ -4,8 +4,10 @@ A lesson was written about a service. At a moment R (now, or a query's `as_of`):
 
 - `retired`: the service had a node before R and none is valid at R;
 - `renamed`: retired, and a node valid at R replaces it: it says so (`replaces`, as a
-  sync batch may), or it is the one service valid at R that appeared no earlier than the
-  old one and has the same owner and repo (its `owner` and `repo` properties);
+  sync batch may), or it is the one service valid at R with the same owner and repo (its
+  `owner` and `repo` properties) that the topology first recorded in the batch that
+  retired the old one (a sibling of a monorepo that lived beside it, or one that came
+  later, succeeds nobody);
 - `dependency_gone`: a service the lesson names (a tag of the entry is the name's
   identifier) was a dependency of the lesson's service (DEPENDS_ON) before R and is no
   longer at R; `dependency_renamed` when that dependency was renamed and the lesson's
@@ -60,7 +62,8 @@ def owner_repo(row: NodeRow) -> tuple[str, str] | None:
 
 def successor(last: NodeRow, candidates: Sequence[NodeRow]) -> NodeRow | None:
     """What replaces a retired node: one that says so, else the only one of its owner
-    and repo that appeared no earlier than it (a monorepo's siblings are not successors)."""
+    and repo first recorded in the batch that retired it (a monorepo's siblings, which
+    lived beside it or came later, are not successors)."""
     explicit = [c for c in candidates if c.properties.get("replaces") == last.external_id]
     if explicit:
         return min(explicit, key=lambda c: c.valid_at)
@@ -71,7 +74,8 @@ def successor(last: NodeRow, candidates: Sequence[NodeRow]) -> NodeRow | None:
         if c.node_key != last.node_key
         and identity is not None
         and owner_repo(c) == identity
-        and c.valid_at >= last.valid_at
+        and last.invalid_at is not None
+        and c.first_seen == last.invalid_at
     ]
     return alike[0] if len(alike) == 1 else None
 
