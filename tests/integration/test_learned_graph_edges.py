@@ -3,19 +3,24 @@ that meet on one edge, a node listed twice, a service that came back."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
+from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import InvalidEventError, InvalidInputError
 from grandbo.memory.incidents import parse_incident_closed
 from grandbo.memory.lifecycle.lake import LakeTransfer
 from grandbo.memory.lifecycle.lake_stream import read_stream
+from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect
 from grandbo.topology.learned.graph import incident_node_id
+from grandbo.topology.repository import TopologyRepository
+from grandbo.topology.service import TopologyService
 
 from .helpers import context, entry
 from .test_lake_export_import import second_store
@@ -386,3 +391,59 @@ def test_a_retired_service_is_not_renamed_into_a_sibling_it_lived_beside(
         h.service: h.staleness.changes[0].replaced_by for h in hits if h.staleness is not None
     }
     assert renamed == {"stock-api": "stock-service", "stock-worker": None}
+
+
+def test_a_redaction_racing_a_new_finding_of_its_incident_keeps_the_digest(
+    database: DatabaseUrls,
+    memory: MemoryService,
+    admin_conn: psycopg.Connection[Any],
+    clock: Clock,
+    tenant: str,
+) -> None:
+    """INC-7's only entry is redacted while a second delivery of INC-7 (one more
+    finding) is half way: the redaction waits for the incident's lock, then sees the
+    new entry name the incident, and leaves its node findable by the digest the new
+    entry joins it by (re-keyed, the graph would lack the live entry's AFFECTS)."""
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowTopology(TopologyService):
+        def record_incidents(self, *args: Any, **kwargs: Any) -> dict[str, int]:
+            counts = super().record_incidents(*args, **kwargs)
+            entered.set()
+            release.wait(10)
+            return counts
+
+    first, second = connect(database.app), connect(database.app)
+    try:
+        setup = memory_on(first, clock)
+        deliver(setup, incident(tenant, "INC-7", service="search", findings=[("f1", "index")]))
+        (only,) = admin_conn.execute(
+            "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s", (tenant,)
+        ).fetchone() or (None,)
+        slow = MemoryService(
+            MemoryRepository(second),
+            FakeEmbeddingProvider(),
+            topology=SlowTopology(TopologyRepository(second), clock=clock),
+            clock=clock,
+        )
+        record = threading.Thread(
+            target=deliver,
+            args=(slow, incident(tenant, "INC-7", service="search", findings=[("f2", "cache")])),
+        )
+        record.start()
+        assert entered.wait(10)
+        redact = threading.Thread(
+            target=setup.redact_entry, args=(tenant, only, "legal hold", context())
+        )
+        redact.start()
+        redact.join(0.5)
+        assert redact.is_alive()  # it waits for the incident's write
+        release.set()
+        record.join(10)
+        redact.join(10)
+    finally:
+        release.set()
+        first.close()
+        second.close()
+    assert affected_by(admin_conn, tenant, "INC-7") == {"cache", "index", "search"}
+    assert memory.verify_learned_graph(tenant) == (2, [])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -81,9 +81,16 @@ class ServiceScopes(ServiceChanges, Protocol):
         """How the learned graph differs from the (incident, service) pairs."""
         ...
 
-    def forget_incidents(self, cur: Cursor, tenant_id: str, incident_ids: Sequence[str]) -> None:
-        """The learned graph's nodes of these incidents no longer findable by their ids
-        (a redaction removed the last event naming them), on the redaction's transaction."""
+    def forget_incidents(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        incident_ids: Sequence[str],
+        still_named: Callable[[Cursor, str, list[str]], set[str]],
+    ) -> None:
+        """The learned graph's nodes of those incidents no event names any more (a
+        redaction removed the last one: `still_named`, asked under their locks) no
+        longer findable by their ids, on the redaction's transaction."""
         ...
 
 

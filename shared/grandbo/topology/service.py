@@ -117,11 +117,17 @@ class TopologyService:
         pairs (`grandbo rebuild`): what entries written before it existed taught."""
         return self.learned.rebuild(require_tenant(tenant_id), pairs)
 
-    def forget_incidents(self, cur: Cursor, tenant_id: str, incident_ids: Sequence[str]) -> None:
-        """These incidents' nodes re-keyed to ids of their own, on the caller's transaction
-        (a redaction removed the last event naming them): what they taught stays, but no
-        one can find it by hashing a guessed incident id."""
-        self.learned.forget(cur, require_tenant(tenant_id), incident_ids)
+    def forget_incidents(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        incident_ids: Sequence[str],
+        still_named: Callable[[Cursor, str, list[str]], set[str]],
+    ) -> None:
+        """The nodes of those incidents no event names any more (`still_named`, asked
+        under their locks) re-keyed to ids of their own, on the caller's transaction (a
+        redaction): what they taught stays, but no one finds it by hashing a guessed id."""
+        self.learned.forget(cur, require_tenant(tenant_id), incident_ids, still_named)
 
     def verify_learned(self, tenant_id: str, pairs: Collection[tuple[str, str]]) -> list[str]:
         """How the learned graph differs from the memory's (incident, service) pairs."""

@@ -44,6 +44,21 @@ _TOMBSTONE = (
 )
 
 
+# Which of these incident ids an event of the tenant still names, on the cursor
+StillNamed = Callable[[Cursor, str, list[str]], set[str]]
+# (cursor, tenant, incident ids, still named): the learned graph forgets those no event names
+ForgetIncidents = Callable[[Cursor, str, list[str], StillNamed], None]
+
+
+def _still_named(cur: Cursor, tenant_id: str, incident_ids: list[str]) -> set[str]:
+    cur.execute(
+        "SELECT DISTINCT payload->>'incident_id' AS incident FROM org_memory_events"
+        " WHERE tenant_id = %s AND payload->>'incident_id' = ANY(%s)",
+        (tenant_id, incident_ids),
+    )
+    return {row["incident"] for row in cur}
+
+
 class RedactionWrites(RecurrenceReads):
     """Redact an entry; read its tombstone."""
 
@@ -55,14 +70,15 @@ class RedactionWrites(RecurrenceReads):
         context: WriteContext,
         *,
         keep_recurrences: bool = False,
-        forget_incidents: Callable[[Cursor, str, list[str]], None] | None = None,
+        forget_incidents: ForgetIncidents | None = None,
     ) -> RedactionOutcome:
         """Remove the entry's text (and, unless `keep_recurrences`, that of the entries
         merged into it; kept, they resurface first) for good. A retry with the same key
         answers the same tombstone (applied=False); another redaction of a redacted entry
-        is EntryRedactedError. The incident ids they named that no event names any more
-        go to `forget_incidents` (cursor, tenant, ids) in the same transaction (the
-        learned graph keys its nodes of them by their digest)."""
+        is EntryRedactedError. The incident ids they named go to `forget_incidents` in
+        the same transaction, with the question which of them events still name (asked
+        under the incidents' locks): the learned graph keys its nodes of them by their
+        digest."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
             row = cur.fetchone()
@@ -111,16 +127,6 @@ class RedactionWrites(RecurrenceReads):
                 ),
             )
             removed = [RemovedPayload.model_validate(r) for r in cur]
-            named = sorted({t.incident_id for t in targets if t.incident_id is not None})
-            if named and forget_incidents is not None:
-                cur.execute(
-                    "SELECT DISTINCT payload->>'incident_id' AS incident FROM org_memory_events"
-                    " WHERE tenant_id = %s AND payload->>'incident_id' = ANY(%s)",
-                    (tenant_id, named),
-                )
-                still = {row["incident"] for row in cur}
-                if gone := [i for i in named if i not in still]:
-                    forget_incidents(cur, tenant_id, gone)
             cur.execute(
                 "UPDATE org_memory_entries e SET updated_at = r.recorded_at"
                 " FROM org_memory_events r"
@@ -149,6 +155,11 @@ class RedactionWrites(RecurrenceReads):
                 "DELETE FROM org_memory_staged_vectors WHERE tenant_id = %s AND entry_id = ANY(%s)",
                 (tenant_id, ids),
             )
+            named = sorted({t.incident_id for t in targets if t.incident_id is not None})
+            if named and forget_incidents is not None:
+                # last, so the incidents' locks it takes are waited for holding nothing
+                # another write of them could want
+                forget_incidents(cur, tenant_id, named, _still_named)
             tombstone, _ = self._tombstone(cur, tenant_id, current)
             return RedactionOutcome(
                 tombstone=tombstone,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from grandbo.storage.tenant_scope import Cursor
@@ -58,12 +58,25 @@ class LearnedGraph:
                 totals[name] = totals.get(name, 0) + value
         return totals
 
-    def forget(self, cur: Cursor, tenant_id: str, incident_ids: Sequence[str]) -> None:
-        """Each incident's node (and its edges) re-keyed to a random id, on `cur`."""
-        for incident_id in sorted(set(incident_ids)):
-            self.repository.rekey_incident(
-                cur, tenant_id, incident_node_id(incident_id), "redacted:" + uuid.uuid4().hex
-            )
+    def forget(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        incident_ids: Sequence[str],
+        still_named: Callable[[Cursor, str, list[str]], set[str]],
+    ) -> None:
+        """The node (and edges) of each incident `still_named` no longer names re-keyed to
+        a random id, on `cur`. Asked once their locks are held: an incident's write that
+        committed meanwhile names it still; one that waits for us draws a node anew."""
+        ids = sorted(set(incident_ids))
+        nodes = {i: incident_node_id(i) for i in ids}
+        self.repository.lock_incidents(cur, tenant_id, [nodes[i] for i in ids])
+        named = still_named(cur, tenant_id, ids)
+        for incident_id in ids:
+            if incident_id not in named:
+                self.repository.rekey_incident(
+                    cur, tenant_id, nodes[incident_id], "redacted:" + uuid.uuid4().hex
+                )
 
     def rebuild(self, tenant_id: str, pairs: Sequence[tuple[str, str, datetime]]) -> dict[str, int]:
         """Record the (incident id, service, recorded at) pairs of the memory's events the

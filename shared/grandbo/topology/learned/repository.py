@@ -244,17 +244,25 @@ class LearnedGraphRepository(TenantScopedRepository):
         }
 
     @staticmethod
+    def lock_incidents(cur: Cursor, tenant_id: str, incident_ids: Sequence[str]) -> None:
+        """The locks a write of these incidents takes (`record_incident`), in the order
+        given: their incident ids' order, as `LearnedGraph.record_incidents` takes them."""
+        cur.execute(
+            "SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))",
+            (topology_lock(tenant_id),),
+        )
+        for key in (node_key(tenant_id, NodeType.INCIDENT, i) for i in incident_ids):
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"grandbo.learned:{key}",),
+            )
+
+    @staticmethod
     def rekey_incident(cur: Cursor, tenant_id: str, incident_id: str, new_id: str) -> None:
         """Every interval of an Incident node, and every edge touching it, under `new_id`
-        (a redaction: its digest must lead nowhere). Serialized with the incident's
-        writes and the tenant's batches, as a write of the incident is."""
+        (a redaction: its digest must lead nowhere), its locks held (`lock_incidents`)."""
         old_key = node_key(tenant_id, NodeType.INCIDENT, incident_id)
         new_key = node_key(tenant_id, NodeType.INCIDENT, new_id)
-        cur.execute(
-            "SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0)),"
-            " pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            (topology_lock(tenant_id), f"grandbo.learned:{old_key}"),
-        )
         cur.execute(
             "UPDATE topology_nodes SET node_key = %s, external_id = %s"
             " WHERE tenant_id = %s AND node_key = %s",
