@@ -19,6 +19,7 @@ from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect
 from grandbo.topology.learned.graph import incident_node_id
+from grandbo.topology.model import Namespace, TopologyBatch
 from grandbo.topology.repository import TopologyRepository
 from grandbo.topology.service import TopologyService
 
@@ -279,7 +280,13 @@ def test_a_batch_cannot_claim_retire_or_replace_an_incident_node(
     topology = topology_of(memory)
     deliver(memory, incident(tenant, "INC-1", service="checkout", findings=[("f1", "db")]))
     node = {"node_type": "Incident", "external_id": incident_node_id("INC-1")}
-    topology.record(tenant, {"nodes": [node, {"node_type": "Service", "external_id": "db"}]})
+    batch = TopologyBatch.model_validate(
+        {"nodes": [node, {"node_type": "Service", "external_id": "db"}]}
+    )
+    with pytest.raises(InvalidInputError, match="learned graph"):
+        topology.record(tenant, batch)
+    # and were one let in below the service, it would not claim the node
+    topology.repository.upsert(tenant, Namespace.TOPOLOGY, batch.nodes, [], clock.now)
     topology.record(tenant, {"nodes": [{"node_type": "Service", "external_id": "db"}]}, sync=True)
     with pytest.raises(InvalidInputError, match="incident"):
         topology.record(
@@ -290,6 +297,14 @@ def test_a_batch_cannot_claim_retire_or_replace_an_incident_node(
                 ]
             },
         )
+    # nor list an incident's node before the incident comes (its id is a digest of a
+    # guessable one), which would make it the topology's for its syncs to retire
+    with pytest.raises(InvalidInputError, match="learned graph") as refused:
+        topology.record(
+            tenant,
+            {"nodes": [{"node_type": "Incident", "external_id": incident_node_id("INC-2")}]},
+        )
+    assert refused.value.field == "nodes.0.external_id"
     clock.now += timedelta(days=1)
     deliver(
         memory,

@@ -12,7 +12,7 @@ from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.storage.tenant_scope import Cursor
 from grandbo.tenancy import require_tenant
 from grandbo.text.rules import reject_unsafe_text
-from grandbo.topology.learned.graph import LearnedGraph
+from grandbo.topology.learned.graph import LEARNED_INCIDENT_PREFIXES, LearnedGraph
 from grandbo.topology.learned.staleness import ServiceChange
 from grandbo.topology.model import (
     MAX_AFFECTED,
@@ -85,11 +85,19 @@ class TopologyService:
                 "admin entries naming an incident), not by batches: send topology",
             )
         for index, node in enumerate(batch.nodes):
-            if node.node_type is NodeType.INCIDENT and node.replaces is not None:
+            if node.node_type is not NodeType.INCIDENT:
+                continue
+            if node.replaces is not None:
                 # it would close an incident's node and carry its edges onto one of its own
                 raise InvalidInputError(
                     f"nodes.{index}.replaces",
                     "an Incident node replaces nothing: incidents are the learned graph's",
+                )
+            if node.external_id.startswith(LEARNED_INCIDENT_PREFIXES):
+                # listed first, it would be the topology's, and its syncs would retire it
+                raise InvalidInputError(
+                    f"nodes.{index}.external_id",
+                    "sha256: and redacted: ids are the learned graph's incident nodes",
                 )
         return self.repository.upsert(
             tenant, batch.namespace, batch.nodes, batch.edges, self._clock(), sync=sync

@@ -27,6 +27,9 @@ from grandbo.topology.learned.staleness import (
 )
 from grandbo.topology.model import NodeType, node_key
 
+# the external ids of the learned graph's Incident nodes (a digest, or a redacted one's)
+LEARNED_INCIDENT_PREFIXES = ("sha256:", "redacted:")
+
 
 def incident_node_id(incident_id: str) -> str:
     """The external id of an incident's node: a digest, never the id itself."""
