@@ -5,6 +5,13 @@ across clients; a client's statements are planned again on every call).
 
 `EntrySearch.search_statements` is the same search as the six statements it replaced: the
 reference the same-answers test and `bench/search_round_trip.py` compare this one with.
+
+Behind RDS Proxy: a client is pinned to its backend by session state it leaves (a SET, a
+prepared statement, a temporary table, a session lock:
+https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/rds-proxy-pinning.html);
+this statement leaves none (its settings are `set_config(..., true)`, transaction-local,
+inside the function, and prepared statements are off), which the transaction-pooler tests
+check on PgBouncer's shared backend (tests/integration/test_transaction_pooler.py).
 """
 
 from __future__ import annotations
