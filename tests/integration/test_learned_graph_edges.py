@@ -462,3 +462,33 @@ def test_a_redaction_racing_a_new_finding_of_its_incident_keeps_the_digest(
         second.close()
     assert affected_by(admin_conn, tenant, "INC-7") == {"cache", "index", "search"}
     assert memory.verify_learned_graph(tenant) == (2, [])
+
+
+def test_verify_finds_a_correlation_lost_or_counted_short(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], tenant: str
+) -> None:
+    """--verify checked only that no correlation counts too many incidents: one closed
+    by hand, or counted short, with both services' AFFECTS current, verified clean."""
+    for number in ("1", "2"):
+        deliver(
+            memory, incident(tenant, f"INC-{number}", service="checkout", findings=[("f1", "db")])
+        )
+    deliver(memory, incident(tenant, "INC-3", service="search", findings=[("f1", "index")]))
+    assert memory.verify_learned_graph(tenant) == (6, [])
+    admin_conn.execute(
+        "UPDATE topology_edges SET observed_count = 1 WHERE tenant_id = %s"
+        " AND edge_type = 'CORRELATES_WITH' AND target_key LIKE '%%db'",
+        (tenant,),
+    )
+    admin_conn.execute(
+        "UPDATE topology_edges SET invalid_at = now() WHERE tenant_id = %s"
+        " AND edge_type = 'CORRELATES_WITH' AND target_key LIKE '%%search'",
+        (tenant,),
+    )
+    _, mismatches = memory.verify_learned_graph(tenant) or (0, [])
+    assert mismatches == [
+        "learned graph: checkout and db correlated 1 times now, affected together by 2 "
+        "incidents now",
+        "learned graph: index and search correlated 0 times now, affected together by 1 "
+        "incidents now",
+    ]

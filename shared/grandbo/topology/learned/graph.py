@@ -245,7 +245,8 @@ class LearnedGraph:
         entry events: every pair has its AFFECTS edge (unless its service was retired
         when the incident came: the graph records no edge to a retired service), and no
         correlation counts more incidents in one interval than affected both of its
-        services (what a redelivery counted twice would show). Incidents the events no
+        services (what a redelivery counted twice would show), nor fewer now than the
+        incidents whose current AFFECTS reach both (a correlation lost or never counted). Incidents the events no
         longer name (a redaction removes an entry's incident id) are not drift."""
         affects, correlations = self.repository.learned_incidents(tenant_id)
         mismatches = []
@@ -263,19 +264,34 @@ class LearnedGraph:
             for i, s in missing
             if s not in retired
         ]
-        by_incident: dict[str, set[str]] = {}
-        for incident, service in affects:
-            by_incident.setdefault(incident, set()).add(service)
-        together: dict[tuple[str, str], int] = {}
-        for services in by_incident.values():
-            for a in services:
-                for b in services:
-                    if a < b:
-                        together[(a, b)] = together.get((a, b), 0) + 1
+        together = _together(affects)
         mismatches += [
             f"learned graph: {_external(a)} and {_external(b)} correlated {count} times, "
             f"affected together by {together.get((a, b), 0)} incidents"
             for (a, b), count in sorted(correlations.items())
             if count > together.get((a, b), 0)
         ]
+        # and no fewer now than the incidents whose current edges reach both (a
+        # correlation lost or never counted)
+        current, counts = self.repository.current_learned(tenant_id)
+        mismatches += [
+            f"learned graph: {_external(a)} and {_external(b)} correlated "
+            f"{counts.get((a, b), 0)} times now, affected together by {n} incidents now"
+            for (a, b), n in sorted(_together(current).items())
+            if counts.get((a, b), 0) < n
+        ]
         return mismatches
+
+
+def _together(affects: Collection[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """(a, b), a < b -> how many incidents of these AFFECTS pairs reach both."""
+    by_incident: dict[str, set[str]] = {}
+    for incident, service in affects:
+        by_incident.setdefault(incident, set()).add(service)
+    together: dict[tuple[str, str], int] = {}
+    for services in by_incident.values():
+        ordered = sorted(services)
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1 :]:
+                together[(a, b)] = together.get((a, b), 0) + 1
+    return together

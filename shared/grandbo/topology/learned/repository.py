@@ -530,6 +530,28 @@ class LearnedGraphRepository(TenantScopedRepository):
                     correlations[pair] = int(row["n"])
             return affects, correlations
 
+    def current_learned(
+        self, tenant_id: str
+    ) -> tuple[set[tuple[str, str]], dict[tuple[str, str], int]]:
+        """The current learned AFFECTS (incident key, service key) pairs and the current
+        correlations' counts."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT source_key, edge_type, target_key, observed_count AS n"
+                " FROM topology_edges WHERE tenant_id = %s AND namespace = %s"
+                "   AND edge_type IN (%s, %s) AND invalid_at IS NULL",
+                (tenant_id, _LEARNED, _AFFECTS, _CORRELATES),
+            )
+            affects: set[tuple[str, str]] = set()
+            correlations: dict[tuple[str, str], int] = {}
+            for row in cur:
+                pair = (row["source_key"], row["target_key"])
+                if row["edge_type"] == _AFFECTS:
+                    affects.add(pair)
+                else:
+                    correlations[pair] = int(row["n"])
+            return affects, correlations
+
     def identity_history(
         self, tenant_id: str, owner_repo: Sequence[tuple[str, str]], until: datetime | None
     ) -> list[NodeRow]:
