@@ -246,8 +246,9 @@ class LearnedGraph:
         when the incident came: the graph records no edge to a retired service), and no
         correlation counts more incidents in one interval than affected both of its
         services (what a redelivery counted twice would show), nor fewer now than the
-        incidents whose current AFFECTS reach both (a correlation lost or never counted). Incidents the events no
-        longer name (a redaction removes an entry's incident id) are not drift."""
+        incidents whose current AFFECTS reach both (a correlation lost or never
+        counted). Incidents the events no longer name (a redaction removes an entry's
+        incident id) are not drift."""
         affects, correlations = self.repository.learned_incidents(tenant_id)
         mismatches = []
         wanted = {
