@@ -492,3 +492,28 @@ def test_verify_finds_a_correlation_lost_or_counted_short(
         "learned graph: index and search correlated 0 times now, affected together by 1 "
         "incidents now",
     ]
+
+
+def test_overlapping_intervals_written_before_name_a_service_once_in_a_scope(
+    memory: MemoryService, admin_conn: psycopg.Connection[Any], tenant: str
+) -> None:
+    """Two intervals of one correlation valid at one moment (what redrawing an edge
+    after its service came back wrote before 0a922fd) listed the service twice in the
+    correlated scope (metadata.services_in_scope)."""
+    deliver(memory, incident(tenant, "INC-1", service="checkout", findings=[("f1", "db")]))
+    admin_conn.execute(
+        "UPDATE topology_edges SET invalid_at = now() + interval '1 day' WHERE tenant_id = %s"
+        " AND edge_type = 'CORRELATES_WITH'",
+        (tenant,),
+    )
+    admin_conn.execute(
+        "INSERT INTO topology_edges (tenant_id, source_key, edge_type, target_key, namespace,"
+        " valid_at, first_seen, last_seen) SELECT tenant_id, source_key, edge_type,"
+        " target_key, namespace, valid_at, first_seen, last_seen FROM topology_edges"
+        " WHERE tenant_id = %s AND edge_type = 'CORRELATES_WITH'",
+        (tenant,),
+    )
+    result = memory.query_org_memory(
+        tenant, TOPIC, service="checkout", scope="correlated", as_of=T0 + timedelta(days=1)
+    )
+    assert result.metadata.services_in_scope == ["checkout", "db"]

@@ -106,8 +106,12 @@ class LearnedGraph:
     ) -> list[tuple[str, int]]:
         """Services that failed together with `service` in past incidents, most often first."""
         key = node_key(tenant_id, NodeType.SERVICE, service)
-        pairs = self.repository.correlations(tenant_id, [key], as_of)
-        return sorted(((_external(node), n) for _, node, n in pairs), key=lambda p: (-p[1], p[0]))
+        counts: dict[str, int] = {}
+        # each service once: two intervals of a pair valid at one moment (drawn before
+        # intervals were kept apart) are one correlation
+        for _, node, n in self.repository.correlations(tenant_id, [key], as_of):
+            counts[_external(node)] = max(n, counts.get(_external(node), 0))
+        return sorted(counts.items(), key=lambda p: (-p[1], p[0]))
 
     def service_changes(
         self,
