@@ -87,7 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from grandbo.commands.console import bind_console
 
         console = bind_console(
-            f"http://127.0.0.1:{server.server_address[1]}",
+            f"http://{_reachable(args.host)}:{server.server_address[1]}",
             keyring.find(f"{DEMO_TENANT}-admin", "admin"),
             port=args.console_port,
         )
@@ -158,6 +158,16 @@ Backfill / sweeper:
         if not settings.database_url:
             stop_embedded_postgres(settings.data_dir)
     return 0
+
+
+def _reachable(host: str) -> str:
+    """Where this process reaches a server bound to `host`: the address itself, or the
+    loopback address when it is a wildcard (every interface)."""
+    if host in ("", "0.0.0.0"):  # noqa: S104 - recognizing a wildcard bind, not binding
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
 
 
 class _StopServingError(Exception):
