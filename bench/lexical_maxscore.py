@@ -7,8 +7,9 @@ on the three heaviest (rarest) topic tags, 4 x k of them, scored exactly on ever
 give θ, a lower bound on the k-th best score; (B) the lightest tags whose most possible
 contributions sum below θ are "light": an entry holding only those cannot reach θ; every
 posting of the other tags is read, the entries that can still reach θ with the light
-tags' most get their light postings by key, and the best k of the exact scores are the
-answer. The bound per posting is a title tag on an entry of one tag (the loosest).
+tags' most at the entry's own length get their light postings by key, and the best k of
+the exact scores are the answer. Which tags are light is decided with the loosest bound
+per posting (a title tag on an entry of one tag).
 
     .venv/bin/python -m bench.lexical_maxscore [--entries 50000]
 
@@ -50,6 +51,7 @@ DECLARE
     v_head integer;
     v_light integer := 0;
     v_light_bound float8 := 0;
+    v_light_w float8 := 0;
     v_read bigint := 0;
     v_n bigint;
     v_eps constant float8 := 1e-6;
@@ -98,6 +100,7 @@ BEGIN
     FOR i IN REVERSE v_m..1 LOOP
         EXIT WHEN v_light_bound + v_w[i] * v_bound >= v_theta - v_eps OR i = 1;
         v_light_bound := v_light_bound + v_w[i] * v_bound;
+        v_light_w := v_light_w + v_w[i];
         v_light := v_light + 1;
     END LOOP;
 
@@ -107,7 +110,7 @@ BEGIN
     WITH heavy AS (
         SELECT p.entry_id, sum(q.w * t.tf * (p_k1 + 1.0) / (t.tf + p_k1
                    * (1.0 - p_b + p_b * p.tag_count / p_avgdl))) AS s,
-               max(p.updated_at) AS last, count(*) AS n
+               max(p.updated_at) AS last, count(*) AS n, max(p.tag_count) AS len
         FROM unnest(v_tags[1:v_m - v_light], v_w[1:v_m - v_light]) AS q(tag, w)
         JOIN org_memory_tag_postings p ON p.tenant_id = p_tenant AND p.tag = q.tag
         CROSS JOIN LATERAL (SELECT CASE WHEN p.in_title THEN p_title_tf
@@ -115,7 +118,10 @@ BEGIN
         WHERE (p_services IS NULL OR p.service = ANY(p_services))
         GROUP BY p.entry_id
     ), alive AS (
-        SELECT h.* FROM heavy h WHERE h.s + v_light_bound >= v_theta - v_eps
+        -- each entry's own bound: the light tags' weights at its own length, in title
+        SELECT h.* FROM heavy h
+        WHERE h.s + v_light_w * p_title_tf * (p_k1 + 1.0)
+              / (p_title_tf + p_k1 * (1.0 - p_b + p_b * h.len / p_avgdl)) >= v_theta - v_eps
     ), light AS (
         SELECT p.entry_id, sum(q.w * t.tf * (p_k1 + 1.0) / (t.tf + p_k1
                    * (1.0 - p_b + p_b * p.tag_count / p_avgdl))) AS s,
