@@ -17,10 +17,10 @@ import argparse
 import itertools
 import json
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tests.integration.search_comparison import same_answers
 from tests.integration.transaction_pooler import start_transaction_pooler
 
 from bench import synthetic
@@ -34,19 +34,11 @@ from bench.query_scale import (
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
-from grandbo.memory.repository.search import SearchLegs
 from grandbo.memory.vector_index import ensure_hnsw_indexes
 from grandbo.storage.connections import DatabaseUrls, app_url_for, connect
 
 SIZES = {"small (300)": 300, "medium (5,000)": 5_000, "large (50,000)": 50_000}
 FILLERS = 40  # organizations of 250 entries around the measured ones
-
-
-def _same(a: SearchLegs, b: SearchLegs) -> bool:
-    left, right = asdict(a), asdict(b)
-    ids = {c.entry_id for c in a.lexical} | {c.entry_id for c in a.vector}
-    left["entries"] = {i: e for i, e in a.entries.items() if i in ids}
-    return left == right
 
 
 def main() -> None:
@@ -121,7 +113,7 @@ def measure(
             legs[label] = search(tenant, **settings)
             if n >= 2:  # two warm-up rounds
                 samples[label].append((time.perf_counter() - t0) * 1000)
-        differing += not _same(legs["six statements"], legs["one call"])
+        differing += not same_answers(legs["six statements"], legs["one call"])
     return {label: percentiles(values) for label, values in samples.items()} | {
         "searches compared": runs + 2,
         "differing answers": differing,

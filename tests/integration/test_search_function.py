@@ -5,7 +5,6 @@ handle; and it runs only inside its own tenant's scope (issue 28, items 2-3)."""
 from __future__ import annotations
 
 import random
-from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -20,6 +19,8 @@ from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.service import MemoryService
 from grandbo.text.tags import tokenize
+
+from .search_comparison import comparable
 
 WORDS = [
     "checkout",
@@ -79,12 +80,8 @@ def _lake(service: MemoryService, tenant: str, count: int, seed: int) -> list[An
     return written
 
 
-def _compare(a: SearchLegs, b: SearchLegs) -> None:
-    """Every field; `entries` for the candidates (the statements' dict also held the few
-    extra lexical rows read past expired entries, which nothing reads)."""
-    left, right = asdict(a), asdict(b)
-    ids = {c.entry_id for c in a.lexical} | {c.entry_id for c in a.vector}
-    left["entries"] = {i: e for i, e in a.entries.items() if i in ids}
+def _compare(statements: SearchLegs, one_call: SearchLegs) -> None:
+    left, right = comparable(statements, one_call)
     assert left == right
 
 
