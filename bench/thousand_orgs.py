@@ -10,7 +10,10 @@ loaded as bench.query_scale loads them, vectors as halfvec). Measured, repositor
 has given each of the 60 organizations past 2,000 entries its own partial HNSW index; an
 incident with 5 corroborated findings written through the product; and the planning time
 of the vector leg's statement for the 300-entry organization (EXPLAIN ... SUMMARY), with
-no partial index on the table and with 60.
+no partial index on the table and with 60. With the indexes, the search in one call
+(`grandbo_search`, issue 28) is also measured beside the six statements it replaced, in
+alternation, directly and through PgBouncer in transaction mode, every search's two
+answers compared field by field (bench.search_round_trip.measure).
 
     .venv/bin/python -m bench.thousand_orgs [--runs 200] [--json /tmp/thousand_orgs.json]
 """
@@ -34,6 +37,7 @@ import numpy as np
 import psycopg
 from pgvector import HalfVector
 from pgvector.psycopg import register_vector
+from tests.integration.transaction_pooler import start_transaction_pooler
 
 from bench import synthetic
 from bench.query_scale import (
@@ -45,6 +49,7 @@ from bench.query_scale import (
     timed,
     timed_search,
 )
+from bench.search_round_trip import measure
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.local.embed_queue import InProcessEmbedQueue
@@ -54,7 +59,7 @@ from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.repository.search import _VECTOR_LEG
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import ensure_hnsw_indexes
-from grandbo.storage.connections import app_url_for, connect
+from grandbo.storage.connections import DatabaseUrls, app_url_for, connect
 
 
 def organization_sizes(seed: int = 3) -> dict[str, int]:
@@ -154,6 +159,9 @@ def main() -> None:
             row["planning, vector leg of the 300-entry organization"] = planning_ms("small-000")
             report[phase] = row
             print(phase, json.dumps(row), flush=True)
+        report["one call beside six statements"] = one_call_beside_statements(
+            admin_url, measured, provider, topics, args.runs
+        )
 
         writer = MemoryService(
             MemoryRepository(connect(app_url_for(admin_url))),
@@ -169,6 +177,32 @@ def main() -> None:
         print("write", report["write_incident_5_findings_ms"], flush=True)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=float))
+
+
+def one_call_beside_statements(
+    admin_url: str,
+    measured: dict[str, str],
+    provider: LocalMiniLMProvider,
+    topics: list[tuple[Any, list[str]]],
+    runs: int,
+) -> dict[str, Any]:
+    """Issue 28's table: the one call and the six statements in the same run, directly and
+    through a transaction pooler, with every pair of answers compared."""
+    urls = DatabaseUrls(admin=admin_url, app=app_url_for(admin_url))
+    pooler = start_transaction_pooler(urls, pool_size=1)
+    out: dict[str, Any] = {}
+    try:
+        paths = {
+            "direct": MemoryRepository(connect(urls.app)),
+            "PgBouncer (transaction mode)": MemoryRepository(connect(pooler.url_for(urls.app))),
+        }
+        for path, repository in paths.items():
+            for name, tenant in measured.items():
+                out[f"{path}, {name}"] = measure(repository, tenant, provider, topics, runs)
+                print(path, name, json.dumps(out[f"{path}, {name}"]), flush=True)
+    finally:
+        pooler.stop()
+    return out
 
 
 if __name__ == "__main__":
