@@ -47,7 +47,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     metrics.add_metric(
         "EnqueueFailures", MetricUnit.Count, sum(o.embed_enqueued is False for o in outcomes)
     )
-    logger.info("incident recorded", extra={"corroborated": len(outcomes), "created": created})
+    # not "created": a LogRecord attribute, which logging refuses to overwrite (KeyError)
+    logger.info(
+        "incident recorded", extra={"corroborated": len(outcomes), "entries_created": created}
+    )
     return {
         "incident_id": incident.incident_id,
         "entries": [str(o.entry.entry_id) for o in outcomes],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
 
 from .conftest import Gateway
 
@@ -130,3 +131,29 @@ def test_a_malformed_event_stores_nothing_and_fails_loudly(
     reply = gateway.publish(event)
     assert reply.status == 400
     assert "tenant_id" in reply.body["message"]
+
+
+def test_an_event_is_recorded_at_the_deployed_log_level(
+    gateway: Gateway,
+    tenant: str,
+    admin_conn: psycopg.Connection[Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The stack runs every function with POWERTOOLS_LOG_LEVEL=INFO (infra/functions.py),
+    the suite at WARNING: at INFO the handler's own log line runs, and a field logging
+    refuses ('created', a LogRecord attribute) made every delivery fail after its write
+    committed (EventBridge retries, then the dead-letter queue)."""
+    from grandbo.observability import logger
+
+    level = logger.log_level
+    logger.setLevel("INFO")
+    try:
+        reply = gateway.publish(incident_event(tenant))
+    finally:
+        logger.setLevel(level)
+    assert reply.status == 200, reply.body
+    assert reply.body["created"] == 3
+    assert _count(admin_conn, "org_memory_entries", tenant) == 3
+    recorded = [r for r in caplog.records if r.getMessage() == "incident recorded"]
+    assert len(recorded) == 1
+    assert recorded[0].entries_created == 3
