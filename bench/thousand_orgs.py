@@ -108,11 +108,17 @@ def main() -> None:
             "SELECT count(*) FROM pg_indexes"  # on the partitions (migration 0016)
             " WHERE indexname LIKE 'org\\_memory\\_entries\\_hnsw\\_%%'"
         ).fetchone()
-        report["table_gb"] = round(
-            admin.execute(
-                "SELECT (pg_total_relation_size('org_memory_entries') / 1073741824.0)::float8"
-            ).fetchone()[0],  # type: ignore[index]
-            2,
+        # sizes in GB: the entries' partitions with their indexes (the partitioned parent
+        # holds no rows of its own), the postings with theirs, the whole database
+        sizes = admin.execute(
+            "SELECT (SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits"
+            "        WHERE inhparent = 'org_memory_entries'::regclass) / 1073741824.0,"
+            " pg_total_relation_size('org_memory_tag_postings') / 1073741824.0,"
+            " pg_database_size(current_database()) / 1073741824.0"
+        ).fetchone()
+        assert sizes is not None
+        report["entries_gb"], report["postings_gb"], report["database_gb"] = (
+            round(float(size), 2) for size in sizes
         )
         repository = MemoryRepository(connect(app_url_for(admin_url)))
 
