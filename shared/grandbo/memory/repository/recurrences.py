@@ -10,6 +10,7 @@ import hashlib
 from typing import Any, Literal
 from uuid import UUID
 
+import psycopg
 from psycopg import sql
 
 from grandbo.errors import EntryNotActiveError, EntryNotFoundError, NotARecurrenceError
@@ -29,6 +30,8 @@ from grandbo.memory.repository.search import VECTOR_LEG_SETTINGS
 from grandbo.memory.repository.vectors import stored
 from grandbo.memory.repository.writes import EntryWrites
 from grandbo.storage.tenant_scope import Cursor, TenantLock
+
+_PAIR_DISTANCES = "SELECT a, b, d FROM grandbo_pair_distances(%s, %s::uuid[], %s)"
 
 # A new entry that may still be merged: active, never corrected, no recurrence of its own
 # and not marked never-merge, with a vector of the served model.
@@ -345,9 +348,27 @@ class RecurrenceReads(RecurrenceWrites):
         self, tenant_id: str, entry_ids: list[UUID], embed_rev: str
     ) -> dict[tuple[UUID, UUID], float]:
         """Cosine distance of every pair of the entries with vectors of `embed_rev`
-        (keyed both ways); pairs lacking a vector are absent."""
+        (keyed both ways); pairs lacking a vector are absent. One self-scoped statement
+        (`grandbo_pair_distances`, migration 0024) on a query's autocommit connection."""
         if len(entry_ids) < 2:
             return {}
+        try:
+            rows = self._tenant_statement(
+                tenant_id, _PAIR_DISTANCES, (tenant_id, entry_ids, embed_rev)
+            )
+        except psycopg.errors.UndefinedFunction:
+            # a schema before migration 0024: the same statement in a transaction of its own
+            rows = self.distances_in_scope(tenant_id, entry_ids, embed_rev)
+        distances: dict[tuple[UUID, UUID], float] = {}
+        for row in rows:
+            distances[row["a"], row["b"]] = distances[row["b"], row["a"]] = float(row["d"])
+        return distances
+
+    def distances_in_scope(
+        self, tenant_id: str, entry_ids: list[UUID], embed_rev: str
+    ) -> list[dict[str, Any]]:
+        """What `grandbo_pair_distances` answers, as a statement in the tenant's scope (the
+        reference its test compares it with)."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "WITH v AS (SELECT entry_id, embedding FROM org_memory_entries"
@@ -356,7 +377,4 @@ class RecurrenceReads(RecurrenceWrites):
                 " FROM v a JOIN v b ON a.entry_id < b.entry_id",
                 (tenant_id, entry_ids, embed_rev),
             )
-            distances: dict[tuple[UUID, UUID], float] = {}
-            for row in cur:
-                distances[row["a"], row["b"]] = distances[row["b"], row["a"]] = float(row["d"])
-            return distances
+            return list(cur)
