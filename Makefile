@@ -80,6 +80,11 @@ bench-scale: $(STAMP)
 	$(BIN)/python -m bench.lexical_pruning
 	$(BIN)/python -m bench.throughput --entries 2000 --seconds 8
 	$(BIN)/python -m bench.thousand_orgs --runs 200
+	$(BIN)/python -m bench.search_round_trip --runs 200
+	$(BIN)/python -m bench.lexical_threshold
+	$(BIN)/python -m bench.lexical_maxscore
+	$(BIN)/python -m bench.handler_overhead --runs 300
+	$(BIN)/python -m bench.lambda_cost --runs 200
 
 ## The local runner under 1, 8 and 32 clients, then with its PostgreSQL killed (~3 min).
 bench-load: $(STAMP)
