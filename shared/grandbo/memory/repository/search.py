@@ -34,14 +34,16 @@ VECTOR_LEG_SETTINGS = {
 # the graph for rows that will never pass the cutoff. With `now`, episodic entries expired
 # by then (the sweeper not past yet) are filtered out here, so they never take a slot.
 # The limit stays a constant: computed (an expression with a subquery), the planner
-# assumes a tenth of the rows and prefers an exact scan to the tenant's HNSW index.
+# assumes a tenth of the rows and prefers an exact scan to the tenant's HNSW index. Ties
+# at the limit go by id (grandbo_search does the same, migration 0025): any plan keeps the
+# same entries; with the HNSW index the planner adds an incremental sort to its scan.
 _VECTOR_LEG = (
     "SELECT entry_id, distance FROM ("
     "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
     "   WHERE tenant_id = %(tenant)s AND status = 'active' AND embed_rev = %(rev)s"
     "     AND (%(services)s::text[] IS NULL OR service = ANY(%(services)s))"
     "     AND (%(now)s::timestamptz IS NULL OR expires_at IS NULL OR expires_at > %(now)s)"
-    "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
+    "   ORDER BY embedding <=> %(q)b, entry_id LIMIT %(limit)s"
     " ) nearest WHERE distance < %(cutoff)s ORDER BY distance, entry_id"
 )
 
