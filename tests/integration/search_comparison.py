@@ -25,3 +25,41 @@ def comparable(
 def same_answers(statements: SearchLegs, one_call: SearchLegs) -> bool:
     left, right = comparable(statements, one_call)
     return left == right
+
+
+# the words the same-answers tests build their lakes and topics from
+WORDS = [
+    "checkout",
+    "payments",
+    "ledger",
+    "postgres",
+    "pool",
+    "connection",
+    "leak",
+    "timeout",
+    "retry",
+    "deploy",
+    "canary",
+    "rollback",
+    "dns",
+    "resolver",
+    "cache",
+    "ttl",
+    "heap",
+    "garbage",
+    "collector",
+    "latency",
+    "p99",
+    "certificate",
+    "tls",
+    "handshake",
+    "queue",
+    "backlog",
+    "consumer",
+    "lag",
+    "partition",
+    "disk",
+    "volume",
+    "wal",
+    "replication",
+]

@@ -23,43 +23,8 @@ from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
 from grandbo.storage.connections import DatabaseUrls
 from grandbo.text.tags import tokenize
 
-from .search_comparison import comparable
+from .search_comparison import WORDS, comparable
 
-WORDS = [
-    "checkout",
-    "payments",
-    "ledger",
-    "postgres",
-    "pool",
-    "connection",
-    "leak",
-    "timeout",
-    "retry",
-    "deploy",
-    "canary",
-    "rollback",
-    "dns",
-    "resolver",
-    "cache",
-    "ttl",
-    "heap",
-    "garbage",
-    "collector",
-    "latency",
-    "p99",
-    "certificate",
-    "tls",
-    "handshake",
-    "queue",
-    "backlog",
-    "consumer",
-    "lag",
-    "partition",
-    "disk",
-    "volume",
-    "wal",
-    "replication",
-]
 SERVICES = ("checkout-api", "payments", "ledger", None)
 
 

@@ -21,42 +21,7 @@ from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
 from grandbo.storage.connections import DatabaseUrls
 from grandbo.text.tags import tokenize
 
-from .search_comparison import comparable
-
-WORDS = [
-    "checkout",
-    "payments",
-    "ledger",
-    "postgres",
-    "pool",
-    "connection",
-    "leak",
-    "timeout",
-    "retry",
-    "deploy",
-    "canary",
-    "rollback",
-    "dns",
-    "resolver",
-    "cache",
-    "ttl",
-    "heap",
-    "garbage",
-    "collector",
-    "latency",
-    "certificate",
-    "tls",
-    "handshake",
-    "queue",
-    "backlog",
-    "consumer",
-    "lag",
-    "partition",
-    "disk",
-    "volume",
-    "wal",
-    "replication",
-]
+from .search_comparison import WORDS, comparable
 
 
 def _context(key: str) -> WriteContext:
