@@ -47,5 +47,10 @@ def test_the_console_command_opens_on_the_local_store(tmp_path: Path) -> None:
         status, _, _ = console_get(port, f"{parts.path}?{parts.query}")
         assert status == 403
     finally:
-        process.terminate()
+        process.terminate()  # SIGTERM, as a service manager stops it
         process.wait(timeout=30)
+    # the embedded PostgreSQL it started stopped with it (its pid file goes at shutdown):
+    # uvicorn raises SIGTERM again after stopping, which killed the process before its
+    # clean-up and left the server running
+    assert process.returncode == 0
+    assert not (tmp_path / "data" / "pgdata" / "postmaster.pid").exists()

@@ -56,3 +56,12 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
         if hit.staleness is not None:
             print(f"   {hit.staleness.note}")
     print(f"\n{result.notice}")
+
+
+class StopServingError(Exception):
+    """Raised in the main thread by SIGTERM to leave a command's serving loop, so the
+    command's own clean-up (the embedded PostgreSQL it started) runs on the way out."""
+
+
+def stop_serving(signum: int, frame: object) -> None:
+    raise StopServingError

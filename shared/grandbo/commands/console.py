@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from grandbo.api.auth import Keyring, SigningKey
-from grandbo.commands.common import keyring_path, settings_from
+from grandbo.commands.common import StopServingError, keyring_path, settings_from, stop_serving
 from grandbo.errors import GrandboError
 from grandbo.local.demo import DEMO_TENANT
 from grandbo.local.doors import is_loopback
@@ -136,6 +137,10 @@ def _local_api(args: argparse.Namespace) -> tuple[str, SigningKey, Callable[[], 
         server.server_close()
         pump.stop()
         runtime().close()
+        if not settings.database_url:  # the embedded server this command started
+            from grandbo.local.postgres import stop_embedded_postgres
+
+            stop_embedded_postgres(settings.data_dir)
 
     return f"http://127.0.0.1:{server.server_address[1]}", key, stop
 
@@ -250,9 +255,16 @@ def cmd_console(args: argparse.Namespace) -> int:
         "  (the link opens one session, once; Ctrl-C stops the console)",
         flush=True,
     )
+    # uvicorn handles SIGTERM, then raises it again once it has stopped: with Python's
+    # default action the process would die there, before the clean-up below (the local
+    # store's embedded PostgreSQL outlived the console); this handler ends it like Ctrl-C
+    signal.signal(signal.SIGTERM, stop_serving)
     try:
         console.server.run(sockets=[console.listener])
+    except (KeyboardInterrupt, StopServingError):
+        pass
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already stopping
         if stop is not None:
             stop()
     return 0

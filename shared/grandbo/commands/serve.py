@@ -7,7 +7,13 @@ import json
 import signal
 import sys
 
-from grandbo.commands.common import keyring_path, print_result, settings_from
+from grandbo.commands.common import (
+    StopServingError,
+    keyring_path,
+    print_result,
+    settings_from,
+    stop_serving,
+)
 from grandbo.local.demo import DEMO_TENANT
 
 
@@ -141,10 +147,10 @@ Backfill / sweeper:
     pump.start()
     # SIGTERM (a service manager, a container stop) ends the loop like Ctrl-C does, so the
     # embedded server is stopped on the way out instead of outliving the runner
-    signal.signal(signal.SIGTERM, _stop_serving)
+    signal.signal(signal.SIGTERM, stop_serving)
     try:
         server.serve_forever()
-    except (KeyboardInterrupt, _StopServingError):
+    except (KeyboardInterrupt, StopServingError):
         pass
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already stopping
@@ -168,11 +174,3 @@ def _reachable(host: str) -> str:
     if host == "::":
         return "[::1]"
     return f"[{host}]" if ":" in host else host
-
-
-class _StopServingError(Exception):
-    """Raised in the main thread by SIGTERM to leave `serve_forever`."""
-
-
-def _stop_serving(signum: int, frame: object) -> None:
-    raise _StopServingError
