@@ -299,6 +299,42 @@ def test_concurrent_embed_workers_merge_each_recurrence_once(
     verified(setup, tenant)
 
 
+@pytest.mark.parametrize("index_scans", ["on", "off"])
+def test_a_batch_of_repeats_merges_into_the_established_lesson_in_any_order(
+    database: DatabaseUrls, tenant: str, index_scans: str
+) -> None:
+    """Six repeats of a lesson, their vectors stored, then merged newest first (a
+    redelivered batch): each is a recurrence of the lesson. The lesson and its repeats
+    embed alike here (distance 0), so the youngest's nearest five older entries tie: they
+    go to the most recurrences, then the oldest, as the choice among the five does; taken
+    in the order a plan read them, the five could be its siblings, and the lesson counted
+    no recurrence (the concurrent-workers test above failed so once in CI)."""
+    conn = connect(database.app)
+    service = MemoryService(MemoryRepository(conn), FakeEmbeddingProvider(duplicate_distance=0.05))
+    first = service.record_entry(tenant, entry(*LESSON), context()).entry
+    service.embed_pending(tenant)
+    repeats = [
+        service.record_entry(tenant, entry(*REWORDED, incident_id=f"INC-{i}"), context()).entry
+        for i in range(6)
+    ]
+    by_entry = {job.entry_id: job for job in service.pending_jobs(tenant)}
+    jobs = [by_entry[r.entry_id] for r in reversed(repeats)]
+    # the vectors stored by a delivery that merged nothing (no duplicate rule)
+    MemoryService(MemoryRepository(conn), FakeEmbeddingProvider()).embed_jobs(jobs)
+    conn.execute(f"SET enable_indexscan = {index_scans}")
+    conn.execute(f"SET enable_bitmapscan = {index_scans}")
+    _, nearest = service.repository.recurrence_candidates(  # type: ignore[misc]
+        tenant, repeats[-1].entry_id, service.provider.embed_rev
+    )
+    # the oldest of the ties is among the five, whatever the plan read first
+    assert first.entry_id in {candidate.entry_id for candidate, _ in nearest}
+    service.embed_jobs(jobs)  # the redelivery: nothing to store, every merge to make
+    canonical = service.get_entry(tenant, first.entry_id)
+    assert canonical.seen_count == 7
+    assert all(service.get_entry(tenant, r.entry_id).merged_into == first.entry_id for r in repeats)
+    verified(service, tenant)
+
+
 def _events(service: MemoryService, tenant: str) -> list[dict[str, Any]]:
     with service.repository._tenant_scope(tenant) as cur:
         cur.execute(

@@ -41,13 +41,19 @@ _MERGEABLE = sql.SQL(
     "   AND seen_count = 1 AND NOT never_merge AND embed_rev = %s"
 ).format(columns=entry_columns())
 # The nearest older active entries that may take a recurrence (older: two new entries
-# embedded at once can never be merged into each other).
+# embedded at once can never be merged into each other). Entries at one distance across
+# the limit go as the choice among the nearest does (Consolidation.consolidate): the most
+# recurrences, then the oldest. Chosen in the order a plan read them, repeats of one text
+# (distance 0) could crowd out the lesson they repeat, and a batch merged newest first
+# made the youngest a sibling's recurrence and the rest followed it (a CI failure of the
+# concurrent-workers test).
 _NEAREST_OLDER = sql.SQL(
     "SELECT {columns}, n.distance FROM ("
     "   SELECT entry_id, embedding <=> %(q)b AS distance FROM org_memory_entries"
     "   WHERE tenant_id = %(tenant)s AND status = 'active' AND embed_rev = %(rev)s"
     "     AND NOT never_merge AND (created_at, entry_id) < (%(created)s, %(entry)s)"
-    "   ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
+    "   ORDER BY embedding <=> %(q)b, seen_count DESC, created_at, entry_id"
+    "   LIMIT %(limit)s"
     " ) n JOIN org_memory_entries e ON e.tenant_id = %(tenant)s AND e.entry_id = n.entry_id"
     " ORDER BY n.distance, e.entry_id"
 ).format(columns=entry_columns("e"))
