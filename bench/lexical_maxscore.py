@@ -22,6 +22,8 @@ import argparse
 import math
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -166,57 +168,81 @@ EARLY = (
 )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--entries", type=int, default=50_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+@contextmanager
+def large_organization(
+    entries: int,
+) -> Iterator[tuple[psycopg.Connection[dict[str, Any]], list[tuple[Any, list[str]]]]]:
+    """A scratch server holding one organization, 'large', of `entries` synthetic entries
+    (bench.synthetic, as the other benchmarks load it): an admin connection to it and the
+    benchmarks' topics."""
     provider = LocalMiniLMProvider()
     texts, pool_vectors = embedded_pool(provider)
     topics = synthetic_topics(provider)
     with scratch_server() as admin_url:
         lake = Lake(admin_url, provider.embed_rev)
-        lake.load("large", synthetic.organization(args.entries, texts, pool_vectors, 2))
+        lake.load("large", synthetic.organization(entries, texts, pool_vectors, 2))
         lake.analyze()
-        conn = psycopg.connect(admin_url, autocommit=True, row_factory=dict_row)
+        with psycopg.connect(admin_url, autocommit=True, row_factory=dict_row) as conn:
+            yield conn, topics
+
+
+def corpus(conn: psycopg.Connection[dict[str, Any]]) -> tuple[int, float]:
+    """'large''s active entries and average tag count (the BM25 statistics)."""
+    stats = conn.execute(
+        "SELECT active_entries AS n, active_tag_total AS total FROM org_memory_tenant_stats"
+        " WHERE tenant_id = 'large'"
+    ).fetchone()
+    assert stats is not None
+    return stats["n"], max(stats["total"] / stats["n"], 1.0)
+
+
+def leg_params(
+    conn: psycopg.Connection[dict[str, Any]], n: int, avgdl: float, tags: list[str]
+) -> tuple[dict[str, Any], int]:
+    """The lexical leg's parameters for a topic over 'large' (its known tags by name, each
+    with its idf, as grandbo_search weighs them), and how many postings those tags hold."""
+    rows = conn.execute(
+        "SELECT tag, doc_count FROM org_memory_tag_stats WHERE tenant_id = 'large'"
+        " AND tag = ANY(%s) AND doc_count > 0 ORDER BY tag",
+        (sorted(set(tags)),),
+    ).fetchall()
+    weights = {
+        r["tag"]: math.log(1.0 + (n - r["doc_count"] + 0.5) / (r["doc_count"] + 0.5)) for r in rows
+    }
+    params = {
+        "tenant": "large",
+        "tags": list(weights),
+        "weights": list(weights.values()),
+        "avgdl": avgdl,
+        "k1": BM25_K1,
+        "b": BM25_B,
+        "title_tf": TITLE_TAG_TF,
+        "k": LEG_LIMIT,
+    }
+    return params, sum(r["doc_count"] for r in rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--entries", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with large_organization(args.entries) as (conn, topics):
         conn.execute(MAXSCORE)
-        stats = conn.execute(
-            "SELECT active_entries AS n, active_tag_total AS total FROM org_memory_tenant_stats"
-            " WHERE tenant_id = 'large'"
-        ).fetchone()
-        assert stats is not None
-        n, avgdl = stats["n"], max(stats["total"] / stats["n"], 1.0)
+        n, avgdl = corpus(conn)
         times: dict[str, list[float]] = {"exhaustive": [], "MaxScore": []}
         read: dict[str, list[int]] = {"exhaustive": [], "MaxScore": []}
         same = 0
         for _ in range(args.rounds):
             for _, tags in topics:
-                rows = conn.execute(
-                    "SELECT tag, doc_count FROM org_memory_tag_stats WHERE tenant_id = 'large'"
-                    " AND tag = ANY(%s) AND doc_count > 0",
-                    (sorted(set(tags)),),
-                ).fetchall()
-                weights = {
-                    r["tag"]: math.log(1.0 + (n - r["doc_count"] + 0.5) / (r["doc_count"] + 0.5))
-                    for r in rows
-                }
-                params: dict[str, Any] = {
-                    "tenant": "large",
-                    "tags": list(weights),
-                    "weights": list(weights.values()),
-                    "avgdl": avgdl,
-                    "k1": BM25_K1,
-                    "b": BM25_B,
-                    "title_tf": TITLE_TAG_TF,
-                    "k": LEG_LIMIT,
-                }
+                params, postings = leg_params(conn, n, avgdl, tags)
                 t0 = time.perf_counter()
                 exhaustive = conn.execute(EXHAUSTIVE, params).fetchall()
                 times["exhaustive"].append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 early = conn.execute(EARLY, params).fetchall()
                 times["MaxScore"].append((time.perf_counter() - t0) * 1000)
-                read["exhaustive"].append(sum(r["doc_count"] for r in rows))
+                read["exhaustive"].append(postings)
                 read["MaxScore"].append(int(early[-1]["postings_read"]))
                 same += [(r["entry_id"], r["score"]) for r in early[:-1]] == [
                     (r["entry_id"], r["score"]) for r in exhaustive

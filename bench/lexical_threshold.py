@@ -30,18 +30,11 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import math
 import statistics
 import time
 from typing import Any
 
-import psycopg
-from psycopg.rows import dict_row
-
-from bench import synthetic
-from bench.lexical_maxscore import EXHAUSTIVE
-from bench.query_scale import Lake, embedded_pool, scratch_server, synthetic_topics
-from grandbo.embedding.local import LocalMiniLMProvider
+from bench.lexical_maxscore import EXHAUSTIVE, corpus, large_organization, leg_params
 from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TITLE_TAG_TF
@@ -107,33 +100,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=50_000)
     args = parser.parse_args()
-    provider = LocalMiniLMProvider()
-    texts, pool_vectors = embedded_pool(provider)
-    topics = synthetic_topics(provider)
-    with scratch_server() as admin_url:
-        lake = Lake(admin_url, provider.embed_rev)
-        lake.load("large", synthetic.organization(args.entries, texts, pool_vectors, 2))
-        lake.analyze()
-        conn = psycopg.connect(admin_url, autocommit=True, row_factory=dict_row)
-        stats = conn.execute(
-            "SELECT active_entries AS n, active_tag_total AS total FROM org_memory_tenant_stats"
-            " WHERE tenant_id = 'large'"
-        ).fetchone()
-        assert stats is not None
-        n, avgdl = stats["n"], max(stats["total"] / stats["n"], 1.0)
+    with large_organization(args.entries) as (conn, topics):
+        n, avgdl = corpus(conn)
         times: dict[str, list[float]] = {"exhaustive": [], "by key": [], "by entry": []}
         read, seen_counts, every = [], [], []
         same = 0
         for _, tags in topics:
-            rows = conn.execute(
-                "SELECT tag, doc_count FROM org_memory_tag_stats WHERE tenant_id = 'large'"
-                " AND tag = ANY(%s) AND doc_count > 0 ORDER BY tag",
-                (sorted(set(tags)),),
-            ).fetchall()
-            weights = {
-                r["tag"]: math.log(1.0 + (n - r["doc_count"] + 0.5) / (r["doc_count"] + 0.5))
-                for r in rows
-            }
+            params, _ = leg_params(conn, n, avgdl, tags)
+            weights = dict(zip(params["tags"], params["weights"], strict=True))
             lists: dict[str, list[tuple[float, Any]]] = {}
             exact: dict[Any, float] = {}
             for p in conn.execute(
@@ -156,17 +130,7 @@ def main() -> None:
             read.append(postings_read)
             seen_counts.append(len(seen))
             every.append(sum(len(v) for v in lists.values()))
-            params: dict[str, Any] = {
-                "tenant": "large",
-                "tags": list(weights),
-                "weights": list(weights.values()),
-                "avgdl": avgdl,
-                "k1": BM25_K1,
-                "b": BM25_B,
-                "title_tf": TITLE_TAG_TF,
-                "k": LEG_LIMIT,
-                "seen": list(seen),
-            }
+            params["seen"] = list(seen)
             answers = {}
             for name, statement in (
                 ("exhaustive", EXHAUSTIVE),

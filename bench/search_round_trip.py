@@ -62,24 +62,37 @@ def main() -> None:
         lake.analyze()
         report["load_s"] = round(time.perf_counter() - started, 1)
         print(f"loaded and indexed in {report['load_s']} s", flush=True)
-        urls = DatabaseUrls(admin=admin_url, app=app_url_for(admin_url))
-        pooler = start_transaction_pooler(urls, pool_size=1)
-        try:
-            paths = {
-                "direct": MemoryRepository(connect(urls.app)),
-                "PgBouncer (transaction mode)": MemoryRepository(connect(pooler.url_for(urls.app))),
-            }
-            for path, repository in paths.items():
-                for name in SIZES:
-                    tenant = name.split()[0]
-                    report[f"{path}, {name}"] = measure(
-                        repository, tenant, provider, topics, args.runs
-                    )
-                    print(path, name, json.dumps(report[f"{path}, {name}"]), flush=True)
-        finally:
-            pooler.stop()
+        report |= measure_both_paths(
+            admin_url, {name: name.split()[0] for name in SIZES}, provider, topics, args.runs
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
+
+
+def measure_both_paths(
+    admin_url: str,
+    measured: dict[str, str],
+    provider: LocalMiniLMProvider,
+    topics: list[tuple[Any, list[str]]],
+    runs: int,
+) -> dict[str, Any]:
+    """`measure` for each organization (name: tenant), directly and through a transaction
+    pooler (PgBouncer, as RDS Proxy between transactions); keyed "<path>, <name>"."""
+    urls = DatabaseUrls(admin=admin_url, app=app_url_for(admin_url))
+    pooler = start_transaction_pooler(urls, pool_size=1)
+    out: dict[str, Any] = {}
+    try:
+        paths = {
+            "direct": MemoryRepository(connect(urls.app)),
+            "PgBouncer (transaction mode)": MemoryRepository(connect(pooler.url_for(urls.app))),
+        }
+        for path, repository in paths.items():
+            for name, tenant in measured.items():
+                out[f"{path}, {name}"] = measure(repository, tenant, provider, topics, runs)
+                print(path, name, json.dumps(out[f"{path}, {name}"]), flush=True)
+    finally:
+        pooler.stop()
+    return out
 
 
 def measure(

@@ -37,7 +37,6 @@ import numpy as np
 import psycopg
 from pgvector import HalfVector
 from pgvector.psycopg import register_vector
-from tests.integration.transaction_pooler import start_transaction_pooler
 
 from bench import synthetic
 from bench.query_scale import (
@@ -49,7 +48,7 @@ from bench.query_scale import (
     timed,
     timed_search,
 )
-from bench.search_round_trip import measure
+from bench.search_round_trip import measure_both_paths
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.local.embed_queue import InProcessEmbedQueue
@@ -59,7 +58,7 @@ from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.repository.search import _VECTOR_LEG
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import ensure_hnsw_indexes
-from grandbo.storage.connections import DatabaseUrls, app_url_for, connect
+from grandbo.storage.connections import app_url_for, connect
 
 
 def organization_sizes(seed: int = 3) -> dict[str, int]:
@@ -165,7 +164,7 @@ def main() -> None:
             row["planning, vector leg of the 300-entry organization"] = planning_ms("small-000")
             report[phase] = row
             print(phase, json.dumps(row), flush=True)
-        report["one call beside six statements"] = one_call_beside_statements(
+        report["one call beside six statements"] = measure_both_paths(
             admin_url, measured, provider, topics, args.runs
         )
 
@@ -183,32 +182,6 @@ def main() -> None:
         print("write", report["write_incident_5_findings_ms"], flush=True)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=float))
-
-
-def one_call_beside_statements(
-    admin_url: str,
-    measured: dict[str, str],
-    provider: LocalMiniLMProvider,
-    topics: list[tuple[Any, list[str]]],
-    runs: int,
-) -> dict[str, Any]:
-    """Issue 28's table: the one call and the six statements in the same run, directly and
-    through a transaction pooler, with every pair of answers compared."""
-    urls = DatabaseUrls(admin=admin_url, app=app_url_for(admin_url))
-    pooler = start_transaction_pooler(urls, pool_size=1)
-    out: dict[str, Any] = {}
-    try:
-        paths = {
-            "direct": MemoryRepository(connect(urls.app)),
-            "PgBouncer (transaction mode)": MemoryRepository(connect(pooler.url_for(urls.app))),
-        }
-        for path, repository in paths.items():
-            for name, tenant in measured.items():
-                out[f"{path}, {name}"] = measure(repository, tenant, provider, topics, runs)
-                print(path, name, json.dumps(out[f"{path}, {name}"]), flush=True)
-    finally:
-        pooler.stop()
-    return out
 
 
 if __name__ == "__main__":
