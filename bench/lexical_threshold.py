@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 from bench.lexical_maxscore import EXHAUSTIVE, corpus, large_organization, leg_params
+from bench.query_scale import percentiles
 from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TITLE_TAG_TF
@@ -89,11 +90,6 @@ def threshold_algorithm(
                 heapq.heappush(best, exact[entry])
             elif exact[entry] > best[0]:
                 heapq.heapreplace(best, exact[entry])
-
-
-def percentile(samples: list[float], p: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
 def main() -> None:
@@ -155,10 +151,8 @@ def main() -> None:
             "by entry": "scoring the TA's candidates, by entry",
         }
         for name, samples in times.items():
-            print(
-                f"{labels[name]}: p50 {statistics.median(samples):.2f} ms,"
-                f" p95 {percentile(samples, 0.95):.2f} ms"
-            )
+            figures = percentiles(samples)
+            print(f"{labels[name]}: p50 {figures['p50']:.2f} ms, p95 {figures['p95']:.2f} ms")
         print(f"the same top {LEG_LIMIT} (ids, scores, order): {same} of {len(topics)} topics")
 
 

@@ -11,22 +11,22 @@ import psycopg
 import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.idempotency import KeySpace, idempotency_key
-from grandbo.memory.models import WriteContext
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
+
+from .helpers import context, entry
 
 
 def _write(service: MemoryService, tenant: str, count: int, tag: str) -> list[Any]:
     return [
         service.record_entry(
             tenant,
-            {
-                "title": f"Pool exhausted on checkout after deploy {tag} {n}",
-                "summary": f"Connections leaked in the retry path ({tag} {n}).",
-                "service": "checkout-api",
-            },
-            WriteContext(actor="test", idempotency_key=idempotency_key(KeySpace.CLI, f"{tag}{n}")),
+            entry(
+                f"Pool exhausted on checkout after deploy {tag} {n}",
+                f"Connections leaked in the retry path ({tag} {n}).",
+                service="checkout-api",
+            ),
+            context(),
         ).entry
         for n in range(count)
     ]
