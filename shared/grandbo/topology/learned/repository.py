@@ -7,7 +7,7 @@ only as bound values of whitelisted enums, nothing is deleted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -520,15 +520,7 @@ class LearnedGraphRepository(TenantScopedRepository):
                 "   AND edge_type IN (%s, %s) GROUP BY source_key, edge_type, target_key",
                 (tenant_id, _LEARNED, _AFFECTS, _CORRELATES),
             )
-            affects: set[tuple[str, str]] = set()
-            correlations: dict[tuple[str, str], int] = {}
-            for row in cur:
-                pair = (row["source_key"], row["target_key"])
-                if row["edge_type"] == _AFFECTS:
-                    affects.add(pair)
-                else:
-                    correlations[pair] = int(row["n"])
-            return affects, correlations
+            return _affects_and_correlations(cur)
 
     def current_learned(
         self, tenant_id: str
@@ -542,15 +534,7 @@ class LearnedGraphRepository(TenantScopedRepository):
                 "   AND edge_type IN (%s, %s) AND invalid_at IS NULL",
                 (tenant_id, _LEARNED, _AFFECTS, _CORRELATES),
             )
-            affects: set[tuple[str, str]] = set()
-            correlations: dict[tuple[str, str], int] = {}
-            for row in cur:
-                pair = (row["source_key"], row["target_key"])
-                if row["edge_type"] == _AFFECTS:
-                    affects.add(pair)
-                else:
-                    correlations[pair] = int(row["n"])
-            return affects, correlations
+            return _affects_and_correlations(cur)
 
     def identity_history(
         self, tenant_id: str, owner_repo: Sequence[tuple[str, str]], until: datetime | None
@@ -585,3 +569,19 @@ class LearnedGraphRepository(TenantScopedRepository):
                 (tenant_id, list(keys)),
             )
             return {row["node_key"] for row in cur}
+
+
+def _affects_and_correlations(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[set[tuple[str, str]], dict[tuple[str, str], int]]:
+    """Learned edge rows (source_key, edge_type, target_key, n) as the AFFECTS pairs and
+    the correlated pairs' counts."""
+    affects: set[tuple[str, str]] = set()
+    correlations: dict[tuple[str, str], int] = {}
+    for row in rows:
+        pair = (row["source_key"], row["target_key"])
+        if row["edge_type"] == _AFFECTS:
+            affects.add(pair)
+        else:
+            correlations[pair] = int(row["n"])
+    return affects, correlations
