@@ -296,10 +296,15 @@ def settings() -> dict[str, Any]:
 @app.post("/v1/admin/settings")
 @tracer.capture_method
 def update_settings(request: SettingsRequest) -> dict[str, Any]:
-    """How long new episodic entries are served (days from their creation)."""
+    """How long new episodic entries are served (days from their creation), and the
+    confidence floor of the organization's answers; answers the settings in force."""
     caller: Caller = app.context["caller"]
-    days = runtime().service().set_episodic_ttl_days(caller.tenant_id, request.episodic_ttl_days)
-    return {"episodic_ttl_days": days}
+    service = runtime().service()
+    if request.episodic_ttl_days is not None:
+        service.set_episodic_ttl_days(caller.tenant_id, request.episodic_ttl_days)
+    if request.min_confidence is not None or request.reset_min_confidence:
+        service.set_min_confidence(caller.tenant_id, request.min_confidence)
+    return Curation(service).settings(caller.tenant_id).model_dump(mode="json")
 
 
 @app.post("/v1/admin/topology")

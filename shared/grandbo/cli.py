@@ -289,6 +289,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 service.provider.duplicate_distance = None
             if args.reranker:  # needs AWS credentials; fails open (and says so) without
                 service.reranker = reranker_named(args.reranker)
+            if args.no_answer:
+                from grandbo.evaluation_no_answer import format_no_answer, run_no_answer_eval
+
+                report, samples = run_no_answer_eval(
+                    service,
+                    Path(args.folder),
+                    args.task,
+                    min_confidence=args.min_confidence,
+                    progress=terminal_progress,
+                )
+                if args.samples:
+                    Path(args.samples).write_text(json.dumps(samples.as_dict()) + "\n")
+                    print(f"candidates' features written to {args.samples}")
+                print(format_no_answer(report))
+                if args.json:
+                    Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+                    print(f"JSON report written to {args.json}")
+                return 0
             if args.replay:
                 from grandbo.replay import run_replay
 
@@ -511,6 +529,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--reranker",
         help="hybrid reranked by this reranker ('bedrock:<model ARN>', AWS credentials "
         "needed; without them every query serves the fused order and the report says so)",
+    )
+    ev.add_argument(
+        "--no-answer",
+        action="store_true",
+        help="remove the relevant documents of half the queries (by a hash of their id) "
+        "and report what memory answers them: hits, confidence AUROC and calibration "
+        "beside today's fused five (docs/EVAL.md)",
+    )
+    ev.add_argument(
+        "--min-confidence",
+        type=float,
+        help="with --no-answer: the floor to measure (default: the model's)",
+    )
+    ev.add_argument(
+        "--samples",
+        help="with --no-answer: also write every candidate's features and label here "
+        "(what `python -m bench.confidence_fit` fits a model from)",
     )
     ev.add_argument(
         "--no-consolidation",

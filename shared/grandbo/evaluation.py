@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from grandbo.beir import load_corpus, load_qrels, load_queries
 from grandbo.errors import InvalidInputError, invalid_input_from
+from grandbo.memory.confidence.signals import signals_of
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
 from grandbo.memory.recall import RankedCandidates, fuse
@@ -34,7 +35,7 @@ from grandbo.memory.reranking import rerank_entries
 from grandbo.memory.service import MemoryService
 from grandbo.memory.topic import validate_topic
 
-MODES = ("lexical", "vector", "hybrid")
+MODES = ("lexical", "vector", "hybrid", "confidence")
 IGNORE_OWN = ("auto", "yes", "no")
 #: (description, unit) -> a wrapper of an iterable of a known length (a progress bar)
 ProgressFactory = Callable[[str, str], Callable[[Iterable[Any], int], Iterable[Any]]]
@@ -159,7 +160,7 @@ def timed_rank(
         timings[mode] = (time.perf_counter() - t0) * 1000
     t0 = time.perf_counter()
     ranked = service.rank(tenant, text)
-    timings["hybrid"] = (time.perf_counter() - t0) * 1000
+    timings["hybrid"] = timings["confidence"] = (time.perf_counter() - t0) * 1000
     return ranked, timings
 
 
@@ -213,11 +214,24 @@ def document_rankings(
     if reranked.error is not None and reranker_failures is not None:
         reranker_failures.append(reranked.error)
     served = service.collapse(tenant, reranked.entries, ranked.serving, len(fused))
+    # the same candidates ordered by the serving model's confidence (no floor: a ranking)
+    model = service.confidence_model(ranked.serving)
+    signals = signals_of(fused, ranked.legs, ranked.topic_tags, ranked.vector_cutoff)
+    confidence = {i: model.probability(signals[i]) for i in fused}
+    by_confidence = service.collapse(
+        tenant,
+        [ranked.legs.entries[i] for i in model.order(fused, confidence)],
+        ranked.serving,
+        len(fused),
+    )
     return {
         "lexical": documents([c.entry_id for c in ranked.legs.lexical], docs_of_entry, own),
         "vector": documents([c.entry_id for c in ranked.legs.vector], docs_of_entry, own),
         "hybrid": documents(
             [e.entry_id for lesson in served for e in lesson.entries], docs_of_entry, own
+        ),
+        "confidence": documents(
+            [e.entry_id for lesson in by_confidence for e in lesson.entries], docs_of_entry, own
         ),
     }
 

@@ -35,6 +35,7 @@ class MemoryBackend(Protocol):
         service: str | None,
         scope: str | None,
         as_of: datetime | None = None,
+        min_confidence: float | None = None,
     ) -> MemoryQueryResult: ...
 
     def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry: ...
@@ -69,10 +70,17 @@ class StoreBackend:
         service: str | None,
         scope: str | None,
         as_of: datetime | None = None,
+        min_confidence: float | None = None,
     ) -> MemoryQueryResult:
         with self.runtime.container():
             return self.runtime.service().query_org_memory(
-                _required(tenant), topic, limit=limit, service=service, scope=scope, as_of=as_of
+                _required(tenant),
+                topic,
+                limit=limit,
+                service=service,
+                scope=scope,
+                as_of=as_of,
+                min_confidence=min_confidence,
             )
 
     def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry:
@@ -123,9 +131,15 @@ class RemoteBackend:
         service: str | None,
         scope: str | None,
         as_of: datetime | None = None,
+        min_confidence: float | None = None,
     ) -> MemoryQueryResult:
         answer = self.client.query_org_memory(
-            topic, limit=limit, service=service, scope=scope, as_of=as_of
+            topic,
+            limit=limit,
+            service=service,
+            scope=scope,
+            as_of=as_of,
+            min_confidence=min_confidence,
         )
         return MemoryQueryResult.model_validate(answer)
 

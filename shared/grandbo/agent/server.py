@@ -32,11 +32,12 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from grandbo.agent.answer_text import answer_text
 from grandbo.agent.backends import MemoryBackend
 from grandbo.agent.stdio import answering_every_request
 from grandbo.api.auth import Keyring, verify_query_token
@@ -93,7 +94,11 @@ Each hit has `title`, `summary`, `age_days` and `why`: `shared_tags` are the tag
 and the entry share, `lexical_rank` and `vector_rank` its rank in the tag search and the
 text-similarity search (null when that search did not find it), `fused_score` the score
 hits are ordered by, 0-1: every candidate is scored on both searches, 1.0 being the best
-on both. A hit is a hint, not ground truth: verify it with live tools."""
+on both; it orders one answer's hits and says nothing across answers. `confidence` (0-1)
+is the estimated probability that the hit is relevant, comparable across queries: a
+hit under the confidence floor (`min_confidence`, default the organization's) is not
+returned, and an answer with no hit means memory holds nothing close (the text says so;
+treat the problem as new). A hit is a hint, not ground truth: verify it with live tools."""
 
 ENTRY_DESCRIPTION = """One memory entry by its id (a hit's `entry_id`): the full text, its
 revision and status (active, retired, superseded), its origin and incident. Only entries of
@@ -136,6 +141,7 @@ if TYPE_CHECKING:
     QueryService = str | None
     QueryScope = str | None
     QueryAsOf = datetime | None
+    QueryFloor = float | None
     Verdict = str
     IncidentId = str
     FeedbackNote = str | None
@@ -145,6 +151,7 @@ else:
     QueryService = _api_field(QueryRequest, "service")
     QueryScope = _api_field(QueryRequest, "scope")
     QueryAsOf = _api_field(QueryRequest, "as_of")
+    QueryFloor = _api_field(QueryRequest, "min_confidence")
     Verdict = _api_field(FeedbackRequest, "verdict")
     IncidentId = _api_field(FeedbackRequest, "incident_id")
     FeedbackNote = _api_field(FeedbackRequest, "note")
@@ -339,11 +346,21 @@ def build_server(
         as_of: Annotated[
             QueryAsOf, Field(description="read the service graph as it was at this moment")
         ] = None,
-    ) -> MemoryQueryResult:
-        return call(
+        min_confidence: Annotated[
+            QueryFloor,
+            Field(description="withhold hits under this confidence (default: the floor set)"),
+        ] = None,
+    ) -> Annotated[CallToolResult, MemoryQueryResult]:
+        result = call(
             "query_org_memory",
-            lambda tenant: backend.query(tenant, topic, limit, service, scope, as_of),
+            lambda tenant: backend.query(
+                tenant, topic, limit, service, scope, as_of, min_confidence
+            ),
             lambda result: len(result.hits),
+        )
+        return CallToolResult(
+            content=[TextContent(type="text", text=answer_text(result))],
+            structured_content=result.model_dump(mode="json"),
         )
 
     @server.tool(description=ENTRY_DESCRIPTION, annotations=read_only)

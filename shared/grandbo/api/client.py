@@ -185,9 +185,14 @@ class MemoryClient:
         service: str | None = None,
         scope: str | None = None,
         as_of: datetime | None = None,
+        min_confidence: float | None = None,
     ) -> dict[str, Any]:
-        """Have we seen this before? `topic` is a sentence about what was found."""
+        """Have we seen this before? `topic` is a sentence about what was found. Every hit
+        carries its `confidence`; hits under `min_confidence` (default: the organization's
+        floor) are withheld, and `metadata.no_precedent` says when none is left."""
         body: dict[str, Any] = {"topic": topic, "limit": limit}
+        if min_confidence is not None:
+            body["min_confidence"] = min_confidence
         if service is not None:
             body["service"] = service
         if scope is not None:

@@ -14,6 +14,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    model_validator,
 )
 
 from grandbo.memory.lifecycle.lake import DEFAULT_EXPORT_PAGE, MAX_EXPORT_PAGE
@@ -53,6 +54,11 @@ class QueryRequest(_Body):
         description="read the scope and each hit's `staleness` from the topology valid at "
         "this moment (an incident's start, to replay it against the system as it was)",
     )
+    min_confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = Field(
+        default=None,
+        description="withhold hits whose confidence is under this (0 withholds nothing); "
+        "default: the organization's floor, else the confidence model's",
+    )
 
     def arguments(self) -> dict[str, Any]:
         """What `query_org_memory` takes beside the tenant and the topic: one place, so the
@@ -62,6 +68,7 @@ class QueryRequest(_Body):
             "service": self.service,
             "scope": self.scope,
             "as_of": self.as_of,
+            "min_confidence": self.min_confidence,
         }
 
 
@@ -87,9 +94,29 @@ class CreateEntryRequest(_Body):
 
 
 class SettingsRequest(_Body):
-    """The organization's settings an admin may change."""
+    """The organization's settings an admin may change (each one left out is kept)."""
 
-    episodic_ttl_days: Annotated[StrictInt, Field(ge=1, le=3650)]
+    episodic_ttl_days: Annotated[StrictInt, Field(ge=1, le=3650)] | None = None
+    min_confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = Field(
+        default=None,
+        description="the confidence floor of the organization's answers: hits under it "
+        "are withheld (0 withholds nothing); see `reset_min_confidence`",
+    )
+    reset_min_confidence: StrictBool = Field(
+        default=False, description="go back to the confidence model's default floor"
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> SettingsRequest:
+        if (
+            self.episodic_ttl_days is None
+            and self.min_confidence is None
+            and not (self.reset_min_confidence)
+        ):
+            raise ValueError("send episodic_ttl_days, min_confidence or reset_min_confidence")
+        if self.min_confidence is not None and self.reset_min_confidence:
+            raise ValueError("send min_confidence or reset_min_confidence, not both")
+        return self
 
 
 class CalibrationRequest(_Body):

@@ -3,10 +3,12 @@
 An agent loop calls `RecallHook.recall(text)` with what it is about to send to its model.
 The hook turns that text into a valid topic, asks the query API for the best matches,
 keeps at most `max_memories` above `min_score`, and returns a context block ready to
-insert into the prompt. It never raises and never waits longer than `timeout_s`: a slow,
-dead, misconfigured or confused memory service yields an empty block and a reason, and
-the investigation goes on without it (fail-open, seed 004). The block carries the framing
-of seed 002: a past incident is a hint to verify with live tools, never ground truth.
+insert into the prompt, each memory with its confidence. When memory holds nothing close
+(no hit reached the confidence floor) the block is empty: nothing is injected. It never
+raises and never waits longer than `timeout_s`: a slow, dead, misconfigured or confused
+memory service yields an empty block and a reason, and the investigation goes on without
+it (fail-open, seed 004). The block carries the framing of seed 002: a past incident is a
+hint to verify with live tools, never ground truth.
 
     hook = RecallHook("https://grandbo.example/prod", token)
     recall = hook.recall(prompt)
@@ -100,6 +102,8 @@ class RecalledMemory:
     recurrences: int = 1  # how many times the lesson was recorded (an older server: 1)
     # what the topology says changed about the lesson's service, in words ("" when nothing)
     staleness: str = ""
+    # the estimated probability that it is relevant (None: an older server sent none)
+    confidence: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,7 @@ class RecallHook:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_memories: int = DEFAULT_MAX_MEMORIES,
         min_score: float = DEFAULT_MIN_SCORE,
+        min_confidence: float | None = None,
         service: str | None = None,
         max_topic_chars: int = DEFAULT_TOPIC_CHARS,
         breaker_failures: int = BREAKER_FAILURES,
@@ -182,6 +187,9 @@ class RecallHook:
         self.timeout_s = timeout_s
         self.max_memories = max_memories
         self.min_score = min_score
+        # sent with each query: the server withholds hits under it (None: the floor the
+        # organization set, else the confidence model's)
+        self.min_confidence = min_confidence
         self.service = service
         self.max_topic_chars = max_topic_chars
         self.metrics = CallMetrics()  # outcomes: "ok" or the reason of an empty block
@@ -234,7 +242,10 @@ class RecallHook:
         def ask() -> None:
             try:
                 answer = self.client.query_org_memory(
-                    topic, limit=max(self.max_memories, 5), service=self.service
+                    topic,
+                    limit=max(self.max_memories, 5),
+                    service=self.service,
+                    min_confidence=self.min_confidence,
                 )
                 outcome.append(self._memories(answer, started))
             except BaseException as exc:  # handed to the caller's thread
@@ -263,6 +274,14 @@ class RecallHook:
             if memory.score >= self.min_score and len(memories) < self.max_memories:
                 memories.append(memory)
         if not memories:
+            metadata = answer.get("metadata")
+            if not answer["hits"] and isinstance(metadata, dict) and metadata.get("no_precedent"):
+                return _empty(
+                    "no_match",
+                    "memory holds nothing close (no hit reached the confidence "
+                    "floor): nothing injected",
+                    started,
+                )
             return _empty("no_match", f"no memory scored {self.min_score:.4f} or more", started)
         return Recall(
             block=context_block(memories),
@@ -287,13 +306,14 @@ def context_block(memories: list[RecalledMemory]) -> str:
     for number, memory in enumerate(memories, start=1):
         summary = _cut(_one_line(memory.summary), BLOCK_SUMMARY_CHARS)
         seen = f"seen {memory.recurrences} times, " if memory.recurrences > 1 else ""
+        sure = "" if memory.confidence is None else f"confidence {memory.confidence:.2f}, "
         stale = (
             f"\n   {_cut(_one_line(memory.staleness), BLOCK_STALENESS_CHARS)}"
             if memory.staleness
             else ""
         )
         item = (
-            f"{number}. {_cut(_one_line(memory.title), BLOCK_TITLE_CHARS)} ({seen}"
+            f"{number}. {_cut(_one_line(memory.title), BLOCK_TITLE_CHARS)} ({sure}{seen}"
             f"{_age(memory.age_days)}; matched on {_cut(_one_line(memory.why), BLOCK_WHY_CHARS)})"
             f"\n   {summary}{stale}"
         )
@@ -353,6 +373,13 @@ def _memory(hit: object) -> RecalledMemory | None:
         recurrences = 1  # a malformed count is not worth dropping the memory for
     stale = hit.get("staleness")
     note = stale.get("note") if isinstance(stale, dict) else None
+    confidence = hit.get("confidence")
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not 0.0 <= confidence <= 1.0  # NaN too
+    ):
+        confidence = None  # malformed or absent: shown without one, never dropped for it
     return RecalledMemory(
         str(entry_id),
         title,
@@ -365,6 +392,7 @@ def _memory(hit: object) -> RecalledMemory | None:
         note
         if isinstance(note, str)
         else ("Stale: the system has changed since." if stale else ""),
+        None if confidence is None else float(confidence),
     )
 
 

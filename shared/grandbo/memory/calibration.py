@@ -119,8 +119,9 @@ class Calibration:
         return self.repository
 
     blue_green: BlueGreen
-    # (tenant, embed_rev) -> (when read, the calibrated cutoff or None)
-    _cutoff_cache: dict[tuple[str, str], tuple[float, float | None]]
+    # (tenant, embed_rev) -> (when read, the calibrated cutoff or None, the organization's
+    # confidence floor or None)
+    _cutoff_cache: dict[tuple[str, str], tuple[float, float | None, float | None]]
 
     def calibrate(
         self, tenant_id: str, *, sample: int = DEFAULT_CALIBRATION_SAMPLE
@@ -181,10 +182,22 @@ class Calibration:
 
     def vector_cutoff(self, tenant_id: str, provider: EmbeddingProvider) -> float:
         """The tenant's calibrated cutoff for `provider`, or the provider's default."""
+        cutoff = self._query_settings(tenant_id, provider)[0]
+        return provider.vector_cutoff if cutoff is None else cutoff
+
+    def organization_floor(self, tenant_id: str, provider: EmbeddingProvider) -> float | None:
+        """The confidence floor the organization set, or None (the model's default)."""
+        return self._query_settings(tenant_id, provider)[1]
+
+    def _query_settings(
+        self, tenant_id: str, provider: EmbeddingProvider
+    ) -> tuple[float | None, float | None]:
+        """The tenant's calibrated cutoff and confidence floor: one read, cached."""
         key = (tenant_id, provider.embed_rev)
         cached = self._cutoff_cache.get(key)
         now = time.monotonic()
         if cached is None or now - cached[0] > CUTOFF_CACHE_S:
-            cached = (now, self.reader.calibrated_cutoff(tenant_id, provider.embed_rev))
+            cutoff, floor = self.reader.query_settings(tenant_id, provider.embed_rev)
+            cached = (now, cutoff, floor)
             self._cutoff_cache[key] = cached
-        return provider.vector_cutoff if cached[1] is None else cached[1]
+        return cached[1], cached[2]

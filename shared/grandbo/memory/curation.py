@@ -141,6 +141,10 @@ class OrganizationSettings(BaseModel):
     vector_cutoff: float = Field(description="the cutoff its queries use")
     model_vector_cutoff: float = Field(description="the model's own default cutoff")
     calibrated: bool = Field(description="the cutoff in force was measured on its lake")
+    confidence_model: str = Field(description="the model that scores its hits' confidence")
+    min_confidence: float = Field(description="the confidence floor its queries use")
+    model_min_confidence: float = Field(description="the confidence model's default floor")
+    min_confidence_set: bool = Field(description="the floor in force was set for it")
 
 
 class DistinctVerdict(BaseModel):
@@ -348,13 +352,18 @@ class Curation:
     def settings(self, tenant_id: str) -> OrganizationSettings:
         tenant = require_tenant(tenant_id)
         serving = self.memory.serving_provider(tenant)
-        cutoff = self.repository.calibrated_cutoff(tenant, serving.embed_rev)
+        cutoff, floor = self.repository.query_settings(tenant, serving.embed_rev)
+        model = self.memory.confidence_model(serving)
         return OrganizationSettings(
             episodic_ttl_days=self.repository.episodic_ttl_days(tenant),
             embed_rev=serving.embed_rev,
             vector_cutoff=serving.vector_cutoff if cutoff is None else cutoff,
             model_vector_cutoff=serving.vector_cutoff,
             calibrated=cutoff is not None,
+            confidence_model=model.name,
+            min_confidence=model.default_floor if floor is None else floor,
+            model_min_confidence=model.default_floor,
+            min_confidence_set=floor is not None,
         )
 
     def mark_distinct(

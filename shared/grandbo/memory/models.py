@@ -365,6 +365,16 @@ class MemoryHit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     entry_id: UUID
+    # optional only so that a client reads an older server's answer (always set here)
+    confidence: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="the estimated probability that this hit is relevant to the topic, "
+        "comparable across queries (a logistic model of the search's own signals, fit per "
+        "embedding model on held-out queries: docs/EVAL.md); the fused score in `why` only "
+        "orders candidates within one answer",
+    )
     title: str
     summary: str
     tags: list[str]
@@ -432,6 +442,30 @@ class QueryMetadata(BaseModel):
         "reranker) or unavailable (it failed or timed out: the fused order was served)",
     )
     reranker_error: str | None = None
+    confidence_model: str | None = Field(
+        default=None, description="the confidence model that scored the hits"
+    )
+    ranking: str = Field(
+        default="fused",
+        description="confidence (hits ordered by their confidence) or fused (by the fused score)",
+    )
+    min_confidence: float | None = Field(
+        default=None, description="the floor in force: hits below it were withheld"
+    )
+    withheld: int = Field(
+        default=0,
+        description="candidates among the best `limit` withheld for a confidence under the floor",
+    )
+    withheld_best_confidence: float | None = Field(
+        default=None, description="the best confidence among the withheld candidates"
+    )
+    no_precedent: bool = Field(
+        default=False,
+        description="true when no hit reached the floor: memory holds nothing close to the topic",
+    )
+    message: str | None = Field(
+        default=None, description="in words, when memory holds nothing close or withheld candidates"
+    )
 
 
 class MemoryQueryResult(BaseModel):

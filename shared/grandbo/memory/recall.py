@@ -23,6 +23,10 @@ from grandbo.embedding.base import Embedding, EmbeddingProvider
 from grandbo.embedding.rerank import Reranker
 from grandbo.errors import EmbeddingError, InvalidInputError
 from grandbo.memory.calibration import Calibration
+from grandbo.memory.confidence.fitted import model_for
+from grandbo.memory.confidence.model import ConfidenceModel
+from grandbo.memory.confidence.serving import validate_min_confidence, withholding
+from grandbo.memory.confidence.signals import signals_of
 from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
 from grandbo.memory.embedding_jobs import EmbeddingJobs
 from grandbo.memory.fusion import FusedRank, score_fusion
@@ -106,6 +110,10 @@ class RankedCandidates:
     vector_error: str | None
     serving: EmbeddingProvider  # the model the tenant is served from
     vector_cutoff: float  # the tenant's calibrated cutoff, or the model's default
+    # every candidate's confidence, and the candidates in the order served: by confidence
+    # where the serving model's fit ranks (`ConfidenceModel.ranks`), else `fused`
+    confidence: dict[UUID, float]
+    ordered: list[UUID]
 
     @property
     def embed_rev(self) -> str:
@@ -170,6 +178,23 @@ class Recall(EmbeddingJobs, Calibration):
     topic_embed_timeout_s: float
     topology: ServiceScopes | None
 
+    def confidence_model(self, provider: EmbeddingProvider) -> ConfidenceModel:
+        """The confidence model fit for `provider`'s vectors (`grandbo.memory.confidence`)."""
+        return model_for(provider)
+
+    def confidence_floor(
+        self,
+        tenant_id: str,
+        provider: EmbeddingProvider,
+        model: ConfidenceModel,
+        requested: float | None = None,
+    ) -> float:
+        """The floor in force: the request's, else the organization's, else the model's."""
+        if requested is not None:
+            return requested
+        organization = self.organization_floor(tenant_id, provider)
+        return model.default_floor if organization is None else organization
+
     @property
     def reader(self) -> MemoryRepository:
         """The repository queries search (MemoryService's: a reader when reads scale out)."""
@@ -186,6 +211,7 @@ class Recall(EmbeddingJobs, Calibration):
         service: str | None = None,
         scope: str | None = None,
         as_of: datetime | None = None,
+        min_confidence: float | None = None,
     ) -> MemoryQueryResult:
         """Have we seen this before? Entries relevant to `topic`, best first, with reasons.
 
@@ -194,9 +220,19 @@ class Recall(EmbeddingJobs, Calibration):
         `correlated` those that failed together with it in past incidents. `as_of` (an
         incident's start, say) reads the scope and each hit's `staleness` from the
         topology valid then.
+
+        Every hit carries its `confidence` (`grandbo.memory.confidence`); a candidate under
+        the floor (`min_confidence`, else the organization's, else the model's) is withheld,
+        and an answer with no hit says that memory holds nothing close.
         """
         return self.answer(
-            tenant_id, topic, limit=limit, service=service, scope=scope, as_of=as_of
+            tenant_id,
+            topic,
+            limit=limit,
+            service=service,
+            scope=scope,
+            as_of=as_of,
+            min_confidence=min_confidence,
         ).result
 
     def answer(
@@ -209,6 +245,7 @@ class Recall(EmbeddingJobs, Calibration):
         scope: str | None = None,
         probe: Sequence[UUID] = (),
         as_of: datetime | None = None,
+        min_confidence: float | None = None,
     ) -> Answer:
         """`query_org_memory`'s answer and the ranking behind it; with `probe`, the same
         search also reads those entries' own signals (`grandbo.memory.explanation`)."""
@@ -217,9 +254,13 @@ class Recall(EmbeddingJobs, Calibration):
         limit = validate_limit(limit)
         service = validate_service(service)
         as_of = validate_as_of(as_of)
+        requested_floor = validate_min_confidence(min_confidence)
         services = self._services_in_scope(tenant, service, scope, as_of)
         ranked = self.rank(tenant, text, services=services, probe=probe)
         legs = ranked.legs
+        model = self.confidence_model(ranked.serving)
+        floor = self.confidence_floor(tenant, ranked.serving, model, requested_floor)
+        confidence = ranked.confidence
         lexical = {c.entry_id: (rank, c) for rank, c in enumerate(legs.lexical, start=1)}
         vector = {c.entry_id: (rank, c) for rank, c in enumerate(legs.vector, start=1)}
         now = self._clock()
@@ -228,10 +269,12 @@ class Recall(EmbeddingJobs, Calibration):
         reranked = rerank_entries(
             self.reranker,
             text,
-            [legs.entries[entry_id] for entry_id in ranked.fused],
+            [legs.entries[entry_id] for entry_id in ranked.ordered],
             self.rerank_timeout_s,
         )
         lessons = self.collapse(tenant, reranked.entries, ranked.serving, limit)
+        withheld = [x for x in lessons if confidence[x.entry.entry_id] < floor]
+        lessons = [x for x in lessons if confidence[x.entry.entry_id] >= floor]
         for lesson in lessons:
             entry = lesson.entry
             entry_id = entry.entry_id
@@ -240,6 +283,7 @@ class Recall(EmbeddingJobs, Calibration):
             hits.append(
                 MemoryHit(
                     entry_id=entry.entry_id,
+                    confidence=round(confidence[entry_id], 4),
                     title=entry.title,
                     summary=entry.summary,
                     tags=entry.tags,
@@ -290,6 +334,7 @@ class Recall(EmbeddingJobs, Calibration):
             as_of=as_of,
             reranker=reranked.status,
             reranker_error=reranked.error,
+            **withholding(model, floor, [confidence[x.entry.entry_id] for x in withheld], hits),
         )
         hits = with_staleness(self.topology, tenant, hits, as_of)
         return Answer(MemoryQueryResult(hits=hits, metadata=metadata), ranked, text, limit)
@@ -348,9 +393,15 @@ class Recall(EmbeddingJobs, Calibration):
                 probe=probe,
             )
         fused = fuse(legs)
+        order = [f.key for f in fused]
+        model = self.confidence_model(serving)
+        signals = signals_of(order, legs, topic_tags, cutoff)
+        confidence = {entry_id: model.probability(signals[entry_id]) for entry_id in order}
         return RankedCandidates(
             legs=legs,
-            fused=[f.key for f in fused],
+            fused=order,
+            confidence=confidence,
+            ordered=model.order(order, confidence) if model.ranks else order,
             fused_scores={f.key: f.score for f in fused},
             fused_parts={f.key: f.parts for f in fused},
             topic_tags=topic_tags,

@@ -23,10 +23,12 @@ from grandbo.errors import (
     InvalidInputError,
     invalid_input_from,
 )
+from grandbo.memory.confidence.serving import validate_min_confidence
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.embedding_jobs import tenants_of
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import (
+    DEFAULT_EPISODIC_TTL_DAYS,
     MAX_EPISODIC_TTL_DAYS,
     EmbedJob,
     EntryStatus,
@@ -282,6 +284,15 @@ class MemoryService(Recall):
             )
         self.repository.set_episodic_ttl_days(require_tenant(tenant_id), days)
         return days
+
+    def set_min_confidence(self, tenant_id: str, floor: object) -> float | None:
+        """The organization's confidence floor (0-1; None: the model's default). This
+        container's queries use it at once; other containers within 5 minutes."""
+        tenant = require_tenant(tenant_id)
+        value = validate_min_confidence(floor)
+        self.repository.set_min_confidence(tenant, value, DEFAULT_EPISODIC_TTL_DAYS)
+        self._cutoff_cache = {k: v for k, v in self._cutoff_cache.items() if k[0] != tenant}
+        return value
 
     def retire_expired(self, tenant_id: str | None = None, *, limit: int | None = None) -> int:
         """Retire (through an event, never a delete) active episodic entries past their

@@ -57,3 +57,34 @@ class CalibrationStore(TenantScopedRepository):
             )
             row = cur.fetchone()
             return None if row is None else float(row["vector_cutoff"])
+
+    def query_settings(self, tenant_id: str, embed_rev: str) -> tuple[float | None, float | None]:
+        """The tenant's calibrated cutoff for `embed_rev` and its confidence floor (None:
+        the model's), in one read."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT c.vector_cutoff, s.min_confidence FROM (SELECT 1) one"
+                " LEFT JOIN org_memory_calibrations c"
+                "   ON c.tenant_id = %(tenant)s AND c.embed_rev = %(rev)s"
+                " LEFT JOIN org_memory_tenant_settings s ON s.tenant_id = %(tenant)s",
+                {"tenant": tenant_id, "rev": embed_rev},
+            )
+            row = cur.fetchone()
+            assert row is not None
+            cutoff, floor = row["vector_cutoff"], row["min_confidence"]
+            return (
+                None if cutoff is None else float(cutoff),
+                None if floor is None else float(floor),
+            )
+
+    def set_min_confidence(
+        self, tenant_id: str, floor: float | None, default_ttl_days: int
+    ) -> None:
+        """The organization's confidence floor (None: the model's default)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "INSERT INTO org_memory_tenant_settings"
+                " (tenant_id, episodic_ttl_days, min_confidence) VALUES (%s, %s, %s)"
+                " ON CONFLICT (tenant_id) DO UPDATE SET min_confidence = excluded.min_confidence",
+                (tenant_id, default_ttl_days, floor),
+            )

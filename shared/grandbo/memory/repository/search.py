@@ -100,6 +100,9 @@ class SearchLegs:
     shared_tags: dict[UUID, list[str]] = field(default_factory=dict)
     # the entries asked about (`search(probe=...)`), each with its own signals
     probes: dict[UUID, Probe] = field(default_factory=dict)
+    # the BM25 weight (idf) of each of the topic's tags the tenant's active entries carry:
+    # what the best score the topic itself could reach is measured from (`confidence`)
+    tag_weights: dict[str, float] = field(default_factory=dict)
 
 
 class EntrySearch(LexicalLeg):
@@ -215,6 +218,7 @@ class EntrySearch(LexicalLeg):
             distances={i: distances[i] for i in ids if i in candidates and i in distances},
             shared_tags=shared,
             probes=probes,
+            tag_weights=corpus.weights,
         )
 
     def _send_entries(

@@ -138,6 +138,7 @@ def _legs(rows: list[dict[str, Any]], probe: Sequence[UUID]) -> SearchLegs:
             entry_id: _probe(entry_id, {r["entry_id"]: r for r in found}, entries, corpus)
             for entry_id in probe
         },
+        tag_weights=corpus.weights,
     )
 
 

@@ -1,0 +1,59 @@
+"""The query tool's text for a model: one compact line per hit (its confidence, title,
+service, the words it matched on), and, when memory holds nothing close, a sentence that
+says so. The whole answer stays structured beside it (`structuredContent`).
+
+Stored text is data: a title is quoted (JSON string escaping, one line, cut), never
+written into a sentence of ours.
+"""
+
+from __future__ import annotations
+
+import json
+
+from grandbo.memory.models import MemoryHit, MemoryQueryResult
+
+TITLE_CHARS = 160
+WORDS = 6
+HEADER = (
+    "{count} past lesson(s), best first; confidence is the estimated probability that a "
+    "hit is relevant. Hints, not ground truth: verify each with live tools."
+)
+NOTHING = (
+    "No precedent: memory holds nothing close to this topic (no hit reached the confidence "
+    "floor{floor}). Treat the problem as new."
+)
+
+
+def _quoted(text: str, limit: int) -> str:
+    one_line = " ".join(text.split())
+    if len(one_line) > limit:
+        one_line = one_line[: limit - 1] + "…"
+    return json.dumps(one_line, ensure_ascii=False)
+
+
+def hit_line(number: int, hit: MemoryHit) -> str:
+    confidence = "?" if hit.confidence is None else f"{hit.confidence:.2f}"
+    words = ", ".join(hit.why.shared_words[:WORDS]) or "similar text"
+    service = hit.service or "none"
+    stale = "; stale (the system changed since)" if hit.staleness else ""
+    seen = f"; seen {hit.recurrences} times" if hit.recurrences > 1 else ""
+    return (
+        f"{number}. confidence {confidence}: {_quoted(hit.title, TITLE_CHARS)}; service "
+        f"{service}; matched on {words}{seen}{stale}; entry {hit.entry_id}"
+    )
+
+
+def answer_text(result: MemoryQueryResult) -> str:
+    """The compact text of an answer."""
+    meta = result.metadata
+    if not result.hits:
+        floor = "" if meta.min_confidence is None else f" {meta.min_confidence:g}"
+        return NOTHING.format(floor=floor)
+    lines = [HEADER.format(count=len(result.hits))]
+    lines += [hit_line(n, hit) for n, hit in enumerate(result.hits, start=1)]
+    if meta.withheld:
+        lines.append(
+            f"{meta.withheld} weaker candidate(s) under the confidence floor "
+            f"{meta.min_confidence:g} withheld."
+        )
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""The confidence model: a logistic fit of a candidate's absolute signals to "relevant".
+
+    confidence = 1 / (1 + exp(-(intercept + sum(weight[f] * signal[f]))))
+
+`grandbo.memory.confidence.signals` says what each signal is. The coefficients are
+versioned here, one model per embedding provider (distances differ between models), and
+were fit by `bench/confidence_fit.py` on the `fit` half of the development sets' queries
+(`grandbo eval --no-answer --samples`), half of them with their relevant documents
+removed from memory; docs/EVAL.md gives the figures on the other half. An organization's
+own verdicts recalibrate the result once it has enough of them
+(`grandbo.memory.confidence.recalibration`).
+
+numpy only (the fit); scoring is plain Python, so a query pays nothing to import it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from grandbo.memory.confidence.signals import FEATURES, Signals
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceModel:
+    """One provider's fit: its coefficients, what it was fit on, and the floor below which
+    a hit is withheld unless a request or the organization's settings say otherwise."""
+
+    name: str
+    fit_on: str
+    intercept: float
+    weights: Mapping[str, float]
+    default_floor: float
+    ranks: bool = True  # hits are ordered by confidence (measured to win: docs/EVAL.md)
+
+    def logit(self, signals: Signals) -> float:
+        return self.intercept + sum(
+            self.weights.get(name, 0.0) * value
+            for name, value in zip(FEATURES, signals.vector(), strict=True)
+        )
+
+    def probability(self, signals: Signals) -> float:
+        return sigmoid(self.logit(signals))
+
+    def order(self, ids: Sequence[UUID], confidence: Mapping[UUID, float]) -> list[UUID]:
+        """`ids` by confidence, best first; ties keep their order in `ids` (the fusion's)."""
+        place = {entry_id: i for i, entry_id in enumerate(ids)}
+        return sorted(ids, key=lambda i: (-round(confidence[i], 12), place[i]))
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "fit_on": self.fit_on,
+            "intercept": self.intercept,
+            "weights": dict(self.weights),
+            "default_floor": self.default_floor,
+        }
+
+
+def sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def fit_logistic(
+    features: Sequence[Sequence[float]],
+    labels: Sequence[int],
+    *,
+    l2: float = 1.0,
+    iterations: int = 50,
+) -> tuple[float, dict[str, float]]:
+    """Intercept and weights by Newton's method on the L2-penalized log-likelihood (the
+    intercept unpenalized). numpy is imported here only: the fit is an offline step."""
+    import numpy as np
+
+    x = np.asarray(features, dtype=float)
+    y = np.asarray(labels, dtype=float)
+    design = np.hstack([np.ones((len(x), 1)), x])
+    beta = np.zeros(design.shape[1])
+    penalty = np.full(design.shape[1], l2)
+    penalty[0] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(design @ beta)))
+        gradient = design.T @ (p - y) + penalty * beta
+        hessian = (design * (p * (1 - p))[:, None]).T @ design + np.diag(penalty)
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if float(np.max(np.abs(step))) < 1e-9:
+            break
+    return float(beta[0]), {name: float(b) for name, b in zip(FEATURES, beta[1:], strict=True)}
