@@ -10,7 +10,10 @@ Pools the `fit` half of every file's queries (`grandbo.evaluation_no_answer.fit_
 fits the logistic model (`fit_logistic`, L2 1.0), prints its coefficients as the
 `ConfidenceModel` to paste into `grandbo.memory.confidence.fitted`, and, for each file
 and half, what a range of floors would serve: the mean hits on the queries memory cannot
-answer and recall@5 on the others beside today's (five fused hits). The floor is chosen
+answer and recall@5 on the others beside today's (five fused hits). The samples hold each
+query's candidates in the fused order, so the five served are the fused five (ranking by
+confidence was measured and lost: docs/EVAL.md), or with `--rank-by-confidence` the best
+five by confidence. The floor is chosen
 on the `fit` half; the `measure` half is the out-of-sample figure.
 """
 
@@ -33,7 +36,13 @@ def load(path: Path) -> dict[str, Any]:
     return data
 
 
-def floors(data: dict[str, Any], intercept: float, weights: dict[str, float], half: str) -> None:
+def floors(
+    data: dict[str, Any],
+    intercept: float,
+    weights: dict[str, float],
+    half: str,
+    by_confidence: bool,
+) -> None:
     by_query: dict[str, list[tuple[float, int, int]]] = {}
     for place, (x, y, q, h) in enumerate(
         zip(data["features"], data["labels"], data["queries"], data["halves"], strict=True)
@@ -50,7 +59,8 @@ def floors(data: dict[str, Any], intercept: float, weights: dict[str, float], ha
     for floor in FLOORS:
         hits, recall = [], []
         for q, rows in by_query.items():
-            served = [r for r in sorted(rows, key=lambda r: (-r[0], r[2]))[:5] if r[0] >= floor]
+            ranked = sorted(rows, key=lambda r: (-r[0], r[2]) if by_confidence else r[2])
+            served = [r for r in ranked[:5] if r[0] >= floor]
             relevant = data["relevant"][q]
             if relevant:
                 recall.append(sum(y for _, y, _ in served) / relevant)
@@ -66,6 +76,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("samples", nargs="+", type=Path)
     parser.add_argument("--l2", type=float, default=1.0)
+    parser.add_argument(
+        "--rank-by-confidence",
+        action="store_true",
+        help="serve the five best by confidence (default: the fused five, as served)",
+    )
     args = parser.parse_args()
     sets = {path.name: load(path) for path in args.samples}
     features, labels = [], []
@@ -81,7 +96,7 @@ def main() -> None:
     for name, data in sets.items():
         print(name)
         for half in ("fit", "measure"):
-            floors(data, intercept, weights, half)
+            floors(data, intercept, weights, half, args.rank_by_confidence)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,12 @@ def test_recall_returns_a_framed_block_of_at_most_three_memories(
     assert block.startswith(FRAMING)
     assert "not ground truth" in block
     assert "verify each against live telemetry" in block
-    assert "Redis evicted session keys (recorded today; matched on shared tags " in block
+    assert all(memory.confidence is not None for memory in recall.memories)
+    redis = next(m for m in recall.memories if m.title == "Redis evicted session keys")
+    assert (
+        f"Redis evicted session keys (confidence {redis.confidence:.2f}, recorded today; "
+        "matched on shared tags "
+    ) in block
     assert ENTRIES[0]["summary"] in block
     assert "Checkout pool exhausted" not in block  # nothing in common with the prompt
 

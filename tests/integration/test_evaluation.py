@@ -58,7 +58,7 @@ def test_eval_reports_every_mode_and_skips_contract_violations(
     assert len(report["queries_skipped"]) == 1  # the slug query is refused by the contract
     assert report["modes"]["lexical"]["recall@5"] == 1.0
     assert report["modes"]["hybrid"]["mrr@10"] == 1.0
-    assert set(report["modes"]) == {"lexical", "vector", "hybrid"}
+    assert set(report["modes"]) == {"lexical", "vector", "hybrid", "confidence"}
     assert "0.5" in report["cutoff_sweep"]
     table = format_table(report)
     assert "hybrid" in table

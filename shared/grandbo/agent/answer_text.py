@@ -13,6 +13,7 @@ import json
 from grandbo.memory.models import MemoryHit, MemoryQueryResult
 
 TITLE_CHARS = 160
+STALE_CHARS = 400
 WORDS = 6
 HEADER = (
     "{count} past lesson(s), best first; confidence is the estimated probability that a "
@@ -35,7 +36,7 @@ def hit_line(number: int, hit: MemoryHit) -> str:
     confidence = "?" if hit.confidence is None else f"{hit.confidence:.2f}"
     words = ", ".join(hit.why.shared_words[:WORDS]) or "similar text"
     service = hit.service or "none"
-    stale = "; stale (the system changed since)" if hit.staleness else ""
+    stale = f"; stale: {_quoted(hit.staleness.note, STALE_CHARS)}" if hit.staleness else ""
     seen = f"; seen {hit.recurrences} times" if hit.recurrences > 1 else ""
     return (
         f"{number}. confidence {confidence}: {_quoted(hit.title, TITLE_CHARS)}; service "

@@ -31,6 +31,7 @@ Verdict = Literal[
     "served",
     "collapsed",
     "outranked",
+    "withheld",
     "not_a_candidate",
     "outside_scope",
     "expired",
@@ -86,6 +87,10 @@ class RankingExplanation(BaseModel):
     fused_score: float | None
     lexical_part: float | None
     vector_part: float | None
+    confidence: float | None = Field(
+        default=None,
+        description="its confidence for the topic (None: neither leg listed it)",
+    )
     ahead: list[Rival] = Field(description="the entries ranked ahead of it (at most 25)")
     metadata: QueryMetadata
 
@@ -105,9 +110,11 @@ def explain_ranking(
     service: str | None = None,
     scope: str | None = None,
     as_of: datetime | None = None,
+    min_confidence: float | None = None,
 ) -> RankingExplanation:
     """Why `entry_id` does or does not rank where expected for `topic` (the query's own
-    limit, service, scope and as_of). An entry of another organization is not found."""
+    limit, service, scope, as_of and floor). An entry of another organization is not
+    found."""
     answer = memory.answer(
         tenant_id,
         topic,
@@ -116,6 +123,7 @@ def explain_ranking(
         scope=scope,
         as_of=as_of,
         probe=[entry_id],
+        min_confidence=min_confidence,
     )
     probe = answer.ranked.legs.probes.get(entry_id)
     if probe is None or probe.entry is None:
@@ -182,6 +190,9 @@ class _Explainer:
             fused_score=None if score is None else round(score, 6),
             lexical_part=None if parts is None else round(parts[0], 6),
             vector_part=None if parts is None else round(parts[1], 6),
+            confidence=None
+            if (sure := self.answer.ranked.confidence.get(entry.entry_id)) is None
+            else round(sure, 4),
             ahead=ahead,
             metadata=self.answer.result.metadata,
         )
@@ -353,6 +364,15 @@ class _Explainer:
                 "Neither leg listed it among its top "
                 f"{LEG_LIMIT}; were it one more candidate it would rank "
                 f"{_ordinal(fused_position)}.",
+                None,
+            )
+        confidence = self.answer.ranked.confidence.get(entry_id)
+        floor = self.answer.result.metadata.min_confidence
+        if confidence is not None and floor is not None and confidence < floor:
+            return (
+                "withheld",
+                f"It ranked {_ordinal(fused_position)}, but its confidence {confidence:.3f} "
+                f"is under the floor {floor:g}: hits under it are withheld.",
                 None,
             )
         if fused_position <= limit:  # the reranker's order, or collapsed hits, moved it

@@ -33,7 +33,7 @@ class ConfidenceModel:
     intercept: float
     weights: Mapping[str, float]
     default_floor: float
-    ranks: bool = True  # hits are ordered by confidence (measured to win: docs/EVAL.md)
+    ranks: bool = False  # order hits by confidence (only where measured to beat the fusion)
 
     def logit(self, signals: Signals) -> float:
         return self.intercept + sum(

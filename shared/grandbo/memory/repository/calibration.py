@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from grandbo.storage.tenant_scope import TenantScopedRepository
@@ -60,7 +61,14 @@ class CalibrationStore(TenantScopedRepository):
 
     def query_settings(self, tenant_id: str, embed_rev: str) -> tuple[float | None, float | None]:
         """The tenant's calibrated cutoff for `embed_rev` and its confidence floor (None:
-        the model's), in one read."""
+        the model's), in one read. On a schema before migration 0026 (code deployed ahead of
+        its migration) there is no floor to read: the cutoff alone."""
+        try:
+            return self._query_settings(tenant_id, embed_rev)
+        except psycopg.errors.UndefinedColumn:
+            return self.calibrated_cutoff(tenant_id, embed_rev), None
+
+    def _query_settings(self, tenant_id: str, embed_rev: str) -> tuple[float | None, float | None]:
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "SELECT c.vector_cutoff, s.min_confidence FROM (SELECT 1) one"
