@@ -297,6 +297,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     Path(args.folder),
                     args.task,
                     min_confidence=args.min_confidence,
+                    topic_words=args.topic_words,
                     progress=terminal_progress,
                 )
                 if args.samples:
@@ -541,6 +542,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--min-confidence",
         type=float,
         help="with --no-answer: the floor to measure (default: the model's)",
+    )
+    ev.add_argument(
+        "--topic-words",
+        type=int,
+        help="with --no-answer: cut every query to its first N words (a Beacon topic is ~12)",
     )
     ev.add_argument(
         "--samples",

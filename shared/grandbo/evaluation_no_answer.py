@@ -136,9 +136,13 @@ def run_no_answer_eval(
     *,
     model: ConfidenceModel | None = None,
     min_confidence: float | None = None,
+    topic_words: int | None = None,
     progress: ProgressFactory | None = None,
 ) -> tuple[dict[str, Any], Samples]:
-    """Load the corpus without the no-answer half's relevant documents, query, score."""
+    """Load the corpus without the no-answer half's relevant documents, query, score.
+
+    `topic_words` cuts every query to its first N words: the size of a topic Beacon sends
+    (a post-mortem's impact paragraph is 56 words at the median, a topic about 12)."""
     wrap = progress or (lambda _description, _unit: lambda items, _total: items)
     model = model or service.confidence_model(service.provider)
     floor = model.default_floor if min_confidence is None else min_confidence
@@ -171,9 +175,10 @@ def run_no_answer_eval(
         relevant = {d for d in named if d != own and d in loaded}
         if not named.keys() - {own}:
             continue  # nothing is relevant to it in the data: not a question of this test
+        text = query.text if topic_words is None else " ".join(query.text.split()[:topic_words])
         try:
-            validate_topic(query.text)
-            ranked = service.rank(tenant, query.text)
+            validate_topic(text)
+            ranked = service.rank(tenant, text)
         except InvalidInputError as exc:
             skipped.append(f"{query.query_id}: {exc}")
             continue
@@ -220,6 +225,7 @@ def run_no_answer_eval(
         "fit_on": model.fit_on,
         "ranking": "confidence" if model.ranks else "fused score",
         "min_confidence": floor,
+        "topic_words": topic_words,
         "documents": len(corpus),
         "documents_removed": len(removed),
         "documents_refused": len(refused),
