@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from grandbo.storage.tenant_scope import Cursor
+from grandbo.topology.learned.prefetch import PrefetchedReads, StalenessReads
 from grandbo.topology.learned.repository import LearnedGraphRepository, NodeRow
 from grandbo.topology.learned.staleness import (
     ServiceChange,
@@ -125,14 +126,15 @@ class LearnedGraph:
         if not services:
             return [[] for _ in subjects]
         keys = {s: node_key(tenant_id, NodeType.SERVICE, s) for s in services}
-        known, node_changes = self._known_and_changed(tenant_id, services, as_of)
+        reads = self.staleness_reads(tenant_id, list(keys.values()), as_of)
+        known, node_changes = self._known_and_changed(tenant_id, services, as_of, reads)
         # a service the topology never had has no history to be stale against: one read
         # for an organization without a topology
         alive = [keys[s] for s in services if s in known and s not in node_changes]
         gone: dict[str, dict[str, datetime]] = {}
         current: dict[str, set[str]] = {}
         if alive:
-            edges = self.repository.dependency_history(tenant_id, alive, as_of)
+            edges = reads.dependency_history(tenant_id, alive, as_of)
             for key in alive:
                 own = [e for e in edges if e.source_key == key]
                 gone[key] = gone_dependencies(own, as_of)
@@ -140,9 +142,9 @@ class LearnedGraph:
                     e.target_key for e in own if valid_at(e.valid_at, e.invalid_at, as_of)
                 }
         # a dependency that went because it was renamed, and is depended on by its new name
-        moved = self._node_changes(
-            tenant_id, sorted({_external(t) for g in gone.values() for t in g}), as_of
-        )
+        moved = self._known_and_changed(
+            tenant_id, sorted({_external(t) for g in gone.values() for t in g}), as_of, reads
+        )[1]
         changes: list[list[ServiceChange]] = []
         for service, tags in subjects:
             found = [node_changes[service]] if service in node_changes else []
@@ -221,22 +223,35 @@ class LearnedGraph:
         """The services among these the topology retired (or renamed) by `as_of`."""
         return self._known_and_changed(tenant_id, services, as_of)[1]
 
+    def staleness_reads(
+        self, tenant_id: str, keys: Sequence[str], as_of: datetime | None
+    ) -> StalenessReads:
+        """What judging these nodes' staleness reads: one self-scoped statement's rows, or
+        the repository's statements on a schema before migration 0027."""
+        rows = self.repository.staleness_rows(tenant_id, keys, as_of)
+        return self.repository if rows is None else PrefetchedReads.of(keys, as_of, rows)
+
     def _known_and_changed(
-        self, tenant_id: str, services: Sequence[str], as_of: datetime | None
+        self,
+        tenant_id: str,
+        services: Sequence[str],
+        as_of: datetime | None,
+        reads: StalenessReads | None = None,
     ) -> tuple[set[str], dict[str, ServiceChange]]:
         """The services among these the topology has had a node for by `as_of`, and those
         of them it retired (or renamed) by then."""
         if not services:
             return set(), {}
+        reads = self.repository if reads is None else reads
         keys = {s: node_key(tenant_id, NodeType.SERVICE, s) for s in services}
         history: dict[str, list[NodeRow]] = {key: [] for key in keys.values()}
-        for row in self.repository.node_history(tenant_id, list(keys.values()), as_of):
+        for row in reads.node_history(tenant_id, list(keys.values()), as_of):
             history[row.node_key].append(row)
         known = {s for s in services if history[keys[s]]}
         retired = {s: last for s in known if (last := retirement(history[keys[s]], as_of))}
         if not retired:
             return known, {}
-        candidates = self.repository.successors(
+        candidates = reads.successors(
             tenant_id,
             [last.external_id for last in retired.values()],
             [pair for last in retired.values() if (pair := owner_repo(last))],

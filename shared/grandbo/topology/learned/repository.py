@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -506,6 +507,21 @@ class LearnedGraphRepository(TenantScopedRepository):
                 },
             )
             return [EdgeRow(**row) for row in cur]
+
+    def staleness_rows(
+        self, tenant_id: str, keys: Sequence[str], until: datetime | None
+    ) -> list[dict[str, Any]] | None:
+        """What judging these nodes' staleness reads, in one self-scoped statement
+        (`grandbo_staleness_rows`, `grandbo.topology.learned.prefetch`); None on a schema
+        before migration 0027 (the statements answer the same)."""
+        try:
+            return self._tenant_statement(
+                tenant_id,
+                "SELECT * FROM grandbo_staleness_rows(%s, %s::text[], %s::timestamptz)",
+                (tenant_id, list(keys), until),
+            )
+        except psycopg.errors.UndefinedFunction:
+            return None
 
     def learned_incidents(
         self, tenant_id: str
