@@ -25,7 +25,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from grandbo.memory.confidence.model import fit_logistic, sigmoid
+from grandbo.memory.confidence.logistic import sigmoid
+from grandbo.memory.confidence.model import fit_logistic
 from grandbo.memory.confidence.signals import FEATURES
 
 FLOORS = (0.01, 0.02, 0.025, 0.03, 0.04, 0.05, 0.1, 0.2)

@@ -126,3 +126,61 @@ def test_a_bad_floor_stores_nothing(service: MemoryService, tenant: str, bad: ob
             min_confidence=bad,  # type: ignore[arg-type]
         )
     assert service.repository.query_settings(tenant, service.provider.embed_rev) == (None, None)
+
+
+def test_an_organizations_verdicts_recalibrate_its_confidence_and_only_its_own(
+    service: MemoryService, tenant: str, other_tenant: str
+) -> None:
+    topic = "checkout requests time out waiting for a database connection"
+    for who in (tenant, other_tenant):
+        service.record_entry(
+            who,
+            entry(
+                "Checkout pool exhausted",
+                "checkout requests waited for a free database connection from the pool",
+            ),
+            context(),
+        )
+    service.embed_pending()
+    hit = service.query_org_memory(tenant, topic).hits[0]
+    before = hit.confidence
+    assert before is not None
+    # every investigation found the confident hit misleading, bar a few
+    for n in range(40):
+        verdict = "helpful" if n % 8 == 0 else "misleading"
+        service.record_caller_feedback(
+            tenant,
+            hit.entry_id,
+            {"verdict": verdict, "incident_id": f"INC-{n}", "confidence": before},
+            caller=f"beacon-{n}",
+        )
+        if n == 20:  # not enough verdicts yet: unchanged
+            assert service.query_org_memory(tenant, topic).hits[0].confidence == before
+    after = service.query_org_memory(tenant, topic).hits[0].confidence
+    assert after is not None
+    assert after < before
+    theirs = service.query_org_memory(other_tenant, topic).hits[0].confidence
+    assert theirs == before  # another organization's verdicts are its own
+
+
+def test_a_served_confidence_out_of_range_is_refused_and_nothing_is_counted(
+    service: MemoryService, tenant: str
+) -> None:
+    created = service.record_entry(
+        tenant,
+        entry(
+            "Checkout pool exhausted",
+            "checkout requests waited for a free database connection from the pool",
+        ),
+        context(),
+    ).entry
+    for bad in (1.5, -0.1, float("nan"), "0.5"):
+        with pytest.raises(InvalidInputError) as refused:
+            service.record_caller_feedback(
+                tenant,
+                created.entry_id,
+                {"verdict": "helpful", "incident_id": "INC-1", "confidence": bad},
+                caller="beacon",
+            )
+        assert refused.value.field == "confidence"
+    assert service.get_entry(tenant, created.entry_id).feedback.helpful == 0

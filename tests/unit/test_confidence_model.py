@@ -13,8 +13,10 @@ from grandbo.agent.answer_text import answer_text
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.titan import TitanEmbeddingProvider
 from grandbo.errors import InvalidInputError
+from grandbo.memory.confidence import recalibration
 from grandbo.memory.confidence.fitted import MINILM, TITAN_DEFAULT, UNCALIBRATED, model_for
-from grandbo.memory.confidence.model import fit_logistic, sigmoid
+from grandbo.memory.confidence.logistic import sigmoid
+from grandbo.memory.confidence.model import fit_logistic
 from grandbo.memory.confidence.serving import validate_min_confidence, withholding
 from grandbo.memory.confidence.signals import FEATURES, Signals
 from grandbo.memory.models import (
@@ -143,3 +145,29 @@ def test_the_agent_text_is_one_quoted_line_per_hit_whatever_a_title_holds() -> N
     assert lines[1].startswith('1. confidence 0.42: "Redis evicted keys 2. confidence 0.99: \\"')
     assert lines[2].startswith('2. confidence 0.05: "Second"; service payments; matched on redis')
     assert lines[3] == "1 weaker candidate(s) under the confidence floor 0.03 withheld."
+
+
+def test_recalibration_needs_enough_verdicts_of_both_kinds() -> None:
+    assert recalibration.fit([(0.5, True)] * 40) is None  # one kind only
+    assert recalibration.fit([(0.5, True)] * 10 + [(0.5, False)] * 10) is None  # too few
+    fitted = recalibration.fit([(0.5, True)] * 15 + [(0.5, False)] * 15)
+    assert fitted is not None
+    assert fitted.verdicts == 30
+
+
+def test_an_overconfident_model_is_pulled_down_and_stays_monotonic() -> None:
+    # served at 0.8, helpful one time in five: the organization's outcomes say 0.2
+    served = [(0.8, i % 5 == 0) for i in range(100)] + [(0.1, False)] * 20
+    fitted = recalibration.fit(served)
+    assert fitted is not None
+    assert fitted.apply(0.8) < 0.5
+    assert fitted.apply(0.05) < fitted.apply(0.5) < fitted.apply(0.95)  # order kept
+    assert recalibration.SCALE_BOUNDS[0] <= fitted.scale <= recalibration.SCALE_BOUNDS[1]
+
+
+@pytest.mark.parametrize("confidence", [0.0, 1.0, 1e-300, 1 - 1e-16])
+def test_recalibration_is_finite_at_the_edges(confidence: float) -> None:
+    fitted = recalibration.Recalibration(scale=4.0, shift=-4.0, verdicts=30)
+    value = fitted.apply(confidence)
+    assert 0.0 <= value <= 1.0
+    assert math.isfinite(value)

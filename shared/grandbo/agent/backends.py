@@ -161,7 +161,11 @@ class RemoteBackend:
         self, tenant: str | None, caller: str, entry_id: UUID, feedback: Feedback
     ) -> FeedbackCounts:
         answer = self.client.record_feedback(
-            entry_id, feedback.verdict.value, feedback.incident_id, note=feedback.note
+            entry_id,
+            feedback.verdict.value,
+            feedback.incident_id,
+            note=feedback.note,
+            confidence=feedback.confidence,
         )
         return FeedbackCounts.model_validate(answer.get("feedback"))
 

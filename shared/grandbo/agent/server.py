@@ -145,6 +145,7 @@ if TYPE_CHECKING:
     Verdict = str
     IncidentId = str
     FeedbackNote = str | None
+    ServedConfidence = float | None
 else:
     QueryTopic = _api_field(QueryRequest, "topic")
     QueryLimit = _api_field(QueryRequest, "limit")
@@ -155,6 +156,7 @@ else:
     Verdict = _api_field(FeedbackRequest, "verdict")
     IncidentId = _api_field(FeedbackRequest, "incident_id")
     FeedbackNote = _api_field(FeedbackRequest, "note")
+    ServedConfidence = _api_field(FeedbackRequest, "confidence")
 
 
 class KeyringTokenVerifier:
@@ -399,6 +401,9 @@ def build_server(
         verdict: Annotated[Verdict, Field(description="what the entry turned out to be worth")],
         incident_id: Annotated[IncidentId, Field(description="the incident investigated")],
         note: Annotated[FeedbackNote, Field(description="why, briefly")] = None,
+        confidence: Annotated[
+            ServedConfidence, Field(description="the hit's confidence as it was served")
+        ] = None,
     ) -> FeedbackCounts:
         token = get_access_token()
         caller = token.client_id if token is not None else "stdio"
@@ -406,7 +411,12 @@ def build_server(
         def work(tenant: str | None) -> FeedbackCounts:
             try:
                 feedback = Feedback.model_validate(
-                    {"verdict": verdict, "incident_id": incident_id, "note": note}
+                    {
+                        "verdict": verdict,
+                        "incident_id": incident_id,
+                        "note": note,
+                        "confidence": confidence,
+                    }
                 )
             except ValidationError as exc:  # a control character in the note, say
                 raise invalid_input_from(exc) from None

@@ -213,11 +213,15 @@ class MemoryClient:
         *,
         note: str | None = None,
         idempotency_key: str | None = None,
+        confidence: float | None = None,
     ) -> dict[str, Any]:
-        """After an investigation: helpful, not_helpful or misleading (counted, an event)."""
+        """After an investigation: helpful, not_helpful or misleading (counted, an event);
+        `confidence` is the hit's as it was served (it recalibrates the organization's)."""
         body: dict[str, Any] = {"verdict": verdict, "incident_id": incident_id}
         if note is not None:
             body["note"] = note
+        if confidence is not None:
+            body["confidence"] = confidence
         path = f"/v1/memory/entries/{urllib.parse.quote(str(entry_id), safe='')}/feedback"
         extra = {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
         return self._get_or_post("POST", path, json.dumps(body).encode(), extra)

@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     model_validator,
@@ -30,6 +31,8 @@ from grandbo.memory.topic import MAX_TOPIC_CHARS
 from grandbo.topology.model import TopologyBatch
 
 MAX_BODY_BYTES = 64 * 1024
+# a number from 0 to 1, never a string, a boolean, NaN or an infinity
+Probability = Annotated[StrictFloat, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
 class _Body(BaseModel):
@@ -54,7 +57,7 @@ class QueryRequest(_Body):
         description="read the scope and each hit's `staleness` from the topology valid at "
         "this moment (an incident's start, to replay it against the system as it was)",
     )
-    min_confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = Field(
+    min_confidence: Probability | None = Field(
         default=None,
         description="withhold hits whose confidence is under this (0 withholds nothing); "
         "default: the organization's floor, else the confidence model's",
@@ -78,6 +81,11 @@ class FeedbackRequest(_Body):
     verdict: Literal["helpful", "not_helpful", "misleading"]
     incident_id: Annotated[StrictStr, Field(min_length=1, max_length=200)]
     note: Annotated[StrictStr, Field(max_length=MAX_FEEDBACK_NOTE_CHARS)] | None = None
+    confidence: Probability | None = Field(
+        default=None,
+        description="the hit's `confidence` as it was served: once the organization has "
+        "enough such verdicts, they recalibrate its confidence model",
+    )
 
 
 class CreateEntryRequest(_Body):
@@ -97,7 +105,7 @@ class SettingsRequest(_Body):
     """The organization's settings an admin may change (each one left out is kept)."""
 
     episodic_ttl_days: Annotated[StrictInt, Field(ge=1, le=3650)] | None = None
-    min_confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = Field(
+    min_confidence: Probability | None = Field(
         default=None,
         description="the confidence floor of the organization's answers: hits under it "
         "are withheld (0 withholds nothing); see `reset_min_confidence`",

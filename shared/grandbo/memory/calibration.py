@@ -21,6 +21,7 @@ from typing import Any
 
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.errors import InvalidInputError
+from grandbo.memory.confidence.recalibration import Recalibration
 from grandbo.memory.reembed import BlueGreen
 from grandbo.memory.repository import MemoryRepository
 from grandbo.tenancy import require_tenant
@@ -119,9 +120,11 @@ class Calibration:
         return self.repository
 
     blue_green: BlueGreen
-    # (tenant, embed_rev) -> (when read, the calibrated cutoff or None, the organization's
-    # confidence floor or None)
-    _cutoff_cache: dict[tuple[str, str], tuple[float, float | None, float | None]]
+    # (tenant, embed_rev) -> (when read, the calibrated cutoff, the organization's confidence
+    # floor, its recalibration from verdicts; each None when it has none)
+    _cutoff_cache: dict[
+        tuple[str, str], tuple[float, float | None, float | None, Recalibration | None]
+    ]
 
     def calibrate(
         self, tenant_id: str, *, sample: int = DEFAULT_CALIBRATION_SAMPLE
@@ -189,15 +192,22 @@ class Calibration:
         """The confidence floor the organization set, or None (the model's default)."""
         return self._query_settings(tenant_id, provider)[1]
 
+    def organization_recalibration(
+        self, tenant_id: str, provider: EmbeddingProvider
+    ) -> Recalibration | None:
+        """The recalibration the organization's verdicts made, or None (not enough yet)."""
+        return self._query_settings(tenant_id, provider)[2]
+
     def _query_settings(
         self, tenant_id: str, provider: EmbeddingProvider
-    ) -> tuple[float | None, float | None]:
-        """The tenant's calibrated cutoff and confidence floor: one read, cached."""
+    ) -> tuple[float | None, float | None, Recalibration | None]:
+        """The tenant's calibrated cutoff, confidence floor and recalibration: one read,
+        cached."""
         key = (tenant_id, provider.embed_rev)
         cached = self._cutoff_cache.get(key)
         now = time.monotonic()
         if cached is None or now - cached[0] > CUTOFF_CACHE_S:
-            cutoff, floor = self.reader.query_settings(tenant_id, provider.embed_rev)
-            cached = (now, cutoff, floor)
+            cutoff, floor, recalibration = self.reader.query_reads(tenant_id, provider.embed_rev)
+            cached = (now, cutoff, floor, recalibration)
             self._cutoff_cache[key] = cached
-        return cached[1], cached[2]
+        return cached[1], cached[2], cached[3]

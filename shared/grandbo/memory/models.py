@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
     StringConstraints,
     ValidationInfo,
     field_validator,
@@ -171,6 +172,9 @@ class Feedback(_Command):
     verdict: Verdict
     incident_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     note: Annotated[str, StringConstraints(max_length=MAX_FEEDBACK_NOTE_CHARS)] | None = None
+    # the confidence the hit was served with: what the organization's recalibration is
+    # fit from (grandbo.memory.confidence.recalibration)
+    confidence: Annotated[StrictFloat, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
 
     @field_validator("incident_id", "note")
     @classmethod

@@ -397,6 +397,9 @@ class Recall(EmbeddingJobs, Calibration):
         model = self.confidence_model(serving)
         signals = signals_of(order, legs, topic_tags, cutoff)
         confidence = {entry_id: model.probability(signals[entry_id]) for entry_id in order}
+        own = self.organization_recalibration(tenant_id, serving)
+        if own is not None:  # the organization's verdicts recalibrated the model
+            confidence = {entry_id: own.apply(p) for entry_id, p in confidence.items()}
         return RankedCandidates(
             legs=legs,
             fused=order,

@@ -20,9 +20,11 @@ from grandbo.embedding.rerank import Reranker
 from grandbo.errors import (
     EntryNotActiveError,
     EntryRedactedError,
+    GrandboError,
     InvalidInputError,
     invalid_input_from,
 )
+from grandbo.memory.confidence import recalibration
 from grandbo.memory.confidence.serving import validate_min_confidence
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.embedding_jobs import tenants_of
@@ -378,7 +380,24 @@ class MemoryService(Recall):
         """Count an investigation's verdict on an entry (an event; a retry is a no-op)."""
         tenant = require_tenant(tenant_id)
         command = self._parse(Feedback, feedback)
-        return self.repository.record_feedback(tenant, entry_id, command, context)
+        outcome = self.repository.record_feedback(tenant, entry_id, command, context)
+        self._recalibrate_after(tenant, command, outcome)
+        return outcome
+
+    def _recalibrate_after(self, tenant: str, feedback: Feedback, outcome: WriteOutcome) -> None:
+        """A verdict carrying its hit's confidence refits the organization's recalibration
+        once it has enough (`grandbo.memory.confidence.recalibration`). A failure here never
+        fails the verdict, which is recorded: the next one refits."""
+        if feedback.confidence is None or not outcome.applied:
+            return
+        try:
+            served = self.repository.served_verdicts(tenant, recalibration.MAX_VERDICTS)
+            fitted = recalibration.fit(served)
+            if fitted is not None:
+                self.repository.store_recalibration(tenant, fitted, DEFAULT_EPISODIC_TTL_DAYS)
+                self._cutoff_cache = {k: v for k, v in self._cutoff_cache.items() if k[0] != tenant}
+        except GrandboError:
+            _log.warning("recalibrating %s from its verdicts failed; the next one retries", tenant)
 
     def record_caller_feedback(
         self,
@@ -403,13 +422,15 @@ class MemoryService(Recall):
             KeySpace.QUERY, caller, "feedback", str(entry_id), command.incident_id
         )
         tenant = require_tenant(tenant_id)
-        return self.repository.record_feedback(
+        outcome = self.repository.record_feedback(
             tenant,
             entry_id,
             command,
             WriteContext(actor=f"query:{caller}", idempotency_key=key),
             rate=FEEDBACK_RATE,
         )
+        self._recalibrate_after(tenant, command, outcome)
+        return outcome
 
     def entries_for_review(self, tenant_id: str) -> list[MemoryEntry]:
         """Entries called misleading more than MISLEADING_REVIEW_THRESHOLD times."""

@@ -15,11 +15,11 @@ numpy only (the fit); scoring is plain Python, so a query pays nothing to import
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
+from grandbo.memory.confidence.logistic import sigmoid
 from grandbo.memory.confidence.signals import FEATURES, Signals
 
 
@@ -57,13 +57,6 @@ class ConfidenceModel:
             "weights": dict(self.weights),
             "default_floor": self.default_floor,
         }
-
-
-def sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
 
 
 def fit_logistic(

@@ -9,6 +9,7 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
+from grandbo.memory.confidence.recalibration import Recalibration
 from grandbo.storage.tenant_scope import TenantScopedRepository
 
 
@@ -61,17 +62,28 @@ class CalibrationStore(TenantScopedRepository):
 
     def query_settings(self, tenant_id: str, embed_rev: str) -> tuple[float | None, float | None]:
         """The tenant's calibrated cutoff for `embed_rev` and its confidence floor (None:
-        the model's), in one read. On a schema before migration 0026 (code deployed ahead of
-        its migration) there is no floor to read: the cutoff alone."""
-        try:
-            return self._query_settings(tenant_id, embed_rev)
-        except psycopg.errors.UndefinedColumn:
-            return self.calibrated_cutoff(tenant_id, embed_rev), None
+        the model's), in one read (`query_reads`)."""
+        cutoff, floor, _ = self.query_reads(tenant_id, embed_rev)
+        return cutoff, floor
 
-    def _query_settings(self, tenant_id: str, embed_rev: str) -> tuple[float | None, float | None]:
+    def query_reads(
+        self, tenant_id: str, embed_rev: str
+    ) -> tuple[float | None, float | None, Recalibration | None]:
+        """What a query reads of the tenant's settings, in one read: the calibrated cutoff,
+        the confidence floor and the recalibration from its verdicts. On a schema before
+        migration 0026 (code deployed ahead of its migration): the cutoff alone."""
+        try:
+            return self._query_reads(tenant_id, embed_rev)
+        except psycopg.errors.UndefinedColumn:
+            return self.calibrated_cutoff(tenant_id, embed_rev), None, None
+
+    def _query_reads(
+        self, tenant_id: str, embed_rev: str
+    ) -> tuple[float | None, float | None, Recalibration | None]:
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT c.vector_cutoff, s.min_confidence FROM (SELECT 1) one"
+                "SELECT c.vector_cutoff, s.min_confidence, s.confidence_scale,"
+                " s.confidence_shift, s.confidence_verdicts FROM (SELECT 1) one"
                 " LEFT JOIN org_memory_calibrations c"
                 "   ON c.tenant_id = %(tenant)s AND c.embed_rev = %(rev)s"
                 " LEFT JOIN org_memory_tenant_settings s ON s.tenant_id = %(tenant)s",
@@ -80,9 +92,54 @@ class CalibrationStore(TenantScopedRepository):
             row = cur.fetchone()
             assert row is not None
             cutoff, floor = row["vector_cutoff"], row["min_confidence"]
+            recalibration = (
+                None
+                if row["confidence_scale"] is None
+                else Recalibration(
+                    float(row["confidence_scale"]),
+                    float(row["confidence_shift"]),
+                    int(row["confidence_verdicts"]),
+                )
+            )
             return (
                 None if cutoff is None else float(cutoff),
                 None if floor is None else float(floor),
+                recalibration,
+            )
+
+    def served_verdicts(self, tenant_id: str, limit: int) -> list[tuple[float, bool]]:
+        """The tenant's latest verdicts that carry the confidence their hit was served
+        with: (confidence, helpful), newest first, at most `limit`."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT (payload->>'confidence')::float8 AS confidence,"
+                " payload->>'verdict' = 'helpful' AS helpful FROM org_memory_events"
+                " WHERE tenant_id = %s AND event_type = 'feedback_recorded'"
+                "   AND jsonb_typeof(payload->'confidence') = 'number'"
+                " ORDER BY recorded_at DESC, event_id DESC LIMIT %s",
+                (tenant_id, limit),
+            )
+            return [(float(row["confidence"]), bool(row["helpful"])) for row in cur]
+
+    def store_recalibration(
+        self, tenant_id: str, recalibration: Recalibration, default_ttl_days: int
+    ) -> None:
+        """The tenant's recalibration from its verdicts."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "INSERT INTO org_memory_tenant_settings (tenant_id, episodic_ttl_days,"
+                " confidence_scale, confidence_shift, confidence_verdicts)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id) DO UPDATE SET"
+                " confidence_scale = excluded.confidence_scale,"
+                " confidence_shift = excluded.confidence_shift,"
+                " confidence_verdicts = excluded.confidence_verdicts",
+                (
+                    tenant_id,
+                    default_ttl_days,
+                    recalibration.scale,
+                    recalibration.shift,
+                    recalibration.verdicts,
+                ),
             )
 
     def set_min_confidence(
