@@ -188,4 +188,16 @@ def test_settings_and_calibration(tab: Tab, tmp_path: Path) -> None:
     assert page.locator("p.done").inner_text() == "Settings saved."
     assert console.api("GET", "/v1/admin/settings").body["episodic_ttl_days"] == 14
     assert page.locator("input[name=episodic_ttl_days]").input_value() == "14"
+    # the confidence floor: set, shown, refused out of range, reset to the model's
+    page.fill("input[name=min_confidence]", "0.25")
+    page.click("form:has(input[value=floor]) button")
+    assert page.locator("p.done").inner_text() == "Settings saved."
+    settings = console.api("GET", "/v1/admin/settings").body
+    assert settings["min_confidence"] == 0.25
+    assert settings["min_confidence_set"] is True
+    assert page.locator("strong.floor").inner_text() == "0.25"
+    page.click("form:has(input[value=floor-reset]) button")
+    settings = console.api("GET", "/v1/admin/settings").body
+    assert settings["min_confidence_set"] is False
+    assert settings["min_confidence"] == settings["model_min_confidence"]
     tab.shot("settings", tmp_path)

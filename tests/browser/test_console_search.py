@@ -38,6 +38,10 @@ def test_search_shows_each_hit_and_why_it_matched(tab: Tab, tmp_path: Path) -> N
     assert first.get_attribute("data-entry") == pool["entry_id"]
     assert first.locator("h2").inner_text() == POOL["title"]
     why = answer["hits"][0]["why"]
+    # the confidence first, as a percentage; the fused score a detail below it
+    assert first.locator("p").first.get_attribute("class") == "confidence"
+    shown = first.locator("strong.confidence").inner_text()
+    assert shown == f"{answer['hits'][0]['confidence'] * 100:.0f}%"
     assert first.locator("strong.fused").inner_text() == f"{why['fused_score']:.4f}"
     shared = first.locator(".shared").inner_text()
     assert "connection" in shared
@@ -48,6 +52,7 @@ def test_search_shows_each_hit_and_why_it_matched(tab: Tab, tmp_path: Path) -> N
     metadata = page.locator("section.metadata").inner_text()
     assert f"lexical {answer['metadata']['lexical_candidates']}" in metadata
     assert "cutoff" in metadata
+    assert f"floor {answer['metadata']['min_confidence']}" in metadata
     tab.shot("search", tmp_path)
 
 

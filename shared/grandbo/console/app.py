@@ -392,8 +392,15 @@ class Console:
         calibration = None
         if request.method == "POST":
             form = await request.form()
-            if _text(form, "what") == "calibrate":
+            what = _text(form, "what")
+            if what == "calibrate":
                 calibration = await self.api.calibrate(_int(form.get("sample"), "sample", 60))
+            elif what == "floor":
+                await self.api.set_min_confidence(_probability(form.get("min_confidence")))
+                return _done("/settings", "settings")
+            elif what == "floor-reset":
+                await self.api.set_min_confidence(None)
+                return _done("/settings", "settings")
             else:
                 days = _int(form.get("episodic_ttl_days"), "episodic_ttl_days")
                 await self.api.set_episodic_ttl_days(days)
@@ -469,6 +476,8 @@ def _tags(form: FormData) -> list[str]:
 _FORM_KEY = re.compile(r"[0-9a-f]{8,64}")
 # what `int` takes, without the other scripts' digits, `_` separators or inner spaces
 _WHOLE_NUMBER = re.compile(r"[+-]?[0-9]{1,32}")
+# a plain decimal (0, 0.05, .5, 1.0): no exponent, sign, NaN or other scripts' digits
+_DECIMAL = re.compile(r"[0-9]{0,3}(\.[0-9]{0,12})?")
 
 
 def _form_key(form: FormData) -> str:
@@ -488,6 +497,14 @@ def _int(value: object, field: str, default: int | None = None) -> int:
     if not _WHOLE_NUMBER.fullmatch(text):
         raise ConsoleError(400, f"{field} must be a whole number", field)
     return int(text)
+
+
+def _probability(value: object) -> float:
+    """A floor typed in the form: a decimal number from 0 to 1."""
+    text = str(value or "").strip()
+    if not _DECIMAL.fullmatch(text) or not 0.0 <= float(text) <= 1.0:
+        raise ConsoleError(400, "min_confidence must be a number from 0 to 1", "min_confidence")
+    return float(text)
 
 
 def _uuid(value: str, field: str) -> UUID:

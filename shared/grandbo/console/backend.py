@@ -122,5 +122,12 @@ class ConsoleBackend:
     def set_episodic_ttl_days(self, days: int) -> dict[str, Any]:
         return self._post("/v1/admin/settings", {"episodic_ttl_days": days})
 
+    def set_min_confidence(self, floor: float | None) -> dict[str, Any]:
+        """The organization's confidence floor; None goes back to the model's."""
+        body: dict[str, Any] = (
+            {"reset_min_confidence": True} if floor is None else {"min_confidence": floor}
+        )
+        return self._post("/v1/admin/settings", body)
+
     def calibrate(self, sample: int) -> dict[str, Any]:
         return self._post("/v1/admin/calibration", {"sample": sample})

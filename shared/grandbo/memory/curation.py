@@ -145,6 +145,9 @@ class OrganizationSettings(BaseModel):
     min_confidence: float = Field(description="the confidence floor its queries use")
     model_min_confidence: float = Field(description="the confidence model's default floor")
     min_confidence_set: bool = Field(description="the floor in force was set for it")
+    recalibration_verdicts: int = Field(
+        default=0, description="how many of its verdicts recalibrated the confidence (0: none)"
+    )
 
 
 class DistinctVerdict(BaseModel):
@@ -352,7 +355,7 @@ class Curation:
     def settings(self, tenant_id: str) -> OrganizationSettings:
         tenant = require_tenant(tenant_id)
         serving = self.memory.serving_provider(tenant)
-        cutoff, floor = self.repository.query_settings(tenant, serving.embed_rev)
+        cutoff, floor, own = self.repository.query_reads(tenant, serving.embed_rev)
         model = self.memory.confidence_model(serving)
         return OrganizationSettings(
             episodic_ttl_days=self.repository.episodic_ttl_days(tenant),
@@ -364,6 +367,7 @@ class Curation:
             min_confidence=model.default_floor if floor is None else floor,
             model_min_confidence=model.default_floor,
             min_confidence_set=floor is not None,
+            recalibration_verdicts=0 if own is None else own.verdicts,
         )
 
     def mark_distinct(
