@@ -83,9 +83,11 @@ def seeded(conn: psycopg.Connection[Any], tenant: str) -> MemoryService:
     return memory
 
 
-def count_one_query(
-    conn: psycopg.Connection[Any], memory: MemoryService, tenant: str
-) -> tuple[int, str]:
+def logged_for_one_query(
+    conn: psycopg.Connection[Any], database: DatabaseUrls, tenant: str
+) -> list[str]:
+    """The statements the server logged for one query on `conn`'s backend."""
+    memory = seeded(conn, tenant)
     memory.query_org_memory(tenant, TOPIC)  # the organization's settings read, then cached
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()
     assert pid is not None
@@ -95,7 +97,15 @@ def count_one_query(
     conn.execute(f"SELECT 'end-{mark}'")
     assert answer.hits, "a real answer, with hits whose service the topology knows"
     assert {hit.service for hit in answer.hits} == {"checkout"}
-    return int(pid[0]), mark
+    with psycopg.connect(database.admin, autocommit=True) as admin:
+        return statements_between(server_log(admin), int(pid[0]), f"start-{mark}", f"end-{mark}")
+
+
+def assert_two_self_scoped_calls(logged: list[str]) -> None:
+    assert len(logged) <= 3, logged
+    assert any("grandbo_search" in s for s in logged), logged
+    assert any("grandbo_staleness_rows" in s for s in logged), logged
+    assert not any(s.strip().upper() in ("BEGIN", "COMMIT") for s in logged), logged
 
 
 def test_one_query_is_at_most_three_statements_in_the_servers_log(
@@ -104,16 +114,10 @@ def test_one_query_is_at_most_three_statements_in_the_servers_log(
     with statements_logged(database):
         conn = connect(database.app)
     try:
-        memory = seeded(conn, tenant)
-        pid, mark = count_one_query(conn, memory, tenant)
-        with psycopg.connect(database.admin, autocommit=True) as admin:
-            logged = statements_between(server_log(admin), pid, f"start-{mark}", f"end-{mark}")
+        logged = logged_for_one_query(conn, database, tenant)
     finally:
         conn.close()
-    assert len(logged) <= 3, logged
-    assert any("grandbo_search" in s for s in logged), logged
-    assert any("grandbo_staleness_rows" in s for s in logged), logged
-    assert not any(s.strip().upper() in ("BEGIN", "COMMIT") for s in logged), logged
+    assert_two_self_scoped_calls(logged)
 
 
 def test_one_query_through_pgbouncer_is_at_most_three_statements_on_its_backend(
@@ -124,13 +128,8 @@ def test_one_query_through_pgbouncer_is_at_most_three_statements_on_its_backend(
         conn = connect(pooler.urls.app)
         conn.execute("SELECT 1")  # the pooler opens its backend now, with the setting
     try:
-        memory = seeded(conn, tenant)
-        pid, mark = count_one_query(conn, memory, tenant)
-        with psycopg.connect(database.admin, autocommit=True) as admin:
-            logged = statements_between(server_log(admin), pid, f"start-{mark}", f"end-{mark}")
+        logged = logged_for_one_query(conn, database, tenant)
     finally:
         conn.close()
         pooler.stop()
-    assert len(logged) <= 3, logged
-    assert any("grandbo_search" in s for s in logged), logged
-    assert any("grandbo_staleness_rows" in s for s in logged), logged
+    assert_two_self_scoped_calls(logged)
