@@ -146,6 +146,7 @@ def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
         service=args.service,
         scope=args.scope,
         as_of=args.as_of,
+        min_confidence=args.min_confidence,
     )
     print_result(result, as_json=args.json)
     return 0
@@ -400,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--tenant", default=DEMO_TENANT)
     query.add_argument("--limit", type=int, default=5)
     query.add_argument("--service")
+    query.add_argument(
+        "--min-confidence",
+        type=float,
+        help="withhold hits under this confidence, 0-1 (default: the organization's floor)",
+    )
     query.add_argument(
         "--scope",
         choices=("service", "blast_radius", "dependencies", "correlated"),

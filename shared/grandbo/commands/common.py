@@ -37,14 +37,17 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
     )
     if meta.vector_leg_error:
         print(f"  vector leg: {meta.vector_leg_error}")
+    if meta.message:
+        print(f"  {meta.message}")
     for rank, hit in enumerate(result.hits, start=1):
         why = hit.why
         lexical = "-" if why.lexical_rank is None else f"#{why.lexical_rank}"
         vector = (
             "-" if why.vector_rank is None else f"#{why.vector_rank} d={why.vector_distance:.3f}"
         )
+        sure = "" if hit.confidence is None else f"confidence {hit.confidence:.2f}, "
         print(
-            f"\n{rank}. {hit.title}  [{hit.service or 'no service'}, {hit.origin.value}, "
+            f"\n{rank}. {hit.title}  [{sure}{hit.service or 'no service'}, {hit.origin.value}, "
             f"{hit.age_days:.0f} days old]"
         )
         print(
