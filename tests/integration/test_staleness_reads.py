@@ -112,9 +112,46 @@ def test_another_tenants_topology_is_not_read(
 
 
 def test_a_question_the_rows_were_not_read_for_is_refused() -> None:
-    reads = PrefetchedReads.of(["t::Service::a"], None, [])
+    reads = PrefetchedReads.of("t", ["t::Service::a"], None, [])
     assert reads.node_history("t", ["t::Service::a"], None) == []
     with pytest.raises(NotPrefetchedError):
         reads.node_history("t", ["t::Service::b"], None)
     with pytest.raises(NotPrefetchedError):
         reads.successors("t", ["a"], [], T1)
+
+
+def test_a_dependency_of_another_type_that_went_reads_the_same(
+    topology: tuple[TopologyService, Clock], tenant: str
+) -> None:
+    """The break-it pass's case: a Service depending on an AwsResource (and a Repo) that a
+    later sync drops, judged as the Service of its external id: no error, same answer."""
+    service, clock = topology
+
+    def on(kind: str, name: str) -> dict[str, Any]:
+        return {
+            "source": {"node_type": "Service", "external_id": "checkout"},
+            "edge_type": "DEPENDS_ON",
+            "target": {"node_type": kind, "external_id": name},
+        }
+
+    service.record(
+        tenant,
+        {
+            "nodes": [
+                service_node("checkout"),
+                {"node_type": "AwsResource", "external_id": "orders-db"},
+                {"node_type": "Repo", "external_id": "git::mono"},
+                service_node("orders-db"),
+            ],
+            "edges": [on("AwsResource", "orders-db"), on("Repo", "git::mono")],
+        },
+        sync=True,
+    )
+    clock.now = T3
+    service.record(tenant, {"nodes": [service_node("checkout")], "edges": []}, sync=True)
+    subjects = [("checkout", ["orders-db", "git::mono"]), ("checkout", [])]
+    for as_of in (None, T1, T3):
+        prefetched, statements = both_paths(service.learned, tenant, subjects, as_of)
+        assert prefetched == statements, as_of
+    now, _ = both_paths(service.learned, tenant, subjects, None)
+    assert any(change.kind == "dependency_gone" for change in now[0])

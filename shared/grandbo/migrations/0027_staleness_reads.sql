@@ -7,6 +7,18 @@
 -- statements' questions from these rows, in their order: `ord`), and a test holds the two
 -- paths' answers equal. Runs as the caller (row-level security applies), states tenant_id,
 -- sets the tenant for its own transaction only; another tenant's scope is refused.
+-- The Service key of a node key's external id ("t::AwsResource::orders-db" ->
+-- "t::Service::orders-db"): everything after the key's second '::', as
+-- grandbo.topology.learned.graph._external reads it.
+CREATE FUNCTION grandbo_service_key(p_tenant text, p_key text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $fn$
+    SELECT p_tenant || '::Service::' || substr(p_key,
+        length(split_part(p_key, '::', 1)) + length(split_part(p_key, '::', 2)) + 5)
+$fn$;
+REVOKE ALL ON FUNCTION grandbo_service_key(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION grandbo_service_key(text, text) TO grandbo_app;
+
 CREATE FUNCTION grandbo_staleness_rows(p_tenant text, p_keys text[], p_until timestamptz)
 RETURNS TABLE (
     part text,
@@ -43,11 +55,15 @@ BEGIN
           AND e.source_key = ANY(p_keys)
           AND (p_until IS NULL OR e.valid_at <= p_until)
     ), nodes AS (
-        -- LearnedGraphRepository.node_history, of the services and of their dependencies
+        -- LearnedGraphRepository.node_history, of the services and of their dependencies;
+        -- a gone dependency is judged as the Service of its external id (whatever its own
+        -- type: LearnedGraph.service_changes asks so), so that key is read too
         SELECT n.node_key, n.external_id, n.valid_at, n.invalid_at, n.properties, n.first_seen
         FROM topology_nodes n
         WHERE n.tenant_id = p_tenant
-          AND n.node_key = ANY(p_keys || ARRAY(SELECT DISTINCT x.target_key FROM edges x))
+          AND n.node_key = ANY(p_keys
+              || ARRAY(SELECT DISTINCT x.target_key FROM edges x)
+              || ARRAY(SELECT DISTINCT grandbo_service_key(p_tenant, x.target_key) FROM edges x))
           AND (p_until IS NULL OR n.valid_at <= p_until)
     ), successors AS (
         -- LearnedGraphRepository.successors, of any of those nodes

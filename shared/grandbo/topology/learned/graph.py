@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from grandbo.storage.tenant_scope import Cursor
-from grandbo.topology.learned.prefetch import PrefetchedReads, StalenessReads
+from grandbo.topology.learned.prefetch import PrefetchedReads, StalenessReads, external
 from grandbo.topology.learned.repository import LearnedGraphRepository, NodeRow
 from grandbo.topology.learned.staleness import (
     ServiceChange,
@@ -37,8 +37,7 @@ def incident_node_id(incident_id: str) -> str:
     return "sha256:" + hashlib.sha256(incident_id.encode("utf-8")).hexdigest()[:32]
 
 
-def _external(key: str) -> str:
-    return key.split("::", 2)[2]
+_external = external
 
 
 class LearnedGraph:
@@ -229,7 +228,9 @@ class LearnedGraph:
         """What judging these nodes' staleness reads: one self-scoped statement's rows, or
         the repository's statements on a schema before migration 0027."""
         rows = self.repository.staleness_rows(tenant_id, keys, as_of)
-        return self.repository if rows is None else PrefetchedReads.of(keys, as_of, rows)
+        if rows is None:
+            return self.repository
+        return PrefetchedReads.of(tenant_id, keys, as_of, rows)
 
     def _known_and_changed(
         self,

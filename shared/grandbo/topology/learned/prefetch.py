@@ -13,6 +13,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from grandbo.topology.learned.repository import EdgeRow, NodeRow
+from grandbo.topology.model import NodeType, node_key
+
+
+def external(key: str) -> str:
+    """A node key's external id: everything after its second '::'."""
+    return key.split("::", 2)[2]
 
 
 class StalenessReads(Protocol):
@@ -58,7 +64,11 @@ class PrefetchedReads:
 
     @classmethod
     def of(
-        cls, keys: Sequence[str], until: datetime | None, rows: Sequence[dict[str, Any]]
+        cls,
+        tenant_id: str,
+        keys: Sequence[str],
+        until: datetime | None,
+        rows: Sequence[dict[str, Any]],
     ) -> PrefetchedReads:
         parts: dict[str, list[dict[str, Any]]] = {"node": [], "edge": [], "successor": []}
         for row in rows:
@@ -81,8 +91,13 @@ class PrefetchedReads:
             EdgeRow(r["source_key"], r["target_key"], r["valid_at"], r["invalid_at"])
             for r in ordered("edge")
         )
+        targets = {e.target_key for e in edges}
         return cls(
-            keys=frozenset(keys) | {e.target_key for e in edges},
+            # a gone dependency is judged as the Service of its external id, whatever
+            # its own type (the function reads that key's history too)
+            keys=frozenset(keys)
+            | targets
+            | {node_key(tenant_id, NodeType.SERVICE, external(t)) for t in targets},
             until=until,
             nodes=tuple(node(r) for r in ordered("node")),
             edges=edges,
