@@ -61,7 +61,8 @@ def floors(
         hits, recall = [], []
         for q, rows in by_query.items():
             ranked = sorted(rows, key=lambda r: (-r[0], r[2]) if by_confidence else r[2])
-            served = [r for r in ranked[:5] if r[0] >= floor]
+            # as served: the floor first, then the five (collapse aside)
+            served = [r for r in ranked if round(r[0], 4) >= floor][:5]
             relevant = data["relevant"][q]
             if relevant:
                 recall.append(sum(y for _, y, _ in served) / relevant)

@@ -304,6 +304,8 @@ def update_settings(request: SettingsRequest) -> dict[str, Any]:
         service.set_episodic_ttl_days(caller.tenant_id, request.episodic_ttl_days)
     if request.min_confidence is not None or request.reset_min_confidence:
         service.set_min_confidence(caller.tenant_id, request.min_confidence)
+    if request.reset_recalibration:
+        service.reset_recalibration(caller.tenant_id)
     return Curation(service).settings(caller.tenant_id).model_dump(mode="json")
 
 

@@ -41,6 +41,7 @@ from grandbo.evaluation import (
     only_as,
 )
 from grandbo.memory.confidence.model import ConfidenceModel
+from grandbo.memory.confidence.serving import reaches
 from grandbo.memory.confidence.signals import signals_of
 from grandbo.memory.service import MemoryService
 from grandbo.memory.topic import validate_topic
@@ -202,8 +203,13 @@ def run_no_answer_eval(
         entries = ranked.legs.entries
         today = service.collapse(tenant, [entries[i] for i in fused], ranked.serving, LIMIT)
         order = model.order(fused, confidence) if model.ranks else fused
-        lessons = service.collapse(tenant, [entries[i] for i in order], ranked.serving, LIMIT)
-        served = [lesson for lesson in lessons if confidence[lesson.entry.entry_id] >= floor]
+        # as `query_org_memory` serves: the floor first, then the limit
+        served = service.collapse(
+            tenant,
+            [entries[i] for i in order if reaches(confidence[i], floor)],
+            ranked.serving,
+            LIMIT,
+        )
         top = order[0] if order else None
         outcomes.append(
             QueryOutcome(

@@ -122,7 +122,7 @@ def _result(hits: list[MemoryHit], withheld: list[float]) -> MemoryQueryResult:
         vector_cutoff=0.65,
         active_entries=3,
         active_entries_without_current_vector=0,
-        **withholding(MINILM, 0.03, withheld, hits),
+        **withholding(MINILM, 0.03, len(withheld), max(withheld, default=None), hits),
     )
     return MemoryQueryResult(hits=hits, metadata=meta)
 
@@ -171,3 +171,67 @@ def test_recalibration_is_finite_at_the_edges(confidence: float) -> None:
     value = fitted.apply(confidence)
     assert 0.0 <= value <= 1.0
     assert math.isfinite(value)
+
+
+def _penalized_optimum(served: list[tuple[float, bool]]) -> tuple[float, float]:
+    """A brute-force grid search of the same penalized loss (the reference)."""
+    from grandbo.memory.confidence.recalibration import _loss, logit
+
+    xs = [logit(c) for c, _ in served]
+    ys = [1.0 if h else 0.0 for _, h in served]
+    grid = [
+        (a / 100, b / 100)
+        for a in range(int(recalibration.SCALE_BOUNDS[0] * 100), 401, 4)
+        for b in range(-400, 401, 8)
+    ]
+    return min(grid, key=lambda ab: _loss(xs, ys, *ab))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_recalibration_fit_reaches_the_optimum_on_spread_confidences(seed: int) -> None:
+    """The break-it pass's case: an overconfident model, confidences spread over logits
+    -5..5; plain Newton steps bounced between two points and kept the last (scale 4, the
+    wrong way)."""
+    rng = random.Random(seed)
+    served = []
+    for _ in range(200):
+        z = rng.uniform(-5, 5)
+        truth = sigmoid(0.3 * z - 1)
+        served.append((sigmoid(z), rng.random() < truth))
+    fitted = recalibration.fit(served)
+    assert fitted is not None
+    a, b = _penalized_optimum(served)
+    assert fitted.scale == pytest.approx(a, abs=0.05)
+    assert fitted.shift == pytest.approx(b, abs=0.1)
+    assert fitted.scale < 1.0  # pulled down, not pushed up
+    assert fitted.apply(0.95) < 0.95
+
+
+def test_the_fit_maps_served_confidences_back_to_the_models_first() -> None:
+    current = recalibration.Recalibration(scale=0.5, shift=-1.0, verdicts=30)
+    for p in (0.01, 0.3, 0.5, 0.9, 0.999):
+        assert current.invert(current.apply(p)) == pytest.approx(p, rel=1e-6)
+    rng = random.Random(3)
+    raw = [sigmoid(rng.uniform(-4, 4)) for _ in range(300)]
+    outcomes = [rng.random() < current.apply(p) for p in raw]  # the truth is `current`
+    # served through `current`, fit with it: the fit is `current` itself (near)
+    fitted = recalibration.fit(
+        [(current.apply(p), o) for p, o in zip(raw, outcomes, strict=True)], "m", current
+    )
+    assert fitted is not None
+    assert fitted.model == "m"
+    assert fitted.scale == pytest.approx(0.5, abs=0.15)
+    assert fitted.shift == pytest.approx(-1.0, abs=0.35)
+
+
+def test_a_floor_of_minus_zero_is_zero() -> None:
+    value = validate_min_confidence(-0.0)
+    assert value == 0.0
+    assert math.copysign(1.0, value) == 1.0  # type: ignore[arg-type]
+
+
+def test_the_agent_text_carries_no_bidi_or_zero_width_characters() -> None:
+    sneaky = "Redis\u202e evicted\u200b keys\u2066 here\u2069\ufeff"
+    line = answer_text(_result([_hit(sneaky, 0.5)], [])).splitlines()[1]
+    assert '"Redis evicted keys here"' in line
+    assert not any(ch in line for ch in "\u202e\u200b\u2066\u2069\ufeff")

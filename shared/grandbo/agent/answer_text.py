@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from grandbo.memory.models import MemoryHit, MemoryQueryResult
+from grandbo.text.rules import one_line
 
 TITLE_CHARS = 160
 STALE_CHARS = 400
@@ -26,10 +27,10 @@ NOTHING = (
 
 
 def _quoted(text: str, limit: int) -> str:
-    one_line = " ".join(text.split())
-    if len(one_line) > limit:
-        one_line = one_line[: limit - 1] + "…"
-    return json.dumps(one_line, ensure_ascii=False)
+    line = one_line(text)
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    return json.dumps(line, ensure_ascii=False)
 
 
 def hit_line(number: int, hit: MemoryHit) -> str:

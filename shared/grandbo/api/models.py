@@ -113,15 +113,24 @@ class SettingsRequest(_Body):
     reset_min_confidence: StrictBool = Field(
         default=False, description="go back to the confidence model's default floor"
     )
+    reset_recalibration: StrictBool = Field(
+        default=False,
+        description="drop the recalibration the organization's verdicts made (its "
+        "confidence is the model's again until enough new verdicts refit it)",
+    )
 
     @model_validator(mode="after")
     def _something(self) -> SettingsRequest:
         if (
             self.episodic_ttl_days is None
             and self.min_confidence is None
-            and not (self.reset_min_confidence)
+            and not self.reset_min_confidence
+            and not self.reset_recalibration
         ):
-            raise ValueError("send episodic_ttl_days, min_confidence or reset_min_confidence")
+            raise ValueError(
+                "send episodic_ttl_days, min_confidence, reset_min_confidence or "
+                "reset_recalibration"
+            )
         if self.min_confidence is not None and self.reset_min_confidence:
             raise ValueError("send min_confidence or reset_min_confidence, not both")
         return self

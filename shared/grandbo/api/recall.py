@@ -18,6 +18,7 @@ hint to verify with live tools, never ground truth.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -32,6 +33,7 @@ from grandbo.api.client import GrandboHTTPError, MemoryClient
 from grandbo.errors import GrandboError
 from grandbo.memory.fusion import LEXICAL_WEIGHT
 from grandbo.memory.topic import MAX_TOPIC_CHARS, validate_topic
+from grandbo.text.rules import one_line
 
 DEFAULT_TIMEOUT_S = 0.5
 # After this many consecutive failures of the service itself (timeout, unreachable, 5xx),
@@ -84,9 +86,6 @@ Reason = FailOpenReason | Literal["no_match"]
 # control characters (Unicode Cc) and lone surrogates: never part of a topic or a block
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 # ... nor, in the block, the marks that reorder text on screen (bidi overrides, isolates)
-_UNSAFE_DISPLAY = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-)
 MAX_WORD_CHARS = 64
 MAX_SCAN_CHARS = 1 << 20  # of a prompt's end: a megabyte without 4 words is not a topic
 
@@ -306,14 +305,17 @@ def context_block(memories: list[RecalledMemory]) -> str:
     for number, memory in enumerate(memories, start=1):
         summary = _cut(_one_line(memory.summary), BLOCK_SUMMARY_CHARS)
         seen = f"seen {memory.recurrences} times, " if memory.recurrences > 1 else ""
-        sure = "" if memory.confidence is None else f"confidence {memory.confidence:.2f}, "
+        sure = "" if memory.confidence is None else f"confidence {memory.confidence:.2f}: "
+        title = json.dumps(_cut(_one_line(memory.title), BLOCK_TITLE_CHARS), ensure_ascii=False)
         stale = (
             f"\n   {_cut(_one_line(memory.staleness), BLOCK_STALENESS_CHARS)}"
             if memory.staleness
             else ""
         )
         item = (
-            f"{number}. {_cut(_one_line(memory.title), BLOCK_TITLE_CHARS)} ({sure}{seen}"
+            # the confidence before the title, the title quoted: a stored title cannot
+            # show a confidence of its own where the model reads the real one
+            f"{number}. {sure}{title} ({seen}"
             f"{_age(memory.age_days)}; matched on {_cut(_one_line(memory.why), BLOCK_WHY_CHARS)})"
             f"\n   {summary}{stale}"
         )
@@ -337,7 +339,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(_UNSAFE_DISPLAY.sub(" ", text).split())
+    return one_line(text)
 
 
 def _age(days: float) -> str:

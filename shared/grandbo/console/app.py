@@ -401,6 +401,9 @@ class Console:
             elif what == "floor-reset":
                 await self.api.set_min_confidence(None)
                 return _done("/settings", "settings")
+            elif what == "recalibration-reset":
+                await self.api.reset_recalibration()
+                return _done("/settings", "settings")
             else:
                 days = _int(form.get("episodic_ttl_days"), "episodic_ttl_days")
                 await self.api.set_episodic_ttl_days(days)
@@ -477,7 +480,7 @@ _FORM_KEY = re.compile(r"[0-9a-f]{8,64}")
 # what `int` takes, without the other scripts' digits, `_` separators or inner spaces
 _WHOLE_NUMBER = re.compile(r"[+-]?[0-9]{1,32}")
 # a plain decimal (0, 0.05, .5, 1.0): no exponent, sign, NaN or other scripts' digits
-_DECIMAL = re.compile(r"[0-9]{0,3}(\.[0-9]{0,12})?")
+_DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{0,12})?|\.[0-9]{1,12}")
 
 
 def _form_key(form: FormData) -> str:

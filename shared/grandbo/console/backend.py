@@ -129,5 +129,8 @@ class ConsoleBackend:
         )
         return self._post("/v1/admin/settings", body)
 
+    def reset_recalibration(self) -> dict[str, Any]:
+        return self._post("/v1/admin/settings", {"reset_recalibration": True})
+
     def calibrate(self, sample: int) -> dict[str, Any]:
         return self._post("/v1/admin/calibration", {"sample": sample})

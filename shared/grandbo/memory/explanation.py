@@ -20,6 +20,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from grandbo.errors import EntryNotFoundError
+from grandbo.memory.confidence.serving import reaches
 from grandbo.memory.fusion import score_fusion
 from grandbo.memory.models import EntryStatus, Kind, MemoryEntry, QueryMetadata
 from grandbo.memory.recall import LEG_LIMIT, Answer
@@ -368,13 +369,16 @@ class _Explainer:
             )
         confidence = self.answer.ranked.confidence.get(entry_id)
         floor = self.answer.result.metadata.min_confidence
-        if confidence is not None and floor is not None and confidence < floor:
-            return (
-                "withheld",
-                f"It ranked {_ordinal(fused_position)}, but its confidence {confidence:.3f} "
-                f"is under the floor {floor:g}: hits under it are withheld.",
-                None,
-            )
+        if confidence is not None and floor is not None and not reaches(confidence, floor):
+            under = f"its confidence {round(confidence, 4):.4f} is under the floor {floor:g}"
+            if fused_position <= limit:  # served but for the floor
+                return (
+                    "withheld",
+                    f"It ranked {_ordinal(fused_position)}, but {under}: hits under it are "
+                    "withheld.",
+                    None,
+                )
+            self.reasons.append(f"Confidence: {under}, so it is withheld wherever it ranks.")
         if fused_position <= limit:  # the reranker's order, or collapsed hits, moved it
             return (
                 "outranked",

@@ -25,7 +25,7 @@ from grandbo.errors import EmbeddingError, InvalidInputError
 from grandbo.memory.calibration import Calibration
 from grandbo.memory.confidence.fitted import model_for
 from grandbo.memory.confidence.model import ConfidenceModel
-from grandbo.memory.confidence.serving import validate_min_confidence, withholding
+from grandbo.memory.confidence.serving import reaches, validate_min_confidence, withholding
 from grandbo.memory.confidence.signals import signals_of
 from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
 from grandbo.memory.embedding_jobs import EmbeddingJobs
@@ -266,15 +266,16 @@ class Recall(EmbeddingJobs, Calibration):
         now = self._clock()
         words = tag_words(text)
         hits = []
+        # the floor first, then the limit: the hits are the best `limit` of the candidates
+        # that reach it (a candidate at the floor as shown, to 4 places, reaches it)
+        withheld = [i for i in ranked.ordered if not reaches(confidence[i], floor)]
         reranked = rerank_entries(
             self.reranker,
             text,
-            [legs.entries[entry_id] for entry_id in ranked.ordered],
+            [legs.entries[i] for i in ranked.ordered if reaches(confidence[i], floor)],
             self.rerank_timeout_s,
         )
         lessons = self.collapse(tenant, reranked.entries, ranked.serving, limit)
-        withheld = [x for x in lessons if confidence[x.entry.entry_id] < floor]
-        lessons = [x for x in lessons if confidence[x.entry.entry_id] >= floor]
         for lesson in lessons:
             entry = lesson.entry
             entry_id = entry.entry_id
@@ -334,7 +335,14 @@ class Recall(EmbeddingJobs, Calibration):
             as_of=as_of,
             reranker=reranked.status,
             reranker_error=reranked.error,
-            **withholding(model, floor, [confidence[x.entry.entry_id] for x in withheld], hits),
+            **withholding(
+                model,
+                floor,
+                # those the first `limit` candidates would have shown without the floor
+                sum(1 for i in ranked.ordered[:limit] if i in set(withheld)),
+                max((confidence[i] for i in withheld), default=None),
+                hits,
+            ),
         )
         hits = with_staleness(self.topology, tenant, hits, as_of)
         return Answer(MemoryQueryResult(hits=hits, metadata=metadata), ranked, text, limit)
@@ -398,7 +406,7 @@ class Recall(EmbeddingJobs, Calibration):
         signals = signals_of(order, legs, topic_tags, cutoff)
         confidence = {entry_id: model.probability(signals[entry_id]) for entry_id in order}
         own = self.organization_recalibration(tenant_id, serving)
-        if own is not None:  # the organization's verdicts recalibrated the model
+        if own is not None and own.model in ("", model.name):  # its verdicts recalibrated it
             confidence = {entry_id: own.apply(p) for entry_id, p in confidence.items()}
         return RankedCandidates(
             legs=legs,

@@ -22,6 +22,7 @@ from grandbo.errors import (
     EntryRedactedError,
     GrandboError,
     InvalidInputError,
+    StoreUnavailableError,
     invalid_input_from,
 )
 from grandbo.memory.confidence import recalibration
@@ -293,7 +294,7 @@ class MemoryService(Recall):
         tenant = require_tenant(tenant_id)
         value = validate_min_confidence(floor)
         self.repository.set_min_confidence(tenant, value, DEFAULT_EPISODIC_TTL_DAYS)
-        self._cutoff_cache = {k: v for k, v in self._cutoff_cache.items() if k[0] != tenant}
+        self._forget_query_settings(tenant)
         return value
 
     def retire_expired(self, tenant_id: str | None = None, *, limit: int | None = None) -> int:
@@ -386,18 +387,38 @@ class MemoryService(Recall):
 
     def _recalibrate_after(self, tenant: str, feedback: Feedback, outcome: WriteOutcome) -> None:
         """A verdict carrying its hit's confidence refits the organization's recalibration
-        once it has enough (`grandbo.memory.confidence.recalibration`). A failure here never
-        fails the verdict, which is recorded: the next one refits."""
+        once it has enough (`grandbo.memory.confidence.recalibration`), for the model it is
+        served from, the served confidences mapped back through the recalibration in force.
+        A failure here never fails the verdict, which is recorded: the next one refits."""
         if feedback.confidence is None or not outcome.applied:
             return
         try:
+            serving = self.serving_provider(tenant)
+            model = self.confidence_model(serving)
+            current = self.repository.query_reads(tenant, serving.embed_rev)[2]
+            if current is not None and current.model not in ("", model.name):
+                current = None  # fit for another model: its verdicts were served raw
             served = self.repository.served_verdicts(tenant, recalibration.MAX_VERDICTS)
-            fitted = recalibration.fit(served)
-            if fitted is not None:
-                self.repository.store_recalibration(tenant, fitted, DEFAULT_EPISODIC_TTL_DAYS)
-                self._cutoff_cache = {k: v for k, v in self._cutoff_cache.items() if k[0] != tenant}
+            fitted = recalibration.fit(served, model.name, current)
+            if fitted is not None and self.repository.store_recalibration(
+                tenant, fitted, DEFAULT_EPISODIC_TTL_DAYS
+            ):
+                self._forget_query_settings(tenant)
         except GrandboError:
             _log.warning("recalibrating %s from its verdicts failed; the next one retries", tenant)
+
+    def reset_recalibration(self, tenant_id: str) -> None:
+        """Drop the organization's recalibration: its confidence is the model's again, until
+        enough new verdicts refit it."""
+        tenant = require_tenant(tenant_id)
+        if not self.repository.store_recalibration(tenant, None, DEFAULT_EPISODIC_TTL_DAYS):
+            raise StoreUnavailableError(
+                "the database predates migration 0026 (the recalibration): run the migrations"
+            )
+        self._forget_query_settings(tenant)
+
+    def _forget_query_settings(self, tenant: str) -> None:
+        self._cutoff_cache = {k: v for k, v in self._cutoff_cache.items() if k[0] != tenant}
 
     def record_caller_feedback(
         self,

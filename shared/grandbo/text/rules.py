@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from typing import Any
 
@@ -56,3 +57,17 @@ def find_unsafe_json(value: Any, *, max_depth: int) -> tuple[str, str] | None:
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+# What a line shown to a model or a person must not carry: controls, surrogates, the
+# bidirectional overrides and isolates (they reorder what is read), and the zero-width
+# characters (they hide text between what is seen)
+_UNSAFE_DISPLAY = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+
+
+def one_line(text: str) -> str:
+    """`text` as one line of plain characters: every run of whitespace, line or paragraph
+    separator and unsafe display character (above) is one space."""
+    return " ".join(_UNSAFE_DISPLAY.sub(" ", text).split())

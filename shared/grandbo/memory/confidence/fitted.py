@@ -14,7 +14,7 @@ from grandbo.memory.confidence.model import ConfidenceModel
 # `python -m bench.confidence_fit` on the fit halves of cloud_postmortems/symptom and
 # gitbugs_hadoop/duplicate (3,897 candidates of 97 queries, 48 relevant), L2 1.0. The floor
 # is the lowest of the fit halves' curve that serves at most two hits on average to the
-# post-mortem queries memory cannot answer (1.80 there, 2.00 on GitBugs). Hits stay in the
+# post-mortem queries memory cannot answer (1.73 there, 2.12 on GitBugs). Hits stay in the
 # fused order: ranked by this confidence instead, the answerable queries' MRR@10 fell
 # (post-mortems .772 -> .717 on the fit half, GitBugs .667 -> .556 on the measure half),
 # so the model estimates and withholds, and the fusion orders (docs/EVAL.md).

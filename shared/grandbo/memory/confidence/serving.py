@@ -22,29 +22,41 @@ def validate_min_confidence(value: object) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidInputError("min_confidence", "must be a number from 0 to 1")
-    floor = float(value)
+    floor = float(value) + 0.0  # -0.0 is 0.0
     if not 0.0 <= floor <= 1.0:  # NaN fails both comparisons too
         raise InvalidInputError("min_confidence", f"must be from 0 to 1, got {value}")
     return floor
 
 
+def reaches(confidence: float, floor: float) -> bool:
+    """Whether a confidence reaches the floor, as shown (to 4 places): a floor set to a
+    hit's shown confidence keeps that hit."""
+    return round(confidence, 4) >= floor
+
+
 def withholding(
-    model: ConfidenceModel, floor: float, withheld: Sequence[float], served: Sequence[object]
+    model: ConfidenceModel,
+    floor: float,
+    withheld: int,
+    best_withheld: float | None,
+    served: Sequence[object],
 ) -> dict[str, Any]:
-    """The metadata fields that say what the floor withheld (`QueryMetadata`)."""
+    """The metadata fields that say what the floor withheld (`QueryMetadata`): `withheld`
+    of the candidates the answer would have shown without it, the best confidence of all
+    it withheld."""
     shown = f"{floor:g}"
     if not served:
         message = NO_PRECEDENT.format(floor=shown)
     elif withheld:
-        message = SOME_WITHHELD.format(count=len(withheld), floor=shown)
+        message = SOME_WITHHELD.format(count=withheld, floor=shown)
     else:
         message = None
     return {
         "confidence_model": model.name,
         "ranking": "confidence" if model.ranks else "fused",
         "min_confidence": floor,
-        "withheld": len(withheld),
-        "withheld_best_confidence": round(max(withheld), 4) if withheld else None,
+        "withheld": withheld,
+        "withheld_best_confidence": None if best_withheld is None else round(best_withheld, 4),
         "no_precedent": not served,
         "message": message,
     }

@@ -9,6 +9,7 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
+from grandbo.errors import StoreUnavailableError
 from grandbo.memory.confidence.recalibration import Recalibration
 from grandbo.storage.tenant_scope import TenantScopedRepository
 
@@ -83,7 +84,8 @@ class CalibrationStore(TenantScopedRepository):
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "SELECT c.vector_cutoff, s.min_confidence, s.confidence_scale,"
-                " s.confidence_shift, s.confidence_verdicts FROM (SELECT 1) one"
+                " s.confidence_shift, s.confidence_verdicts, s.confidence_model"
+                " FROM (SELECT 1) one"
                 " LEFT JOIN org_memory_calibrations c"
                 "   ON c.tenant_id = %(tenant)s AND c.embed_rev = %(rev)s"
                 " LEFT JOIN org_memory_tenant_settings s ON s.tenant_id = %(tenant)s",
@@ -99,6 +101,7 @@ class CalibrationStore(TenantScopedRepository):
                     float(row["confidence_scale"]),
                     float(row["confidence_shift"]),
                     int(row["confidence_verdicts"]),
+                    row["confidence_model"] or "",
                 )
             )
             return (
@@ -122,30 +125,52 @@ class CalibrationStore(TenantScopedRepository):
             return [(float(row["confidence"]), bool(row["helpful"])) for row in cur]
 
     def store_recalibration(
-        self, tenant_id: str, recalibration: Recalibration, default_ttl_days: int
-    ) -> None:
-        """The tenant's recalibration from its verdicts."""
-        with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
-                "INSERT INTO org_memory_tenant_settings (tenant_id, episodic_ttl_days,"
-                " confidence_scale, confidence_shift, confidence_verdicts)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id) DO UPDATE SET"
-                " confidence_scale = excluded.confidence_scale,"
-                " confidence_shift = excluded.confidence_shift,"
-                " confidence_verdicts = excluded.confidence_verdicts",
-                (
-                    tenant_id,
-                    default_ttl_days,
-                    recalibration.scale,
-                    recalibration.shift,
-                    recalibration.verdicts,
-                ),
+        self, tenant_id: str, recalibration: Recalibration | None, default_ttl_days: int
+    ) -> bool:
+        """The tenant's recalibration from its verdicts (None: none, the model as fit).
+        False on a schema before migration 0026 (nothing to store it in: nothing stored)."""
+        values = (
+            (None, None, None, None)
+            if recalibration is None
+            else (
+                recalibration.scale,
+                recalibration.shift,
+                recalibration.verdicts,
+                recalibration.model,
             )
+        )
+        try:
+            with self._tenant_scope(tenant_id) as cur:
+                cur.execute(
+                    "INSERT INTO org_memory_tenant_settings (tenant_id, episodic_ttl_days,"
+                    " confidence_scale, confidence_shift, confidence_verdicts, confidence_model)"
+                    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id) DO UPDATE SET"
+                    " confidence_scale = excluded.confidence_scale,"
+                    " confidence_shift = excluded.confidence_shift,"
+                    " confidence_verdicts = excluded.confidence_verdicts,"
+                    " confidence_model = excluded.confidence_model",
+                    (tenant_id, default_ttl_days, *values),
+                )
+        except psycopg.errors.UndefinedColumn:
+            return False
+        return True
 
     def set_min_confidence(
         self, tenant_id: str, floor: float | None, default_ttl_days: int
     ) -> None:
-        """The organization's confidence floor (None: the model's default)."""
+        """The organization's confidence floor (None: the model's default); on a schema
+        before migration 0026, StoreUnavailableError (a 503 that says to migrate)."""
+        try:
+            self._set_min_confidence(tenant_id, floor, default_ttl_days)
+        except psycopg.errors.UndefinedColumn:
+            raise StoreUnavailableError(
+                "the database predates migration 0026 (the confidence floor): run the "
+                "migrations, then set it again"
+            ) from None
+
+    def _set_min_confidence(
+        self, tenant_id: str, floor: float | None, default_ttl_days: int
+    ) -> None:
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "INSERT INTO org_memory_tenant_settings"
