@@ -14,7 +14,8 @@ def test_a_decimal_from_0_to_1_is_taken(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", ".", None, "1e-2", "NaN", "inf", "-0.1", "1.01", "0x1", "\u0660.\u0665", "0,5", "10"]
+    "text",
+    ["", ".", None, "1e-2", "NaN", "inf", "-0.1", "1.01", "0x1", "\u0660.\u0665", "0,5", "10"],
 )
 def test_anything_else_is_a_400_naming_the_field(text: object) -> None:
     with pytest.raises(ConsoleError) as refused:
