@@ -103,7 +103,9 @@ class EmbeddingStore(EntryReads):
         *,
         while_serving: bool = False,
     ) -> int:
-        """Store vectors, each only if its entry is still at the revision that was embedded.
+        """Store vectors, each only if its entry is still at the revision that was embedded
+        and was not redacted meanwhile (a tombstone never holds a vector; migration 0028
+        holds it in the database too).
 
         One statement for the batch; returns how many were stored (a stale job, or one
         already applied, stores nothing).
@@ -119,6 +121,9 @@ class EmbeddingStore(EntryReads):
                 "   AS v(entry_id, revision, embedding)"
                 " WHERE e.tenant_id = %(tenant)s AND e.entry_id = v.entry_id"
                 "   AND e.revision = v.revision"
+                # a redaction does not move the revision: an embed of the text that finishes
+                # after it would store the removed text's vector on the tombstone
+                "   AND e.status <> 'redacted'"
                 "   AND (e.embed_rev IS DISTINCT FROM %(rev)s"
                 "        OR e.embedded_revision IS DISTINCT FROM v.revision)"
                 # a previous model's vector (blue/green) only while the tenant serves it: a

@@ -127,6 +127,16 @@ class ProjectionRebuild(EntryReads):
             ]
             if self._stats(cur, tenant_id) != self._expected_stats(expected):
                 mismatches.append("tag statistics differ from the replayed entries")
+            # a tombstone holds no vector (the removed text's, stored by an embed that
+            # finished after the redaction, before migration 0028 refused it)
+            cur.execute(
+                "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s"
+                " AND status = 'redacted' AND embedding IS NOT NULL ORDER BY entry_id",
+                (tenant_id,),
+            )
+            mismatches += [
+                f"entry {row['entry_id']}: a redacted entry holds a vector" for row in cur
+            ]
             # compared as mappings, not in SQL's collation order; a flag not yet filled
             # (NULL, postings from before migration 0014) is the backfill's work, not drift
             cur.execute(
@@ -184,7 +194,7 @@ class ProjectionRebuild(EntryReads):
                 " embedded_revision = k.embedded_revision, embedded_at = k.embedded_at"
                 " FROM grandbo_kept_vectors k"
                 " WHERE e.tenant_id = %s AND e.entry_id = k.entry_id"
-                "   AND e.revision = k.embedded_revision",
+                "   AND e.revision = k.embedded_revision AND e.status <> 'redacted'",
                 (tenant_id,),
             )
             post_tags(cur, tenant_id, [e for e in state.values() if e.status is EntryStatus.ACTIVE])
