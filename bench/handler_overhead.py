@@ -17,7 +17,7 @@ os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 
 import argparse
-import importlib
+import importlib.util
 import itertools
 import json
 import random
@@ -80,19 +80,21 @@ def main() -> None:
         MemoryRepository.search = timed_search  # type: ignore[method-assign]
         # the confidence model's share of the rest (issue 33): the signals of every
         # candidate, scored (absent from a checkout before it: then no figure)
-        recall_module: Any = importlib.import_module("grandbo.memory.recall")
-        signals_of = getattr(recall_module, "signals_of", None)
+        model_module: Any = importlib.util.find_spec("grandbo.memory.confidence.model")
         parts["confidence"] = []
-        if signals_of is not None:
+        if model_module is not None:
+            from grandbo.memory.confidence.model import ConfidenceModel
 
-            def timed_signals(*a: Any, **kw: Any) -> Any:
+            confidences = ConfidenceModel.confidences
+
+            def timed_confidences(self: ConfidenceModel, *a: Any, **kw: Any) -> Any:
                 t0 = time.perf_counter()
                 try:
-                    return signals_of(*a, **kw)
+                    return confidences(self, *a, **kw)
                 finally:
                     parts["confidence"].append((time.perf_counter() - t0) * 1000)
 
-            recall_module.signals_of = timed_signals
+            ConfidenceModel.confidences = timed_confidences  # type: ignore[method-assign]
         totals, added, cpu = [], [], []
         it = itertools.cycle(topics)
         context = lambda_context("grandbo-query")
@@ -124,7 +126,7 @@ def main() -> None:
             "topic embedding (MiniLM, local)": percentiles(parts["embedding"][10:]),
             "search (grandbo_search)": percentiles(parts["search"][10:]),
             "what the handler adds": percentiles(added),
-            "of which the confidence signals": percentiles(parts["confidence"][10:])
+            "of which the confidence model": percentiles(parts["confidence"][10:])
             if parts["confidence"]
             else "not in this checkout",
             "CPU time per call (this process)": percentiles(cpu),

@@ -26,7 +26,6 @@ from pydantic import ValidationError
 
 from grandbo.beir import load_corpus, load_qrels, load_queries
 from grandbo.errors import InvalidInputError, invalid_input_from
-from grandbo.memory.confidence.signals import signals_of
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
 from grandbo.memory.recall import RankedCandidates, fuse
@@ -216,8 +215,7 @@ def document_rankings(
     served = service.collapse(tenant, reranked.entries, ranked.serving, len(fused))
     # the same candidates ordered by the serving model's confidence (no floor: a ranking)
     model = service.confidence_model(ranked.serving)
-    signals = signals_of(fused, ranked.legs, ranked.topic_tags, ranked.vector_cutoff)
-    confidence = {i: model.probability(signals[i]) for i in fused}
+    confidence = model.confidences(fused, ranked.legs, ranked.topic_tags, ranked.vector_cutoff)
     by_confidence = service.collapse(
         tenant,
         [ranked.legs.entries[i] for i in model.order(fused, confidence)],

@@ -223,6 +223,7 @@ def run_no_answer_eval(
                 top_relevant=top is not None and is_relevant(top),
             )
         )
+    held = relevant_held(qrels, loaded, own_is_query)
     report: dict[str, Any] = {
         "dataset": folder.name,
         "task": task,
@@ -237,18 +238,15 @@ def run_no_answer_eval(
         "documents_refused": len(refused),
         "queries_skipped": skipped,
         "halves": {
-            "all": summarize(outcomes, service_relevant_counts(qrels, loaded, own_is_query)),
-            "measure": summarize(
-                [o for o in outcomes if o.half == "measure"],
-                service_relevant_counts(qrels, loaded, own_is_query),
-            ),
+            "all": summarize(outcomes, held),
+            "measure": summarize([o for o in outcomes if o.half == "measure"], held),
         },
         "tenant": tenant,
     }
     return report, samples
 
 
-def service_relevant_counts(
+def relevant_held(
     qrels: dict[str, dict[str, int]], loaded: set[str], own_is_query: set[str]
 ) -> dict[str, int]:
     """How many relevant documents memory holds for each query (recall's denominator)."""

@@ -303,12 +303,12 @@ def context_block(memories: list[RecalledMemory]) -> str:
     lines = [FRAMING]
     size = len(FRAMING.encode())
     for number, memory in enumerate(memories, start=1):
-        summary = _cut(_one_line(memory.summary), BLOCK_SUMMARY_CHARS)
+        summary = _cut(one_line(memory.summary), BLOCK_SUMMARY_CHARS)
         seen = f"seen {memory.recurrences} times, " if memory.recurrences > 1 else ""
         sure = "" if memory.confidence is None else f"confidence {memory.confidence:.2f}: "
-        title = json.dumps(_cut(_one_line(memory.title), BLOCK_TITLE_CHARS), ensure_ascii=False)
+        title = json.dumps(_cut(one_line(memory.title), BLOCK_TITLE_CHARS), ensure_ascii=False)
         stale = (
-            f"\n   {_cut(_one_line(memory.staleness), BLOCK_STALENESS_CHARS)}"
+            f"\n   {_cut(one_line(memory.staleness), BLOCK_STALENESS_CHARS)}"
             if memory.staleness
             else ""
         )
@@ -316,7 +316,7 @@ def context_block(memories: list[RecalledMemory]) -> str:
             # the confidence before the title, the title quoted: a stored title cannot
             # show a confidence of its own where the model reads the real one
             f"{number}. {sure}{title} ({seen}"
-            f"{_age(memory.age_days)}; matched on {_cut(_one_line(memory.why), BLOCK_WHY_CHARS)})"
+            f"{_age(memory.age_days)}; matched on {_cut(one_line(memory.why), BLOCK_WHY_CHARS)})"
             f"\n   {summary}{stale}"
         )
         left = len(memories) - number + 1
@@ -336,10 +336,6 @@ def _cut(text: str, limit: int) -> str:
         return text
     head = text[: limit - 6]
     return (head.rsplit(" ", 1)[0] if " " in head[limit // 2 :] else head) + " [cut]"
-
-
-def _one_line(text: str) -> str:
-    return one_line(text)
 
 
 def _age(days: float) -> str:

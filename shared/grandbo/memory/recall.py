@@ -26,7 +26,6 @@ from grandbo.memory.calibration import Calibration
 from grandbo.memory.confidence.fitted import model_for
 from grandbo.memory.confidence.model import ConfidenceModel
 from grandbo.memory.confidence.serving import reaches, validate_min_confidence, withholding
-from grandbo.memory.confidence.signals import signals_of
 from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
 from grandbo.memory.embedding_jobs import EmbeddingJobs
 from grandbo.memory.fusion import FusedRank, score_fusion
@@ -268,11 +267,11 @@ class Recall(EmbeddingJobs, Calibration):
         hits = []
         # the floor first, then the limit: the hits are the best `limit` of the candidates
         # that reach it (a candidate at the floor as shown, to 4 places, reaches it)
-        withheld = [i for i in ranked.ordered if not reaches(confidence[i], floor)]
+        withheld = {i for i in ranked.ordered if not reaches(confidence[i], floor)}
         reranked = rerank_entries(
             self.reranker,
             text,
-            [legs.entries[i] for i in ranked.ordered if reaches(confidence[i], floor)],
+            [legs.entries[i] for i in ranked.ordered if i not in withheld],
             self.rerank_timeout_s,
         )
         lessons = self.collapse(tenant, reranked.entries, ranked.serving, limit)
@@ -339,7 +338,7 @@ class Recall(EmbeddingJobs, Calibration):
                 model,
                 floor,
                 # those the first `limit` candidates would have shown without the floor
-                sum(1 for i in ranked.ordered[:limit] if i in set(withheld)),
+                sum(1 for i in ranked.ordered[:limit] if i in withheld),
                 max((confidence[i] for i in withheld), default=None),
                 hits,
             ),
@@ -403,10 +402,9 @@ class Recall(EmbeddingJobs, Calibration):
         fused = fuse(legs)
         order = [f.key for f in fused]
         model = self.confidence_model(serving)
-        signals = signals_of(order, legs, topic_tags, cutoff)
-        confidence = {entry_id: model.probability(signals[entry_id]) for entry_id in order}
+        confidence = model.confidences(order, legs, topic_tags, cutoff)
         own = self.organization_recalibration(tenant_id, serving)
-        if own is not None and own.model in ("", model.name):  # its verdicts recalibrated it
+        if own is not None and own.fits(model.name):  # its verdicts recalibrated it
             confidence = {entry_id: own.apply(p) for entry_id, p in confidence.items()}
         return RankedCandidates(
             legs=legs,

@@ -396,7 +396,7 @@ class MemoryService(Recall):
             serving = self.serving_provider(tenant)
             model = self.confidence_model(serving)
             current = self.repository.query_reads(tenant, serving.embed_rev)[2]
-            if current is not None and current.model not in ("", model.name):
+            if current is not None and not current.fits(model.name):
                 current = None  # fit for another model: its verdicts were served raw
             served = self.repository.served_verdicts(tenant, recalibration.MAX_VERDICTS)
             fitted = recalibration.fit(served, model.name, current)

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from grandbo.memory.confidence.logistic import sigmoid
-from grandbo.memory.confidence.signals import FEATURES, Signals
+from grandbo.memory.confidence.signals import FEATURES, Signals, signals_of
+from grandbo.memory.repository import SearchLegs
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,13 @@ class ConfidenceModel:
 
     def probability(self, signals: Signals) -> float:
         return sigmoid(self.logit(signals))
+
+    def confidences(
+        self, order: Sequence[UUID], legs: SearchLegs, topic_tags: Sequence[str], cutoff: float
+    ) -> dict[UUID, float]:
+        """Each candidate's confidence (`order`: the candidates, in the fused order)."""
+        signals = signals_of(order, legs, topic_tags, cutoff)
+        return {entry_id: self.probability(signals[entry_id]) for entry_id in order}
 
     def order(self, ids: Sequence[UUID], confidence: Mapping[UUID, float]) -> list[UUID]:
         """`ids` by confidence, best first; ties keep their order in `ids` (the fusion's)."""

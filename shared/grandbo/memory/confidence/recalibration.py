@@ -44,6 +44,10 @@ class Recalibration:
     verdicts: int
     model: str = ""  # the confidence model it was fit for ("": any, an older row)
 
+    def fits(self, model: str) -> bool:
+        """Whether it was fit for this confidence model (an older row: for any)."""
+        return self.model in ("", model)
+
     def apply(self, confidence: float) -> float:
         return sigmoid(self.scale * logit(confidence) + self.shift)
 

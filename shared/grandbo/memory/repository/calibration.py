@@ -61,12 +61,6 @@ class CalibrationStore(TenantScopedRepository):
             row = cur.fetchone()
             return None if row is None else float(row["vector_cutoff"])
 
-    def query_settings(self, tenant_id: str, embed_rev: str) -> tuple[float | None, float | None]:
-        """The tenant's calibrated cutoff for `embed_rev` and its confidence floor (None:
-        the model's), in one read (`query_reads`)."""
-        cutoff, floor, _ = self.query_reads(tenant_id, embed_rev)
-        return cutoff, floor
-
     def query_reads(
         self, tenant_id: str, embed_rev: str
     ) -> tuple[float | None, float | None, Recalibration | None]:

@@ -37,9 +37,6 @@ def incident_node_id(incident_id: str) -> str:
     return "sha256:" + hashlib.sha256(incident_id.encode("utf-8")).hexdigest()[:32]
 
 
-_external = external
-
-
 class LearnedGraph:
     def __init__(self, repository: LearnedGraphRepository) -> None:
         self.repository = repository
@@ -110,7 +107,7 @@ class LearnedGraph:
         # each service once: two intervals of a pair valid at one moment (drawn before
         # intervals were kept apart) are one correlation
         for _, node, n in self.repository.correlations(tenant_id, [key], as_of):
-            counts[_external(node)] = max(n, counts.get(_external(node), 0))
+            counts[external(node)] = max(n, counts.get(external(node), 0))
         return sorted(counts.items(), key=lambda p: (-p[1], p[0]))
 
     def service_changes(
@@ -142,14 +139,14 @@ class LearnedGraph:
                 }
         # a dependency that went because it was renamed, and is depended on by its new name
         moved = self._known_and_changed(
-            tenant_id, sorted({_external(t) for g in gone.values() for t in g}), as_of, reads
+            tenant_id, sorted({external(t) for g in gone.values() for t in g}), as_of, reads
         )[1]
         changes: list[list[ServiceChange]] = []
         for service, tags in subjects:
             found = [node_changes[service]] if service in node_changes else []
             key = keys[service]
             for target, since in sorted(gone.get(key, {}).items()):
-                dependency = _external(target)
+                dependency = external(target)
                 if not named_by(tags, dependency):
                     continue
                 new = moved.get(dependency)
@@ -281,13 +278,13 @@ class LearnedGraph:
         missing = sorted(wanted - affects)
         retired = self.repository.retired_nodes(tenant_id, [s for _, s in missing])
         mismatches += [
-            f"learned graph: incident {_external(i)} has no AFFECTS edge to {_external(s)}"
+            f"learned graph: incident {external(i)} has no AFFECTS edge to {external(s)}"
             for i, s in missing
             if s not in retired
         ]
         together = _together(affects)
         mismatches += [
-            f"learned graph: {_external(a)} and {_external(b)} correlated {count} times, "
+            f"learned graph: {external(a)} and {external(b)} correlated {count} times, "
             f"affected together by {together.get((a, b), 0)} incidents"
             for (a, b), count in sorted(correlations.items())
             if count > together.get((a, b), 0)
@@ -296,7 +293,7 @@ class LearnedGraph:
         # correlation lost or never counted)
         current, counts = self.repository.current_learned(tenant_id)
         mismatches += [
-            f"learned graph: {_external(a)} and {_external(b)} correlated "
+            f"learned graph: {external(a)} and {external(b)} correlated "
             f"{counts.get((a, b), 0)} times now, affected together by {n} incidents now"
             for (a, b), n in sorted(_together(current).items())
             if counts.get((a, b), 0) < n
