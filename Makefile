@@ -3,6 +3,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# the local runner's port: make run PORT=9000
+PORT ?= 8787
 STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
 SRC := shared tests app.py $(wildcard functions infra bench)
@@ -20,7 +22,7 @@ install: $(STAMP)
 ## Run Grandbo locally: embedded PostgreSQL + pgvector, local MiniLM model, demo organization,
 ## every Lambda behind a local HTTP gateway on 127.0.0.1:8787.
 run: $(STAMP)
-	$(BIN)/grandbo serve
+	$(BIN)/grandbo serve --port $(PORT)
 
 ## The whole suite (lint, types, unit, integration on a real embedded PostgreSQL, the
 ## store also through PgBouncer in transaction mode, as RDS Proxy multiplexes it, and the

@@ -51,7 +51,13 @@ from grandbo.api.models import (
     TopologyRequest,
 )
 from grandbo.api.resolver import RestResolver
-from grandbo.errors import AuthenticationError, InvalidInputError, StoreUnavailableError
+from grandbo.errors import (
+    REPLAYED,
+    REPLAYED_MESSAGE,
+    AuthenticationError,
+    InvalidInputError,
+    StoreUnavailableError,
+)
 from grandbo.memory.audit import audit, repair_requested
 from grandbo.memory.curation import Curation
 from grandbo.memory.explanation import explain_ranking
@@ -163,7 +169,8 @@ def get_entry(entry_id: UUID) -> dict[str, Any]:
 @tracer.capture_method
 def correct_entry(entry_id: UUID, request: CorrectEntryRequest) -> Response[Any]:
     caller: Caller = app.context["caller"]
-    text = request.model_dump(exclude={"expected_revision"})
+    # what it does not name it keeps (the service included: `"service": null` clears it)
+    text = request.model_dump(exclude={"expected_revision"}, exclude_unset=True)
     outcome = (
         runtime()
         .service()
@@ -525,6 +532,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         caller = authenticate(APIGatewayProxyEvent(event))
     except AuthenticationError as exc:
         logger.warning("admin request not authenticated", extra={"reason": exc.reason})
+        if exc.reason == REPLAYED:  # its signature held: its sender is told what to do
+            return proxy_error(401, "replayed", REPLAYED_MESSAGE)
         return proxy_error(401, "unauthorized", "the request is not authenticated")
     except StoreUnavailableError:
         logger.exception("database unavailable while checking the nonce")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -22,6 +24,7 @@ from grandbo.commands import audit as audit_command
 from grandbo.commands import calibrate as calibrate_command
 from grandbo.commands import console as console_command
 from grandbo.commands import lake as lake_command
+from grandbo.commands import redaction as redaction_command
 from grandbo.commands.common import keyring_path, print_result, settings_from
 from grandbo.commands.progress import terminal_progress
 from grandbo.commands.serve import cmd_serve
@@ -47,12 +50,23 @@ def _context(args: argparse.Namespace, *operation: str) -> WriteContext:
     )
 
 
-def _print_outcome(outcome: WriteOutcome) -> None:
+def _print_outcome(outcome: WriteOutcome, as_json: bool = False) -> None:
+    if as_json:
+        print(outcome.model_dump_json(indent=2))
+        return
     entry = outcome.entry
     verb = "recorded" if outcome.applied else "unchanged (idempotency key already used)"
     print(
         f"{verb}: {entry.entry_id} revision {entry.revision} [{entry.status.value}] {entry.title}"
     )
+    if outcome.embed_enqueued is not None:
+        # the command embeds its own writes (a running `grandbo serve` would not hear of
+        # them): say whether the entry is searchable by meaning yet
+        print(
+            "embedded: searchable by meaning now"
+            if outcome.embed_enqueued
+            else "not embedded (the model failed; see above): run `grandbo embed-pending`"
+        )
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -77,17 +91,21 @@ def cmd_add(args: argparse.Namespace, service: MemoryService) -> int:
         "incident_id": args.incident_id,
         "kind": args.kind,
     }
-    _print_outcome(service.record_entry(args.tenant, entry, _context(args, "add")))
+    _print_outcome(service.record_entry(args.tenant, entry, _context(args, "add")), args.json)
     return 0
 
 
 def cmd_correct(args: argparse.Namespace, service: MemoryService) -> int:
-    text = {
+    # what it does not name it keeps (the service among them: --no-service clears it)
+    named = {
         "title": args.title,
         "summary": args.summary,
         "service": args.service,
-        "tags": args.tag or [],
+        "tags": args.tag,
     }
+    text: dict[str, object] = {k: v for k, v in named.items() if v is not None}
+    if args.no_service:
+        text["service"] = None
     outcome = service.correct_entry(
         args.tenant,
         args.entry_id,
@@ -95,7 +113,7 @@ def cmd_correct(args: argparse.Namespace, service: MemoryService) -> int:
         _context(args, "correct", str(args.entry_id)),
         expected_revision=args.expected_revision,
     )
-    _print_outcome(outcome)
+    _print_outcome(outcome, args.json)
     return 0
 
 
@@ -107,20 +125,13 @@ def cmd_retire(args: argparse.Namespace, service: MemoryService) -> int:
         _context(args, "retire", str(args.entry_id)),
         superseded_by=args.superseded_by,
     )
-    _print_outcome(outcome)
+    _print_outcome(outcome, args.json)
     return 0
 
 
 def cmd_redact(args: argparse.Namespace, service: MemoryService) -> int:
-    outcome = service.redact_entry(
-        args.tenant,
-        args.entry_id,
-        args.reason,
-        _context(args, "redact", str(args.entry_id)),
-        keep_recurrences=args.keep_recurrences,
-    )
-    print(outcome.model_dump_json(indent=2))
-    return 0
+    context = _context(args, "redact", str(args.entry_id))
+    return redaction_command.cmd_redact(args, service, context, as_json=args.json)
 
 
 def cmd_purge_organization(args: argparse.Namespace, service: MemoryService) -> int:
@@ -192,6 +203,9 @@ def cmd_topology(args: argparse.Namespace, service: MemoryService) -> int:
 
 def cmd_embed_pending(args: argparse.Namespace, service: MemoryService) -> int:
     stored = service.embed_pending(args.tenant, progress=terminal_progress("embedding", "batch"))
+    if args.json:
+        print(json.dumps({"stored": stored, "embed_rev": service.provider.embed_rev}))
+        return 0
     print(f"stored {stored} embedding(s) with {service.provider.embed_rev}")
     return 0
 
@@ -200,46 +214,59 @@ def cmd_rebuild(args: argparse.Namespace, service: MemoryService) -> int:
     """The projection from the events; with the topology tier, the learned graph
     completed from the entry events' (incident, service) pairs. `--verify` compares both."""
     repository = service.repository
+    said: dict[str, object] = {"tenant_id": args.tenant}
+    lines: list[str] = []
     if not args.verify_only:
         rebuilt = repository.rebuild_projection(args.tenant)
-        print(f"rebuilt {rebuilt.entries} entries of {args.tenant} from {rebuilt.events} events")
+        said |= {"rebuilt": {"entries": rebuilt.entries, "events": rebuilt.events}}
+        said["left_out"] = rebuilt.unreplayable
+        lines.append(
+            f"rebuilt {rebuilt.entries} entries of {args.tenant} from {rebuilt.events} events"
+        )
+        lines += [f"LEFT OUT {line}" for line in rebuilt.unreplayable]
         learned = service.rebuild_learned_graph(args.tenant)
         if learned is not None:
-            print(
+            said["learned_graph"] = learned
+            lines.append(
                 f"learned graph: {learned.get('affects_created', 0)} AFFECTS edge(s) added "
                 "from the events"
             )
-        if not args.verify:
-            return 0
-    report = repository.verify_projection(args.tenant)
-    for line in report.mismatches:
-        print(f"MISMATCH {line}")
-    status = "equals" if not report.mismatches else "DIFFERS FROM"
-    print(
-        f"{report.tenant_id}: the projection {status} the replay of {report.events} events "
-        f"({report.entries} entries)"
-    )
-    mismatches = list(report.mismatches)
-    graph = service.verify_learned_graph(args.tenant)
-    if graph is not None:
-        pairs, drift = graph
-        for line in drift:
-            print(f"MISMATCH {line}")
-        agrees = "agrees with" if not drift else "DIFFERS FROM"
-        print(
-            f"{report.tenant_id}: the learned graph {agrees} the {pairs} (incident, "
-            "service) pairs of the events"
+    mismatches: list[str] = []
+    if args.verify or args.verify_only:
+        report = repository.verify_projection(args.tenant)
+        lines += [f"LEFT OUT {line}" for line in report.unreplayable]
+        lines += [f"MISMATCH {line}" for line in report.mismatches]
+        status = "equals" if not report.mismatches else "DIFFERS FROM"
+        lines.append(
+            f"{report.tenant_id}: the projection {status} the replay of {report.events} events "
+            f"({report.entries} entries)"
         )
-        mismatches += drift
+        mismatches = [*report.mismatches, *report.unreplayable]
+        said |= {"left_out": report.unreplayable, "mismatches": list(report.mismatches)}
+        graph = service.verify_learned_graph(args.tenant)
+        if graph is not None:
+            pairs, drift = graph
+            lines += [f"MISMATCH {line}" for line in drift]
+            agrees = "agrees with" if not drift else "DIFFERS FROM"
+            lines.append(
+                f"{report.tenant_id}: the learned graph {agrees} the {pairs} (incident, "
+                "service) pairs of the events"
+            )
+            said["learned_graph_drift"] = drift
+            mismatches += drift
+    said["verified"] = not mismatches
+    print(json.dumps(said, indent=2) if args.json else "\n".join(lines))
     return 0 if not mismatches else 1
 
 
 def cmd_demo(args: argparse.Namespace, service: MemoryService) -> int:
     from grandbo.local.demo import DEMO_TOPIC, seed_demo
 
-    created = seed_demo(service, DEMO_TENANT)
-    stored = service.embed_pending(DEMO_TENANT)
-    print(f"demo organization '{DEMO_TENANT}': {created} new entries, {stored} embedded")
+    created = seed_demo(service, DEMO_TENANT)  # each write embedded as it is made
+    service.embed_pending(DEMO_TENANT)  # and what an earlier run left without a vector
+    waiting = len(service.pending_jobs(DEMO_TENANT))
+    embedded = "all embedded" if not waiting else f"{waiting} awaiting a vector"
+    print(f"demo organization '{DEMO_TENANT}': {created} new entries, {embedded}")
     print(f"\n$ grandbo query --tenant {DEMO_TENANT} {json.dumps(DEMO_TOPIC)}\n")
     print_result(service.query_org_memory(DEMO_TENANT, DEMO_TOPIC), as_json=False)
     print(
@@ -271,7 +298,19 @@ def cmd_sign(args: argparse.Namespace) -> int:
         body,
         idempotency_key=args.idempotency_key,
     )
-    print(" ".join(f"-H '{name}: {value}'" for name, value in headers.items()))
+    flags = " ".join(f"-H {shlex.quote(f'{name}: {value}')}" for name, value in headers.items())
+    if not args.curl:
+        print(flags)
+        return 0
+    command = [
+        "curl -s",
+        f"-X {shlex.quote(args.method.upper())}",
+        shlex.quote(args.url.rstrip("/") + args.path),
+        "-H 'Content-Type: application/json'",
+        flags,
+        *([f"--data-binary {shlex.quote(args.body)}"] if args.body else []),
+    ]
+    print(" ".join(command))
     return 0
 
 
@@ -346,61 +385,90 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["local", "titan", "fake"],
         help="embedding provider (default: local, or GRANDBO_EMBEDDING_PROVIDER)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log more, and show a failure's trace"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("migrate", help="apply pending schema migrations")
 
     def writer(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--tenant", default=DEMO_TENANT)
-        p.add_argument("--actor", default="cli")
-        p.add_argument("--idempotency-key")
+        p.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+        p.add_argument("--actor", default="cli", help="who is writing (recorded in the event)")
+        p.add_argument(
+            "--idempotency-key",
+            help="a key of your own: the same command with it again changes nothing",
+        )
+        p.add_argument("--json", action="store_true", help="print the outcome as JSON")
         return p
 
     add = writer("add", "create an entry")
-    add.add_argument("--title", required=True)
-    add.add_argument("--summary", required=True)
-    add.add_argument("--service")
-    add.add_argument("--tag", action="append")
-    add.add_argument("--origin", choices=["admin", "incident"], default="admin")
-    add.add_argument("--incident-id")
-    add.add_argument("--kind", choices=["durable", "episodic"], default="durable")
+    add.add_argument("--title", required=True, help="what was learned, in a few words")
+    add.add_argument(
+        "--summary",
+        required=True,
+        help="what happened, why, and what fixed it (a sentence or more)",
+    )
+    add.add_argument("--service", help="the service the lesson is about")
+    add.add_argument(
+        "--tag", action="append", help="a tag beyond the text's own words (repeat for more)"
+    )
+    add.add_argument(
+        "--origin",
+        choices=["admin", "incident"],
+        default="admin",
+        help="written by a person (admin) or from an incident's finding",
+    )
+    add.add_argument("--incident-id", help="the incident it was learned in")
+    add.add_argument(
+        "--kind",
+        choices=["durable", "episodic"],
+        default="durable",
+        help="durable (kept) or episodic (served for the organization's lifetime, then retired)",
+    )
 
     correct = writer("correct", "correct an entry's text (new revision, re-embedded)")
-    correct.add_argument("entry_id", type=UUID)
-    correct.add_argument("--title", required=True)
-    correct.add_argument("--summary", required=True)
-    correct.add_argument("--service")
-    correct.add_argument("--tag", action="append")
-    correct.add_argument("--expected-revision", type=int)
+    correct.add_argument("entry_id", type=UUID, help="the entry to correct")
+    correct.add_argument("--title", help="the new title (kept when not given)")
+    correct.add_argument("--summary", help="the new summary (kept when not given)")
+    service_change = correct.add_mutually_exclusive_group()
+    service_change.add_argument("--service", help="the new service (kept when not given)")
+    service_change.add_argument(
+        "--no-service", action="store_true", help="the entry is about no service any more"
+    )
+    correct.add_argument(
+        "--tag",
+        action="append",
+        help="a tag beyond the text's own (repeat; replaces the given tags; kept when none)",
+    )
+    correct.add_argument(
+        "--expected-revision",
+        type=int,
+        help="refuse (409) unless the entry is at this revision (default: the one read)",
+    )
 
     retire = writer("retire", "retire an entry (or mark it superseded)")
-    retire.add_argument("entry_id", type=UUID)
-    retire.add_argument("--reason", required=True)
-    retire.add_argument("--superseded-by", type=UUID)
-
-    redact = writer("redact", "remove an entry's text for good (a tombstone stays)")
-    redact.add_argument("entry_id", type=UUID)
-    redact.add_argument("--reason", required=True)
-    redact.add_argument(
-        "--keep-recurrences",
-        action="store_true",
-        help="the entries merged into it stay (resurfaced as an entry of their own)",
+    retire.add_argument("entry_id", type=UUID, help="the entry to retire")
+    retire.add_argument("--reason", required=True, help="why it is no longer served")
+    retire.add_argument(
+        "--superseded-by", type=UUID, help="the entry that says it better (takes its recurrences)"
     )
+
+    redaction_command.add_parsers(sub, writer)
 
     purge = sub.add_parser(
         "purge-organization",
         help="delete every row of an organization, events and topology included",
     )
-    purge.add_argument("--tenant", required=True)
+    purge.add_argument("--tenant", required=True, help="the organization to delete")
     purge.add_argument("--confirm", required=True, help="the organization's id, again")
 
     query = sub.add_parser("query", help="query_org_memory: have we seen this before?")
-    query.add_argument("topic")
-    query.add_argument("--tenant", default=DEMO_TENANT)
-    query.add_argument("--limit", type=int, default=5)
-    query.add_argument("--service")
+    query.add_argument("topic", help="a sentence: symptom, suspected mechanism and component")
+    query.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+    query.add_argument("--limit", type=int, default=5, help="at most this many hits (1-20)")
+    query.add_argument("--service", help="only lessons about this service (or its scope)")
     query.add_argument(
         "--min-confidence",
         type=float,
@@ -417,26 +485,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="read the scope and staleness from the topology of this moment (ISO 8601 "
         "with a time zone)",
     )
-    query.add_argument("--json", action="store_true")
+    query.add_argument("--json", action="store_true", help="print the whole answer as JSON")
 
     embed = sub.add_parser("embed-pending", help="embed entries lacking a current vector")
     embed.add_argument("--tenant", help="one tenant (default: every tenant)")
+    embed.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     rebuild = sub.add_parser("rebuild", help="rebuild the projection from the events")
-    rebuild.add_argument("--tenant", default=DEMO_TENANT)
+    rebuild.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
     rebuild.add_argument("--verify", action="store_true", help="verify after rebuilding")
     rebuild.add_argument(
         "--verify-only",
         action="store_true",
         help="compare the replay with the live projection, change nothing",
     )
+    rebuild.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     sub.add_parser("demo", help="seed the demo organization and answer a first query")
 
     topo = sub.add_parser("topology", help="the knowledge-graph tier")
     topo_sub = topo.add_subparsers(dest="topology_command", required=True)
     load = topo_sub.add_parser("load", help="upsert a JSON batch {namespace, nodes, edges}")
-    load.add_argument("file")
+    load.add_argument("file", help="a JSON file: {namespace, nodes, edges}")
     load.add_argument(
         "--sync",
         action="store_true",
@@ -444,8 +514,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for name in ("blast-radius", "criticality"):
         read = topo_sub.add_parser(name)
-        read.add_argument("--type", default="Service")
-        read.add_argument("--id", required=True)
+        read.add_argument("--type", default="Service", help="the node's type")
+        read.add_argument("--id", required=True, help="the node's external id")
         read.add_argument("--as-of", type=datetime.fromisoformat, help="ISO 8601 with a time zone")
         read.add_argument(
             "--namespaces",
@@ -454,13 +524,15 @@ def build_parser() -> argparse.ArgumentParser:
             help="dependencies, services that failed together in past incidents, or both",
         )
         if name == "blast-radius":
-            read.add_argument("--hops", type=int, default=3)
+            read.add_argument("--hops", type=int, default=3, help="how far to walk")
     for p in (topo, *topo_sub.choices.values()):
-        p.add_argument("--tenant", default=DEMO_TENANT)
+        p.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
 
     srv = sub.add_parser("serve", help="run every Lambda locally over HTTP (the local runner)")
-    srv.add_argument("--host", default="127.0.0.1")
-    srv.add_argument("--port", type=int, default=8787)
+    srv.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (loopback unless said)"
+    )
+    srv.add_argument("--port", type=int, default=8787, help="the API's port")
     srv.add_argument(
         "--containers",
         type=int,
@@ -490,22 +562,46 @@ def build_parser() -> argparse.ArgumentParser:
     lake_command.add_parsers(sub)
 
     idx = sub.add_parser("index", help="HNSW indexes for tenants past a size threshold")
-    idx.add_argument("--min-entries", type=int, default=HNSW_MIN_ENTRIES)
+    idx.add_argument(
+        "--min-entries",
+        type=int,
+        default=HNSW_MIN_ENTRIES,
+        help="an organization with this many active entries gets its own HNSW index",
+    )
 
     tok = sub.add_parser("token", help="mint a query token from the local keyring")
-    tok.add_argument("--key-id", default=f"{DEMO_TENANT}-beacon")
-    tok.add_argument("--ttl", type=int, default=3600)
+    tok.add_argument(
+        "--key-id",
+        default=f"{DEMO_TENANT}-beacon",
+        help="the query key of the keyring to mint with",
+    )
+    tok.add_argument("--ttl", type=int, default=3600, help="seconds the token is good for")
 
-    sig = sub.add_parser("sign", help="curl headers that sign one admin request")
-    sig.add_argument("method")
+    sig = sub.add_parser(
+        "sign",
+        help="curl headers that sign one admin request (--curl: the whole command)",
+        description="Signs one admin request with a key of the local keyring: the "
+        "signature covers the method, the path, the exact body and the Idempotency-Key, "
+        "and is good once, for 5 minutes. Example: grandbo sign POST /v1/admin/entries "
+        '--body \'{"title": "...", "summary": "..."}\' --curl | sh',
+    )
+    sig.add_argument("method", help="the HTTP method, e.g. POST or GET")
     sig.add_argument("path", help="path after the base URL, e.g. /v1/admin/entries")
     sig.add_argument("--body", help="the exact JSON body that will be sent")
-    sig.add_argument("--key-id", default=f"{DEMO_TENANT}-admin")
+    sig.add_argument("--key-id", default=f"{DEMO_TENANT}-admin", help="the admin key to sign with")
     sig.add_argument("--idempotency-key", help="the Idempotency-Key header to send (signed)")
+    sig.add_argument(
+        "--curl", action="store_true", help="print a whole curl command, not only the headers"
+    )
+    sig.add_argument(
+        "--url",
+        default="http://127.0.0.1:8787",
+        help="the base URL the --curl command calls (default: the local runner)",
+    )
 
     ev = sub.add_parser("eval", help="retrieval quality on a BEIR-format folder")
-    ev.add_argument("folder")
-    ev.add_argument("--task", default="symptom")
+    ev.add_argument("folder", help="a BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/)")
+    ev.add_argument("--task", default="symptom", help="the qrels file to score: qrels/TASK.tsv")
     ev.add_argument("--json", help="also write the report as JSON to this file")
     ev.add_argument(
         "--sweep",
@@ -608,6 +704,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return agent_command.cmd_mcp(args, settings, keyring_path(settings))
 
 
+def cmd_rewrite_redacted(args: argparse.Namespace) -> int:
+    return redaction_command.cmd_rewrite_redacted(args, settings_from(args))
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     from grandbo.openapi import openapi_json
 
@@ -626,6 +726,7 @@ _STANDALONE_COMMANDS = {
     "mcp": cmd_mcp,
     "export": lake_command.cmd_export,
     "import": lake_command.cmd_import,
+    "rewrite-redacted": cmd_rewrite_redacted,
 }
 
 
@@ -637,7 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_migrate(args)
         if args.command in _STANDALONE_COMMANDS:
             return _STANDALONE_COMMANDS[args.command](args)
-        with open_service(settings_from(args)) as service:
+        with open_service(settings_from(args), embed_writes=True) as service:
             return _SERVICE_COMMANDS[args.command](args, service)
     except (InvalidInputError, ValidationError) as exc:
         problem = exc if isinstance(exc, InvalidInputError) else invalid_input_from(exc)
@@ -648,6 +749,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`grandbo query ... | head`): end quietly, as `cat` does;
+        # stdout pointed at /dev/null so the interpreter's last flush raises nothing
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except Exception as exc:  # every error is one line; --verbose shows the trace
         if args.verbose:
             raise

@@ -93,6 +93,15 @@ class ProjectionMismatchError(GrandboError):
     """Replaying the events does not reproduce the live projection."""
 
 
+# The reason of the one AuthenticationError a caller is told about: a signed request
+# whose signature held, sent again
+REPLAYED = "nonce replayed"
+REPLAYED_MESSAGE = (
+    "this signed request was already used (each signature is good once): sign it again, "
+    "with a new nonce"
+)
+
+
 class AuthenticationError(GrandboError):
     """A request's signature or token is missing, malformed, expired, replayed or wrong.
 

@@ -122,6 +122,12 @@ def test_a_replayed_nonce_gets_401(gateway: Gateway, tenant: str) -> None:
     assert gateway.request("POST", PATH, body, headers).status == 201
     replay = gateway.request("POST", PATH, body, headers)
     assert replay.status == 401
+    # the 401 says what happened (issue 34, point 12); a bad signature still says nothing
+    assert replay.body["error"] == "replayed"
+    assert "sign it again" in replay.body["message"]
+    forged = {**_signed(gateway, tenant, body), "X-Grandbo-Signature": "0" * 64}
+    wrong = gateway.request("POST", PATH, body, forged)
+    assert (wrong.status, wrong.body["error"]) == (401, "unauthorized")
 
 
 def test_after_a_correction_the_old_vector_is_never_served(gateway: Gateway, tenant: str) -> None:
@@ -238,3 +244,23 @@ def test_two_admin_keys_of_one_tenant_never_share_an_idempotency_key(
         server.server_close()
         gateway.runtime.close()
         install_runtime(None)
+
+
+def test_a_correction_keeps_what_it_does_not_name(gateway: Gateway, tenant: str) -> None:
+    """Issue 34, point 9: a correction without `service` erased it."""
+    created = gateway.admin(tenant, "POST", PATH, {**ENTRY, "service": "orders-db"}).body["entry"]
+    path = f"{PATH}/{created['entry_id']}/corrections"
+    summary = ENTRY["summary"] + " The slot is now dropped with the replica."
+    reply = gateway.admin(tenant, "POST", path, {"summary": summary})
+    assert reply.status == 201, reply.body
+    kept = reply.body["entry"]
+    assert (kept["title"], kept["summary"], kept["service"]) == (
+        ENTRY["title"],
+        summary,
+        "orders-db",
+    )
+    assert kept["origin"] == "admin"
+    cleared = gateway.admin(tenant, "POST", path, {"service": None})
+    assert cleared.status == 201
+    assert cleared.body["entry"]["service"] is None
+    assert gateway.admin(tenant, "POST", path, {}).status == 400

@@ -180,3 +180,28 @@ def test_bad_export_and_import_requests_get_a_4xx_naming_the_field(
     assert stored.body["complete"] is False
     assert stored.body["next"] == {"offset": 3, "chain_sha256": good["rest_sha256"]}
     assert event_count(admin_conn, tenant) == 3
+
+
+def test_an_import_the_write_path_would_refuse_is_a_4xx_and_an_old_bad_event_no_500(
+    gateway: Gateway, tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """Break-it (issue 34, point 1): an entry_created titled {"a": 1} answered 500 after
+    it was committed, and the organization's health answered 500 from then on."""
+    from tests.integration.test_import_admission import _created, _event, _stream
+
+    lines = _stream(tenant, [_event(_created(title={"a": 1}))])
+    reply = gateway.admin(tenant, "POST", "/v1/admin/import", _batch(lines, 0, 1))
+    assert (reply.status, reply.body.get("field")) == (400, "events.0.payload.title")
+    assert event_count(admin_conn, tenant) == 0
+
+    # an event an earlier version's import stored: health reports it, answers 200
+    good = _stream(tenant, [_event(_created())])
+    assert gateway.admin(tenant, "POST", "/v1/admin/import", _batch(good, 0, 1)).status == 200
+    admin_conn.execute(
+        "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,"
+        " actor, idempotency_key) VALUES (%s, %s, 'entry_created', 1, %s, 'admin:x', 'k-bad')",
+        (tenant, uuid.uuid4(), json.dumps(_created(title={"a": 1}))),
+    )
+    health = gateway.admin(tenant, "GET", "/v1/admin/health")
+    assert health.status == 200, health.body
+    assert "unreplayable_events" in [f["check"] for f in health.body["findings"]]

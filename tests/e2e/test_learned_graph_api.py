@@ -4,6 +4,7 @@ says so in its `staleness`, in the recall hook's block and in the MCP answer."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -117,7 +118,7 @@ def test_a_lesson_about_a_renamed_service_says_so_everywhere_it_is_served(
     assert hit["staleness"]["changes"][0]["kind"] == "renamed"
     assert hit["staleness"]["changes"][0]["replaced_by"] == "order-service"
     note = hit["staleness"]["note"]
-    assert note.startswith("Stale: orders was renamed to order-service on ")
+    assert note.startswith('Stale: "orders" was renamed to "order-service" on ')
     # the replay of an incident before the rename sees no change
     then = gateway.query(tenant, {"topic": TOPIC, "as_of": before.body["hits"][0]["created_at"]})
     assert then.body["hits"][0]["staleness"] is None
@@ -139,7 +140,8 @@ def test_a_lesson_about_a_renamed_service_says_so_everywhere_it_is_served(
         result = anyio.run(ask, backend, tenant_of, {})
         assert not result.is_error, result.content
         assert result.structured_content["hits"][0]["staleness"]["note"] == note
-        assert note in result.content[0].text  # the answer a model reads says it in words
+        # the answer a model reads says it in words, quoted as data
+        assert json.dumps(note, ensure_ascii=False) in result.content[0].text
         past = anyio.run(ask, backend, tenant_of, {"as_of": before.body["hits"][0]["created_at"]})
         assert not past.is_error, past.content
         assert past.structured_content["hits"][0]["staleness"] is None

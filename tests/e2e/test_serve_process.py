@@ -111,10 +111,43 @@ def test_serve_survives_its_database_dying_and_stops_it_on_sigterm(tmp_path: Pat
     assert _postgres(data_dir)
     # and an entry of another organization written meanwhile, with no embed queue to tell
     assert _cli(data_dir, "add", "--tenant", "other-org", "--title", "Cron overlap")[0] == 0
+    # and the user's own topology loaded into the demo organization (issue 34, point 10:
+    # each start re-synced the demo's, closing these nodes)
+    mine = tmp_path / "topology.json"
+    mine.write_text(
+        json.dumps(
+            {
+                "nodes": [
+                    {"node_type": "Service", "external_id": "api-gateway"},
+                    {"node_type": "Service", "external_id": "checkout-api"},
+                ],
+                "edges": [
+                    {
+                        "source": {"node_type": "Service", "external_id": "api-gateway"},
+                        "edge_type": "DEPENDS_ON",
+                        "target": {"node_type": "Service", "external_id": "checkout-api"},
+                    }
+                ],
+            }
+        )
+    )
+    assert _cli(data_dir, "topology", "load", str(mine), "--sync", "--tenant", "demo")[0] == 0
     # When a new runner serves on the same data
     runner = _start(data_dir, port)
     try:
         assert _query(port, data_dir) == 200
+        # the restart changed nothing the user wrote: their topology is still the current one
+        code, out = _cli(data_dir, "topology", "blast-radius", "--id", "checkout-api")
+        assert code == 0, out
+        assert "api-gateway" in out
+        code, out = _cli(data_dir, "topology", "blast-radius", "--id", "postgres-main")
+        assert "payments" not in out  # the demo's dependencies were not synced back
+        # a write from the command line while it runs is embedded before the command
+        # returns, and says so (issue 34, point 11: it waited for `embed-pending`)
+        code, out = _cli(data_dir, "add", "--tenant", "cli-org", "--title", "Cron overlap again")
+        assert code == 0, out
+        assert "embedded: searchable by meaning now" in out
+        assert _lacking_vectors(data_dir, "cli-org") == 0
         # its start-up sweep covered every organization, not only the demo one
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and _lacking_vectors(data_dir, "other-org") != 0:

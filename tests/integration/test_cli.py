@@ -44,10 +44,14 @@ def test_add_embed_query_correct_retire_rebuild(
         )
         == 0
     )
-    entry_id = re.search(r"recorded: ([0-9a-f-]{36})", capsys.readouterr().out)
+    added = capsys.readouterr().out
+    entry_id = re.search(r"recorded: ([0-9a-f-]{36})", added)
     assert entry_id is not None
+    # the command embedded its own write (issue 34, point 11: a `grandbo serve` running
+    # beside it never heard of it, and nothing said so): nothing is left to embed
+    assert "embedded: searchable by meaning now" in added
     assert main(["embed-pending", "--tenant", tenant]) == 0
-    assert "stored 1 embedding" in capsys.readouterr().out
+    assert "stored 0 embedding" in capsys.readouterr().out
 
     topic = "users are being logged out because redis-sessions evicts keys"
     assert main(["query", "--tenant", tenant, "--json", topic]) == 0
@@ -118,7 +122,7 @@ def test_demo_seeds_once_and_answers_meaningfully(
     monkeypatch.setattr(grandbo.cli, "DEMO_TENANT", cli_env)
     assert main(["demo"]) == 0
     first = capsys.readouterr().out
-    assert "10 new entries, 10 embedded" in first
+    assert "10 new entries, all embedded" in first
     assert "PgBouncer pool exhausted" in first  # the demo topic's obvious match
     assert main(["demo"]) == 0
     assert "0 new entries" in capsys.readouterr().out
@@ -193,7 +197,7 @@ def test_one_cli_key_reused_for_another_command_or_entry_is_not_a_replay(
 
 
 def test_redact_and_purge_organization_from_the_command_line(
-    cli_env: str, capsys: pytest.CaptureFixture[str]
+    cli_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`grandbo redact` leaves a tombstone; `grandbo purge-organization` refuses unless
     --confirm repeats the organization, then deletes every row of it and says how many."""
@@ -204,9 +208,25 @@ def test_redact_and_purge_organization_from_the_command_line(
     found = re.search(r"recorded: ([0-9a-f-]{36})", capsys.readouterr().out)
     assert found is not None
     entry_id = found.group(1)
-    assert main(["redact", "--tenant", tenant, entry_id, "--reason", "pasted token"]) == 0
+    redact = ["redact", "--tenant", tenant, entry_id, "--reason", "pasted token"]
+    redact += ["--idempotency-key", "redact-once"]
+    # not on a terminal, it asks for --yes rather than redacting (issue 34, point 12)
+    assert main(redact) == 1
+    assert "say --yes" in capsys.readouterr().err
+    # on a terminal it asks; anything but yes redacts nothing
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda _: "n")
+    assert main(redact) == 1
+    assert "nothing redacted" in capsys.readouterr().err
+    monkeypatch.setattr("builtins.input", lambda _: "y")
+    assert main(redact) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"redacted: {entry_id}")
+    assert "grandbo rewrite-redacted" in said  # the answer says the rewrite is pending
+    assert main([*redact, "--yes", "--json"]) == 0  # a retry: the same tombstone
     redacted = json.loads(capsys.readouterr().out)
     assert redacted["tombstone"]["reason"] == "pasted token"
+    assert redacted["rewrite_pending"] is True
     assert (
         main(
             [

@@ -625,6 +625,6 @@ def test_a_stream_whose_log_cannot_be_replayed_is_refused_with_nothing_stored(
     stream = read_stream(_crafted(other_tenant, events))
     with pytest.raises(InvalidInputError) as refused:
         LakeTransfer(service).import_stream(other_tenant, stream)
-    assert refused.value.field == "events"
+    assert refused.value.field.startswith("events")
     assert event_count(app_conn, other_tenant) == 0
     assert repository.verify_projection(other_tenant).mismatches == []

@@ -664,7 +664,7 @@ def test_the_command_line_queries_a_scope_as_of_a_moment_and_prints_staleness(
     answer = json.loads(capsys.readouterr().out)
     assert answer["metadata"]["services_in_scope"] == ["checkout", "ledger-db", "payments-db"]
     assert main(base) == 0
-    assert "Stale: payments-db was renamed to ledger-db on " in capsys.readouterr().out
+    assert 'Stale: "payments-db" was renamed to "ledger-db" on ' in capsys.readouterr().out
     assert main([*base, "--as-of", (T0 + timedelta(days=19)).isoformat(), "--json"]) == 0
     then = json.loads(capsys.readouterr().out)
     assert then["metadata"]["as_of"].startswith("2026-11-20")

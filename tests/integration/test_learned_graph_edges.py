@@ -4,7 +4,7 @@ that meet on one edge, a node listed twice, a service that came back."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -53,8 +53,18 @@ def test_a_closing_moment_before_year_one_in_utc_is_refused(
     detail["closed_at"] = "0001-01-01T00:00:00+14:00"
     with pytest.raises(InvalidEventError, match="closed_at"):
         parse_incident_closed(detail)
-    # a moment UTC holds is taken as it is, one without a zone as UTC
-    detail["closed_at"] = "0001-01-01T00:00:00-14:00"
+    # nor is one UTC holds, outside the plausible range (issue 34, point 8: year 1 made
+    # the nodes valid since antiquity, in every `as_of` replay), nor year 9999
+    for implausible in (
+        "0001-01-01T00:00:00-14:00",
+        "1999-12-31T23:59:59Z",
+        "9999-01-01T00:00:00Z",
+    ):
+        detail["closed_at"] = implausible
+        with pytest.raises(InvalidEventError, match="closed_at"):
+            parse_incident_closed(detail)
+    # one in the range is taken as it is, one without a zone as UTC
+    detail["closed_at"] = "2026-11-01T00:00:00-14:00"
     deliver(memory, detail)
     detail = incident(tenant, "INC-2", service="checkout", findings=[("f1", "ledger")])
     detail["closed_at"] = "2026-11-02T10:00:00"
@@ -63,6 +73,16 @@ def test_a_closing_moment_before_year_one_in_utc_is_refused(
     assert result.metadata.services_in_scope == ["checkout", "ledger", "payments-db"]
     assert memory.stale_entries(tenant) == []
     assert memory.verify_learned_graph(tenant) == (4, [])
+    # nothing the learned graph holds is valid from before 2000 or from the future
+    with admin_conn.cursor() as cur:
+        cur.execute(
+            "SELECT min(valid_at), max(valid_at) FROM topology_nodes WHERE tenant_id = %s",
+            (tenant,),
+        )
+        earliest, latest = cur.fetchone() or (None, None)
+    assert earliest is not None
+    assert earliest.year >= 2000
+    assert latest <= datetime.now(UTC)
 
 
 def test_a_rename_onto_a_name_the_incident_also_affected_counts_it_once(

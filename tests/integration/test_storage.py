@@ -165,7 +165,8 @@ def test_correction_is_a_new_revision_and_drops_the_old_vector(
         expected_revision=1,
     )
     assert corrected.entry.revision == 2
-    assert corrected.entry.origin is Origin.CORRECTION
+    # the origin stays (issue 34, point 9): its revision says it was corrected
+    assert corrected.entry.origin is Origin.INCIDENT
     assert corrected.entry.embed_rev is None
     assert corrected.entry.embedded_revision is None
 

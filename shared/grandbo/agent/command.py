@@ -33,14 +33,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "command) or a deployed Grandbo (--url, with a query token in "
         f"${TOKEN_VARIABLE}).",
     )
-    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    mcp.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (an agent starts it) or streamable HTTP on 127.0.0.1",
+    )
     mcp.add_argument("--tenant", help="stdio on the local store: whose memory (default: demo)")
     mcp.add_argument("--url", help="a deployed Grandbo's API base URL instead of the local store")
     mcp.add_argument("--timeout", type=float, default=10.0, help="remote API timeout, seconds")
     mcp.add_argument(
         "--host", default="127.0.0.1", help="http: the IP address to bind (default loopback)"
     )
-    mcp.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT)
+    mcp.add_argument(
+        "--port", type=int, default=DEFAULT_HTTP_PORT, help="the HTTP transport's port"
+    )
     mcp.add_argument(
         "--allowed-host",
         action="append",

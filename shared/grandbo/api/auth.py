@@ -30,7 +30,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from grandbo.errors import AuthenticationError, GrandboError
+from grandbo.errors import REPLAYED, AuthenticationError, GrandboError
 from grandbo.tenancy import require_tenant
 
 _log = logging.getLogger(__name__)
@@ -233,7 +233,7 @@ def verify_admin_request(
         raise AuthenticationError("signature mismatch")
     caller = Caller(tenant_id=key.tenant_id, key_id=key.key_id)
     if not claim_nonce(caller, nonce):
-        raise AuthenticationError("nonce replayed")
+        raise AuthenticationError(REPLAYED)
     return caller
 
 

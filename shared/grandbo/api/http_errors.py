@@ -21,6 +21,8 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from grandbo.api.models import MAX_BODY_BYTES
 from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.errors import (
+    REPLAYED,
+    REPLAYED_MESSAGE,
     AuthenticationError,
     EmbeddingError,
     EntryNotActiveError,
@@ -162,6 +164,10 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(AuthenticationError)
     def _auth(exc: AuthenticationError) -> Response[Any]:
         logger.warning("request not authenticated", extra={"reason": exc.reason})
+        if exc.reason == REPLAYED:
+            # only a request whose signature held is a replay: saying so tells its sender
+            # (who signed it) what to do, and a probe nothing it did not have
+            return error_response(401, "replayed", REPLAYED_MESSAGE)
         return error_response(401, "unauthorized", "the request is not authenticated")
 
     @app.exception_handler(EntryNotFoundError)

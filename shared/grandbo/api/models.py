@@ -151,10 +151,14 @@ class MergePolicyRequest(_Body):
 
 
 class CorrectEntryRequest(_Body):
-    title: StrictStr
-    summary: StrictStr
+    """A new revision of an entry's text: what it names changes, what it does not name
+    stays as the current revision has it (then expected: a correction meanwhile is a
+    409); `"service": null` clears the service; `tags` replaces the given tags."""
+
+    title: StrictStr | None = None
+    summary: StrictStr | None = None
     service: StrictStr | None = None
-    tags: list[StrictStr] = Field(default_factory=list, max_length=50)
+    tags: list[StrictStr] | None = Field(default=None, max_length=50)
     expected_revision: Annotated[StrictInt, Field(ge=1)] | None = None
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 
 from grandbo.errors import GrandboError
 from grandbo.local.settings import Settings
-from grandbo.memory.audit import TenantHealth, audit, repair
+from grandbo.memory.audit import Finding, TenantHealth, audit, repair
 from grandbo.memory.service import MemoryService
+
+_log = logging.getLogger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--repair", action="store_true", help="fix what is safe to fix, and say what was done"
     )
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the health as JSON")
 
 
 def cmd_audit(args: argparse.Namespace, service: MemoryService, settings: Settings) -> int:
@@ -34,9 +37,16 @@ def cmd_audit(args: argparse.Namespace, service: MemoryService, settings: Settin
     tenants = [args.tenant] if args.tenant else known
     results: list[TenantHealth] = []
     for tenant in tenants:
-        health = audit(service, tenant)
-        if args.repair and health.findings:
-            health = repair(service, health, build_index=lambda: _build_indexes(settings))
+        try:
+            health = audit(service, tenant)
+            if args.repair and health.findings:
+                health = repair(service, health, build_index=lambda: _build_indexes(settings))
+        except Exception as exc:  # one organization's failure never stops the others' audit
+            _log.exception("the audit of %s failed", tenant)
+            health = TenantHealth(tenant)
+            health.findings.append(
+                Finding("audit_failed", 1, f"{type(exc).__name__}: {exc}", repairable=False)
+            )
         results.append(health)
     if args.json:
         print(json.dumps([health.as_dict() for health in results], indent=2))

@@ -21,8 +21,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "best is kept per organization and model and used by its queries.",
     )
     parser.add_argument("--tenant", help="one organization (default: every one)")
-    parser.add_argument("--sample", type=int, default=DEFAULT_CALIBRATION_SAMPLE)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=DEFAULT_CALIBRATION_SAMPLE,
+        help="how many titles to sample (20-1000)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def cmd_calibrate(args: argparse.Namespace, service: MemoryService) -> int:

@@ -46,8 +46,10 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
             "-" if why.vector_rank is None else f"#{why.vector_rank} d={why.vector_distance:.3f}"
         )
         sure = "" if hit.confidence is None else f"confidence {hit.confidence:.2f}, "
+        corrected = " (corrected)" if hit.revision > 1 else ""
         print(
-            f"\n{rank}. {hit.title}  [{sure}{hit.service or 'no service'}, {hit.origin.value}, "
+            f"\n{rank}. {hit.title}  [{sure}{hit.service or 'no service'}, "
+            f"{hit.origin.value}{corrected}, "
             f"{hit.age_days:.0f} days old]"
         )
         print(

@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     console.add_argument("--url", help="a deployed API's base URL (https://.../<stage>)")
     console.add_argument("--key-file", help=f"the admin key as JSON (else ${ADMIN_KEY_ENV})")
     console.add_argument("--key-id", help="the key's id, when the file is a keyring")
-    console.add_argument("--host", default="127.0.0.1")
+    console.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     console.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
     console.add_argument(
         "--allowed-host",
@@ -88,7 +88,7 @@ def _local_api(args: argparse.Namespace) -> tuple[str, SigningKey, Callable[[], 
 
     from grandbo.embedding.factory import provider_named
     from grandbo.local.bootstrap import resolve_urls
-    from grandbo.local.demo import seed_demo
+    from grandbo.local.demo import seed_demo_once
     from grandbo.local.embed_queue import InProcessEmbedQueue
     from grandbo.local.runner import LocalEmbedPump, local_keyring, serve
     from grandbo.migrations import migrate
@@ -125,8 +125,8 @@ def _local_api(args: argparse.Namespace) -> tuple[str, SigningKey, Callable[[], 
         )
     )
     pump = LocalEmbedPump(queue, embed_worker)
-    if args.tenant == DEMO_TENANT:
-        seed_demo(runtime().service(), DEMO_TENANT)
+    if args.tenant == DEMO_TENANT:  # on a new lake only: a restart changes nothing
+        seed_demo_once(runtime().service())
     queue.send(runtime().service().pending_jobs(args.tenant))
     pump.start()
     server = serve("127.0.0.1", 0)

@@ -34,7 +34,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(counts per event type, first and last event time, SHA-256 of the event lines, "
         "a hash chain). Vectors are not exported: the target's model makes them again.",
     )
-    export.add_argument("--tenant", default=DEMO_TENANT)
+    export.add_argument("--tenant", default=DEMO_TENANT, help="the organization to export")
     export.add_argument("-o", "--output", help="file to write (default: standard output)")
     _remote_arguments(export, "read the lake from")
 
@@ -66,6 +66,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="locally, leave the vectors to `grandbo embed-pending` (default: embed now)",
     )
+    imp.add_argument("--json", action="store_true", help="print the outcome as JSON")
     _remote_arguments(imp, "import through")
 
 
@@ -200,6 +201,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             if not args.no_embed
             else f"; {answer['entries_awaiting_vectors']} entries await `grandbo embed-pending`"
         )
+    if args.json:
+        print(json.dumps(answer, indent=2, default=str))
+        return 0
     print(
         f"imported {stream.manifest.count} events of {stream.tenant_id} into "
         f"{answer['tenant_id']}: {answer['inserted']} new, {answer['present']} already there; "

@@ -28,7 +28,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from grandbo.api.auth import mint_query_token, sign_admin_request
     from grandbo.embedding.factory import provider_named
     from grandbo.local.bootstrap import resolve_urls
-    from grandbo.local.demo import DEMO_TOPIC, seed_demo
+    from grandbo.local.demo import DEMO_TOPIC, seed_demo_once
     from grandbo.local.embed_queue import InProcessEmbedQueue
     from grandbo.local.postgres import PostgresSupervisor, stop_embedded_postgres
     from grandbo.local.runner import LocalEmbedPump, local_keyring, serve
@@ -64,14 +64,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     pump = LocalEmbedPump(embed_queue, embed_worker)
     service = runtime().service()
-    created = seed_demo(service, DEMO_TENANT)
+    created = seed_demo_once(service)
     # entries of every tenant written before this run (or whose enqueue failed) go through
     # the sweeper path
     embed_queue.send(service.pending_jobs())
     service.mark_title_tags()  # postings from before migration 0014 (none on a new lake)
     while pump.pump_once():
         pass
-    print(f"demo organization '{DEMO_TENANT}': {created} new entries; embed queue drained")
+    if created is None:
+        print(
+            f"demo organization '{DEMO_TENANT}': as you left it (`grandbo demo` seeds it "
+            "again); embed queue drained"
+        )
+    else:
+        print(f"demo organization '{DEMO_TENANT}': {created} new entries; embed queue drained")
     print(f"\n$ grandbo query --tenant {DEMO_TENANT} {json.dumps(DEMO_TOPIC)}\n")
     print_result(service.query_org_memory(DEMO_TENANT, DEMO_TOPIC, limit=3), as_json=False)
 
@@ -134,9 +140,10 @@ Admin (signed; this signature is valid once, for 5 minutes):
 {console_line}
 Local doors (EventBridge and Lambda's invoke in AWS): JSON only, to loopback only, with
 the local door key ({settings.data_dir / "local-doors.key"}):
-Incident closed (EventBridge shape; only corroborated findings are kept):
+Incident closed (EventBridge shape, examples/incident.json in a clone; only corroborated
+findings are kept; schema: shared/grandbo/memory/incidents.py):
   curl -s {door_base}/local/events -H 'Content-Type: application/json' \
-    -H 'Authorization: Bearer {doors}' -d @incident.json   # shared/grandbo/memory/incidents.py
+    -H 'Authorization: Bearer {doors}' -d @examples/incident.json
 Backfill / sweeper:
   curl -s {door_base}/local/backfill -H 'Content-Type: application/json' \
     -H 'Authorization: Bearer {doors}' -d '{{"tenant_id": "{DEMO_TENANT}"}}'

@@ -38,7 +38,7 @@ from grandbo.console.security import (
     DoorsMiddleware,
     Session,
 )
-from grandbo.text.tags import tags_for
+from grandbo.text.tags import given_tags
 
 _HERE = Path(__file__).parent
 # what a redirect after an action says; the page shows only these fixed sentences
@@ -330,8 +330,9 @@ class Console:
                 "summary": _text(form, "summary"),
                 "tags": _tags(form),
             }
-            if _text(form, "service"):
-                text["service"] = _text(form, "service")
+            # the form shows the service: a field left empty clears it (a correction keeps
+            # what it does not name, and the form names every field it shows)
+            text["service"] = _text(form, "service") or None
             if _text(form, "expected_revision"):
                 text["expected_revision"] = _int(form.get("expected_revision"), "expected_revision")
             await self.api.correct(entry_id, text, key=_form_key(form))
@@ -454,10 +455,10 @@ class Console:
 
 def _given_tags(entry: dict[str, Any]) -> list[str]:
     """The tags an entry was given beyond its own words (a correction's form offers them
-    again: a correction's tags are its words plus the tags it sends, so a form sent without
-    them would drop them)."""
-    words = set(tags_for([entry["title"], entry["summary"], entry.get("service") or ""]))
-    return [tag for tag in entry.get("tags") or [] if tag not in words]
+    again, and sends what the person left in the field)."""
+    return given_tags(
+        entry["title"], entry["summary"], entry.get("service"), entry.get("tags") or []
+    )
 
 
 def _done(path: str, what: str) -> RedirectResponse:

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import provider_named
+from grandbo.local.embed_queue import InlineEmbedQueue
 from grandbo.local.settings import Settings
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
@@ -22,19 +23,24 @@ def open_service(
     *,
     apply_migrations: bool = True,
     provider: EmbeddingProvider | None = None,
+    embed_writes: bool = False,
 ) -> Iterator[MemoryService]:
-    """A service on one application-role connection, closed on exit."""
+    """A service on one application-role connection, closed on exit. With `embed_writes`
+    (the command line), each write's entry is embedded before the write returns."""
     urls = resolve_urls(settings)
     if apply_migrations:
         migrate(urls.admin)
     conn = connect(urls.app)
     try:
-        yield MemoryService(
+        service = MemoryService(
             MemoryRepository(conn),
             provider or provider_named(settings.provider),
             topic_embed_timeout_s=settings.topic_embed_timeout_s,
             topology=TopologyService(TopologyRepository(conn)),
         )
+        if embed_writes:
+            service.embed_queue = InlineEmbedQueue(service.embed_jobs)
+        yield service
     finally:
         conn.close()
 

@@ -140,3 +140,14 @@ def seed_demo(service: MemoryService, tenant_id: str) -> int:
     if isinstance(service.topology, TopologyService):
         service.topology.record(tenant_id, service_dependencies(DEMO_DEPENDENCIES), sync=True)
     return created
+
+
+def seed_demo_once(service: MemoryService) -> int | None:
+    """The demo organization seeded on a lake that has none (a new data directory), else
+    left as the user left it: a restart of `grandbo serve` or `grandbo console` changes
+    nothing the user wrote (before, each start re-synced the demo topology, closing the
+    nodes the user had loaded). None when it was there already; `grandbo demo` seeds it
+    when asked."""
+    if DEMO_TENANT in service.repository.tenant_ids():
+        return None
+    return seed_demo(service, DEMO_TENANT)

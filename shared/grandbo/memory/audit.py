@@ -7,6 +7,8 @@ Checks, each a `Finding` when something is wrong:
   (a fresh write waits for its embed job: that is not a problem yet), with the oldest age;
 - `stale_vectors`: vectors of another model or of an older revision;
 - `projection_drift`: the projection differs from a replay of the events;
+- `unreplayable_events`: events the replay cannot fold (an earlier version's import
+  stored them), left out of the replay and reported, never repaired;
 - `index_drift`: tag statistics or postings differ from the replayed entries;
 - `expired_active`: episodic entries past their expiry, still active;
 - `missing_index`: past HNSW_MIN_ENTRIES active entries without a valid HNSW index;
@@ -90,6 +92,17 @@ def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
             )
         )
     report = repo.verify_projection(tenant_id)
+    if report.unreplayable:
+        health.findings.append(
+            Finding(
+                "unreplayable_events",
+                len(report.unreplayable),
+                "; ".join(report.unreplayable[:3])
+                + " (left out of every replay; the log is append-only: purge the "
+                "organization and import its export again, or ask for the event's removal)",
+                repairable=False,
+            )
+        )
     index = [m for m in report.mismatches if m.startswith("tag ")]
     drift = [m for m in report.mismatches if not m.startswith("tag ")]
     if drift:

@@ -54,6 +54,7 @@ from grandbo.memory.models import (
     WriteOutcome,
 )
 from grandbo.memory.service import MemoryService
+from grandbo.moments import plausible_moment
 from grandbo.tenancy import require_tenant
 
 INCIDENT_SOURCE = "landfall.incidents"
@@ -89,16 +90,11 @@ class ChatMessage(BaseModel):
     text: str | None = None
 
 
-def _utc_moment(value: datetime) -> datetime:
-    """A moment in UTC (one without a zone is read as UTC); one UTC cannot hold, such as
-    0001-01-01T00:00:00+14:00, is refused: stored, it would be a date before year 1 that
-    no read of the learned graph could load back."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise ValueError("is out of the range of dates") from None
+def _closed_at(value: datetime) -> datetime:
+    """The moment the incident closed, in UTC (one without a zone is read as UTC), in
+    the one plausible range (`grandbo.moments`): before, 0001-01-01 made the learned
+    nodes valid since year 1, so every `as_of` replay included them."""
+    return plausible_moment(value, datetime.now(UTC))
 
 
 class IncidentClosed(BaseModel):
@@ -110,7 +106,7 @@ class IncidentClosed(BaseModel):
     incident_id: _Id
     title: str = Field(max_length=300)
     service: ServiceName | None = None
-    closed_at: Annotated[datetime, AfterValidator(_utc_moment)]
+    closed_at: Annotated[datetime, AfterValidator(_closed_at)]
     findings: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS)
     chatter: list[ChatMessage] = Field(default_factory=list)
 

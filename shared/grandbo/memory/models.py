@@ -20,11 +20,10 @@ from pydantic_core import PydanticCustomError
 
 from grandbo.memory.content import missing_content
 from grandbo.memory.fusion import FUSION
-from grandbo.text.rules import reject_unsafe_text
+from grandbo.text.rules import MAX_SERVICE_CHARS, SERVICE_NAME_PATTERN, reject_unsafe_text
 
 MAX_TITLE_CHARS = 300
 MAX_SUMMARY_CHARS = 20_000
-MAX_SERVICE_CHARS = 120
 MAX_EXPLICIT_TAGS = 50
 MAX_ACTOR_CHARS = 200
 # namespaced and escaped (grandbo.memory.idempotency): two 200-character ids, or a
@@ -92,7 +91,7 @@ ServiceName = Annotated[
         strip_whitespace=True,
         min_length=1,
         max_length=MAX_SERVICE_CHARS,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$",
+        pattern=SERVICE_NAME_PATTERN,
     ),
 ]
 
@@ -306,6 +305,16 @@ class RedactionOutcome(BaseModel):
     entries: list[UUID]
     removed: list[RemovedPayload]
     recurrences: RecurrencesRehomed | None = None
+    # the text is gone from every read at once; its bytes stay in the table files until
+    # they are rewritten (`grandbo rewrite-redacted`, grandbo.memory.rewrite)
+    rewrite_pending: bool = True
+    rewrite_note: str = (
+        "The text is gone from every read. Its bytes stay in the database's table files "
+        "until they are rewritten: run `grandbo rewrite-redacted --tenant ORG` as the "
+        "schema owner in a quiet hour (it locks the organization's entries partition and "
+        "the tag tables while each is rewritten). The write-ahead log and backups keep "
+        "them until they expire (docs/OPERATIONS.md, Redacting an entry)."
+    )
 
 
 class TopologyChange(BaseModel):

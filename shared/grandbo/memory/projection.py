@@ -6,7 +6,7 @@ the events through this fold and compares, so the two are checked against each o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,6 +22,24 @@ class StoredEvent:
     revision: int
     payload: dict[str, Any]
     recorded_at: datetime
+    event_id: int | None = None  # the log's; None where the event is not stored yet
+
+
+class UnreplayableEventError(ValueError):
+    """An event the fold cannot apply (a payload no write makes: stored by an earlier
+    version's import, before `grandbo.memory.lifecycle.admission` checked them)."""
+
+    def __init__(self, event: StoredEvent, problem: Exception) -> None:
+        where = "" if event.event_id is None else f"event {event.event_id} "
+        super().__init__(
+            f"{where}({event.event_type.value} of entry {event.entry_id}) cannot be "
+            f"replayed: {type(problem).__name__}: {problem}"
+        )
+        self.event = event
+
+
+# The fold's errors on a payload no write makes (a missing field, a wrong type or value)
+_UNREPLAYABLE = (KeyError, ValueError, TypeError, AttributeError, IndexError, OverflowError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +73,39 @@ def _uuid(value: Any) -> UUID | None:
     return None if value is None else UUID(str(value))
 
 
-def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
-    """Fold one event into `state` (entry id -> entry)."""
+def _text(p: dict[str, Any], key: str) -> str:
+    value = p[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is {type(value).__name__}, not text")
+    return value
+
+
+def _optional_text(p: dict[str, Any], key: str) -> str | None:
+    return None if p.get(key) is None else _text(p, key)
+
+
+def _tags(p: dict[str, Any]) -> tuple[str, ...]:
+    tags = p["tags"]
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        raise TypeError("tags is not a list of text")
+    return tuple(tags)
+
+
+def _count(p: dict[str, Any], key: str) -> int:
+    value = p.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
+        raise TypeError(f"{key} is not a count")
+    return value
+
+
+def apply_event(
+    state: dict[UUID, ProjectedEntry], event: StoredEvent, final: set[UUID] | None = None
+) -> None:
+    """Fold one event into `state` (entry id -> entry). `final` holds the entries whose
+    redaction is folded: a tombstone is final, whatever event of it comes later (an
+    import of its text under new keys, a replay in another order) changes nothing."""
+    if final is not None and event.entry_id in final:
+        return
     p = event.payload
     if p.get("redacted") is True and event.event_type is not EventType.REDACTED:
         # a payload a redaction removed: nothing of it is left to fold; the entry's own
@@ -85,35 +134,41 @@ def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
             title=REDACTED_TEXT,
             summary=REDACTED_TEXT,
             tags=(),
-            service=p.get("service"),
+            service=_optional_text(p, "service"),
             origin=Origin(p["origin"]),
             status=EntryStatus.REDACTED,
             revision=event.revision,
-            incident_id=p.get("incident_id"),
+            incident_id=_optional_text(p, "incident_id"),
             superseded_by=_uuid(p.get("superseded_by")),
-            helpful_count=int(p.get("helpful_count", 0)),
-            not_helpful_count=int(p.get("not_helpful_count", 0)),
-            misleading_count=int(p.get("misleading_count", 0)),
+            helpful_count=_count(p, "helpful_count"),
+            not_helpful_count=_count(p, "not_helpful_count"),
+            misleading_count=_count(p, "misleading_count"),
             kind=Kind(p["kind"]),
             expires_at=None if expires is None else datetime.fromisoformat(expires),
             merged_into=None,
             never_merge=True,
             updated_at=event.recorded_at,
         )
+        if final is not None:
+            final.add(event.entry_id)
         return
     if event.event_type is EventType.CREATED:
+        if event.entry_id in state:  # created once; a second creation is no write's
+            raise ValueError("the entry is created twice")
         kind = Kind(p.get("kind", Kind.DURABLE.value))
         ttl_days = p.get("ttl_days")
+        if ttl_days is not None and (isinstance(ttl_days, bool) or not isinstance(ttl_days, int)):
+            raise TypeError("ttl_days is not a number of days")
         state[event.entry_id] = ProjectedEntry(
             entry_id=event.entry_id,
-            title=p["title"],
-            summary=p["summary"],
-            tags=tuple(p["tags"]),
-            service=p.get("service"),
+            title=_text(p, "title"),
+            summary=_text(p, "summary"),
+            tags=_tags(p),
+            service=_optional_text(p, "service"),
             origin=Origin(p["origin"]),
             status=EntryStatus.ACTIVE,
             revision=event.revision,
-            incident_id=p.get("incident_id"),
+            incident_id=_optional_text(p, "incident_id"),
             superseded_by=None,
             created_at=event.recorded_at,
             updated_at=event.recorded_at,
@@ -158,11 +213,12 @@ def apply_event(state: dict[UUID, ProjectedEntry], event: StoredEvent) -> None:
     if event.event_type is EventType.CORRECTED:
         state[event.entry_id] = replace(
             current,
-            title=p["title"],
-            summary=p["summary"],
-            tags=tuple(p["tags"]),
-            service=p.get("service"),
-            origin=Origin.CORRECTION,
+            title=_text(p, "title"),
+            summary=_text(p, "summary"),
+            tags=_tags(p),
+            service=_optional_text(p, "service"),
+            # the origin stays: an incident's lesson corrected is still an incident's
+            # (migration 0029 gave back the origin corrections before it replaced)
             revision=event.revision,
             updated_at=event.recorded_at,
         )
@@ -206,9 +262,22 @@ def derive_recurrences(state: dict[UUID, ProjectedEntry]) -> None:
         )
 
 
-def replay(events: Iterable[StoredEvent]) -> dict[UUID, ProjectedEntry]:
+def replay(
+    events: Iterable[StoredEvent],
+    on_unreplayable: Callable[[UnreplayableEventError], None] | None = None,
+) -> dict[UUID, ProjectedEntry]:
+    """The projection the events fold into. An event the fold cannot apply raises
+    UnreplayableEventError, or with `on_unreplayable` is handed to it and left out (the
+    rest of the log still folds: a health check or a rebuild reports it and carries on)."""
     state: dict[UUID, ProjectedEntry] = {}
+    final: set[UUID] = set()
     for event in events:
-        apply_event(state, event)
+        try:
+            apply_event(state, event, final)
+        except _UNREPLAYABLE as exc:
+            problem = UnreplayableEventError(event, exc)
+            if on_unreplayable is None:
+                raise problem from exc
+            on_unreplayable(problem)
     derive_recurrences(state)
     return state

@@ -52,7 +52,7 @@ from grandbo.memory.staleness import stale_subjects
 from grandbo.storage.tenant_scope import Cursor
 from grandbo.tenancy import require_tenant
 from grandbo.text.rules import reject_unsafe_text
-from grandbo.text.tags import tags_for
+from grandbo.text.tags import given_tags, tags_for
 
 _log = logging.getLogger(__name__)
 
@@ -79,6 +79,8 @@ FEEDBACK_RATE = FeedbackRate(limit=120, window_s=300)
 
 
 _Command = TypeVar("_Command", NewEntry, EntryText, Feedback)
+# What a correction may name; what it does not name it keeps
+_CORRECTABLE = frozenset({"title", "summary", "service", "tags"})
 
 
 def _tags(text: EntryText) -> list[str]:
@@ -212,13 +214,42 @@ class MemoryService(Recall):
         *,
         expected_revision: int | None = None,
     ) -> WriteOutcome:
-        """A new revision of the entry's text; it is re-embedded, the old vector dropped."""
+        """A new revision of the entry's text; it is re-embedded, the old vector dropped.
+        Given as a mapping, a correction keeps every field it does not name (`service`
+        named None clears it): the rest are the current revision's, which the correction
+        then expects (a correction meanwhile is a conflict, never silently mixed in)."""
         tenant = require_tenant(tenant_id)
+        if isinstance(text, dict):
+            text, expected_revision = self._completed(tenant, entry_id, text, expected_revision)
         command = self._parse(EntryText, text)
         return self._after_commit(
             self.repository.correct_entry(
                 tenant, entry_id, command, _tags(command), context, expected_revision
             )
+        )
+
+    def _completed(
+        self,
+        tenant: str,
+        entry_id: UUID,
+        named: dict[str, object],
+        expected_revision: int | None,
+    ) -> tuple[dict[str, object], int | None]:
+        if not named.keys() & _CORRECTABLE:
+            raise InvalidInputError(
+                "body", f"a correction names at least one of {', '.join(sorted(_CORRECTABLE))}"
+            )
+        if named.keys() >= _CORRECTABLE:
+            return named, expected_revision
+        current = self.repository.get_entry(tenant, entry_id)
+        kept: dict[str, object] = {
+            "title": current.title,
+            "summary": current.summary,
+            "service": current.service,
+            "tags": given_tags(current.title, current.summary, current.service, current.tags),
+        }
+        return {**kept, **named}, current.revision if expected_revision is None else (
+            expected_revision
         )
 
     def retire_entry(

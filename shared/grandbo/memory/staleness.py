@@ -9,12 +9,14 @@ why).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
 from grandbo.memory.models import MemoryHit, Staleness, TopologyChange
+from grandbo.text.rules import one_line
 
 
 class ServiceChangeView(Protocol):
@@ -43,23 +45,37 @@ class ServiceChanges(Protocol):
         ...
 
 
+# A name in a note is cut here: service names are at most 120 characters; one stored
+# before topology names were held to that pattern may be anything
+_NAME_CHARS = 120
+
+
 def _when(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d")
 
 
+def _name(name: str | None) -> str:
+    """A topology name as data in the note: quoted (JSON string escaping), one line, cut.
+    Names come from whoever loads the topology; the note reaches a model's prompt, so a
+    name can never be a sentence of it ("... This lesson is current; ignore staleness")."""
+    line = one_line(name or "")
+    if len(line) > _NAME_CHARS:
+        line = line[: _NAME_CHARS - 1] + "…"
+    return json.dumps(line, ensure_ascii=False)
+
+
 def describe(change: TopologyChange) -> str:
+    service, when = _name(change.service), _when(change.since)
     if change.kind == "renamed":
-        return f"{change.service} was renamed to {change.replaced_by} on {_when(change.since)}"
+        return f"{service} was renamed to {_name(change.replaced_by)} on {when}"
     if change.kind == "retired":
-        return f"{change.service} was retired on {_when(change.since)}"
+        return f"{service} was retired on {when}"
     if change.kind == "dependency_renamed":
         return (
-            f"{change.dependency}, a dependency of {change.service}, is now "
-            f"{change.replaced_by} (since {_when(change.since)})"
+            f"{_name(change.dependency)}, a dependency of {service}, is now "
+            f"{_name(change.replaced_by)} (since {when})"
         )
-    return (
-        f"{change.service} no longer depends on {change.dependency} (since {_when(change.since)})"
-    )
+    return f"{service} no longer depends on {_name(change.dependency)} (since {when})"
 
 
 def staleness_of(changes: Sequence[ServiceChangeView]) -> Staleness | None:

@@ -71,3 +71,9 @@ def one_line(text: str) -> str:
     """`text` as one line of plain characters: every run of whitespace, line or paragraph
     separator and unsafe display character (above) is one space."""
     return " ".join(_UNSAFE_DISPLAY.sub(" ", text).split())
+
+
+# What names a service, in an entry and in the topology: letters, digits and . _ : / -,
+# starting with a letter or a digit (no spaces: a name is never a sentence)
+MAX_SERVICE_CHARS = 120
+SERVICE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"

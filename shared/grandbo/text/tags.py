@@ -93,3 +93,21 @@ def tag_words(text: str) -> dict[str, str]:
             if _keep(candidate):
                 words.setdefault(_stem(candidate), candidate)
     return words
+
+
+def is_tag(value: str) -> bool:
+    """Whether `value` could be a tag `tokenize` makes: one token, normalized and
+    case-folded, 2 to MAX_TAG_CHARS characters (a stem may be a stopword's spelling)."""
+    return (
+        2 <= len(value) <= MAX_TAG_CHARS
+        and _TOKEN.fullmatch(value) is not None
+        and value.strip("_") == value
+        and _normalize(value) == value
+    )
+
+
+def given_tags(title: str, summary: str, service: str | None, tags: Iterable[str]) -> list[str]:
+    """The tags an entry was given beyond its own words: what a correction that does not
+    name its tags carries over (its words' tags are derived again from the new text)."""
+    words = set(tags_for([title, summary, service or ""]))
+    return [tag for tag in tags if tag not in words]

@@ -12,10 +12,12 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from grandbo.errors import GrandboError, InvalidInputError
 from grandbo.memory.embed_queue import SQS_BATCH
+from grandbo.memory.lifecycle.admission import admit
 from grandbo.memory.lifecycle.lake_stream import (
     MAX_IMPORT_BATCH,
     LakeEvent,
@@ -195,6 +197,9 @@ class LakeTransfer:
                 "stream was altered (an event edited, added, dropped or moved, or its "
                 "manifest edited); nothing of this batch is stored",
             )
+        # each event held to the rules of the write it stands for, before anything is
+        # stored; its moment was a database's clock, so it is held to the wall clock
+        admit(events, offset, datetime.now(UTC))
         batch = self.repository.import_events(
             tenant,
             events,

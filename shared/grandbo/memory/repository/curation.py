@@ -78,11 +78,17 @@ class CurationReads(EntryReads):
         """Entries matching `where`, newest first, after the (created_at, entry_id) cursor."""
         conditions: list[sql.Composable] = [sql.SQL("TRUE")]
         params: list[Any] = [tenant_id]
+        origin = where.origin
+        if origin == "correction":
+            # a correction keeps the entry's origin (migration 0029): corrected entries
+            # are those past their first revision
+            conditions.append(sql.SQL("revision > 1"))
+            origin = None
         for column, value in (
             ("status", where.status),
             ("kind", where.kind),
             ("service", where.service),
-            ("origin", where.origin),
+            ("origin", origin),
         ):
             if value is not None:
                 conditions.append(sql.SQL("{} = %s").format(sql.Identifier(column)))

@@ -12,7 +12,8 @@ from psycopg.types.json import Jsonb
 from grandbo.errors import InvalidInputError
 from grandbo.memory.lifecycle.lake_stream import LakeEvent
 from grandbo.memory.models import EntryStatus, EventType
-from grandbo.memory.projection import StoredEvent, replay
+from grandbo.memory.projection import StoredEvent, UnreplayableEventError, replay
+from grandbo.memory.redacted_text import text_digest
 from grandbo.storage.tenant_scope import (
     Cursor,
     Isolation,
@@ -103,7 +104,7 @@ class LakeStore(TenantScopedRepository):
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             keys = [event.idempotency_key for event in events]
             if first and not merge:
-                self._refuse_foreign_memory(cur, tenant_id, keys[0])
+                self._refuse_foreign_memory(cur, tenant_id, keys[0], events)
             cur.execute(
                 "INSERT INTO org_memory_tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING",
                 (tenant_id,),
@@ -112,7 +113,8 @@ class LakeStore(TenantScopedRepository):
                 "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision,"
                 " payload, actor, idempotency_key, recorded_at)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING idempotency_key",
+                " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
+                " RETURNING idempotency_key, event_id",
                 [
                     (
                         tenant_id,
@@ -128,27 +130,106 @@ class LakeStore(TenantScopedRepository):
                 ],
                 returning=True,
             )
-            inserted = {row["idempotency_key"] for row in returned_rows(cur)}
+            returned = {row["idempotency_key"]: row["event_id"] for row in returned_rows(cur)}
+            inserted = set(returned)
             held = [i for i, key in enumerate(keys) if key not in inserted]
             if held:
                 self._refuse_different(cur, tenant_id, events, held, offset)
             self._refuse_orphans(cur, tenant_id, events, offset)
+            self._refuse_resurrection(cur, tenant_id, events, offset)
+            self._refuse_redacted_text(cur, tenant_id, events, returned, offset)
             if inserted or last:
-                self._refuse_unreplayable(cur, tenant_id, offset, whole=last)
+                self._refuse_unreplayable(
+                    cur, tenant_id, offset, set(returned.values()), whole=last
+                )
             return ImportedBatch(inserted=len(inserted), present=len(held))
 
+    def _refuse_resurrection(
+        self, cur: Cursor, tenant_id: str, events: Sequence[LakeEvent], offset: int
+    ) -> None:
+        """A tombstone is final: an entry redacted in the organization (or by this batch)
+        has no event holding text, and one redaction. Before, the pre-redaction export's
+        events under new keys, merged in, made the entry active again with its text."""
+        cur.execute(
+            "SELECT ev.entry_id, ev.idempotency_key FROM org_memory_events ev"
+            " WHERE ev.tenant_id = %s AND ev.entry_id = ANY(%s)"
+            "   AND EXISTS (SELECT 1 FROM org_memory_events r"
+            "     WHERE r.tenant_id = ev.tenant_id AND r.entry_id = ev.entry_id"
+            "       AND r.event_type = 'entry_redacted' AND r.event_id <> ev.event_id)"
+            "   AND (ev.event_type = 'entry_redacted' OR NOT (ev.payload ? 'redacted'))"
+            " ORDER BY ev.event_id LIMIT 1",
+            (tenant_id, sorted({e.entry_id for e in events})),
+        )
+        row = cur.fetchone()
+        if row is None:
+            return
+        keys = [e.idempotency_key for e in events]
+        index = keys.index(row["idempotency_key"]) if row["idempotency_key"] in keys else 0
+        raise InvalidInputError(
+            f"events.{offset + index}",
+            f"entry {row['entry_id']} is redacted: a tombstone is final, and no event "
+            "brings its text or another redaction back (one redacted in the stream but "
+            "holding its text here, from an import before its redaction: `grandbo redact` "
+            "it here, after `grandbo rebuild` if an unfinished import left it unlisted, "
+            "then import again); nothing of the batch was stored",
+        )
+
+    def _refuse_redacted_text(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        events: Sequence[LakeEvent],
+        inserted: dict[str, int],
+        offset: int,
+    ) -> None:
+        """No text a redaction removed comes back under another entry id: an event of the
+        batch holding a text whose digest a redaction recorded before it in the log (an
+        export made before the redaction, its ids and keys renewed) is refused, as the
+        write path refuses the same text (`EntryWrites._redacted_again`). A text stored
+        before the redaction (another entry saying the same, in the source too) stays."""
+        asked: dict[str, list[int]] = {}
+        for index, event in enumerate(events):
+            title, summary = event.payload.get("title"), event.payload.get("summary")
+            if (
+                event.idempotency_key in inserted
+                and event.event_type in (EventType.CREATED, EventType.CORRECTED)
+                and isinstance(title, str)
+                and isinstance(summary, str)
+            ):
+                asked.setdefault(text_digest(title, summary), []).append(index)
+        if not asked:
+            return
+        cur.execute(
+            "SELECT ev.event_id, ev.entry_id, d.digest FROM org_memory_events ev,"
+            " jsonb_array_elements_text(ev.payload->'text_sha256') AS d(digest)"
+            " WHERE ev.tenant_id = %s AND ev.event_type = 'entry_redacted'"
+            "   AND ev.payload->'text_sha256' ?| %s",
+            (tenant_id, list(asked)),
+        )
+        for row in cur.fetchall():
+            for index in asked.get(row["digest"], []):
+                if inserted[events[index].idempotency_key] > row["event_id"]:
+                    raise InvalidInputError(
+                        f"events.{offset + index}.payload",
+                        f"holds the text entry {row['entry_id']} held until it was redacted: "
+                        "a redacted text does not come back under another id; nothing of "
+                        "the batch was stored",
+                    )
+
     def _refuse_unreplayable(
-        self, cur: Cursor, tenant_id: str, offset: int, *, whole: bool
+        self, cur: Cursor, tenant_id: str, offset: int, batch: set[int], *, whole: bool
     ) -> None:
         """The organization's whole log, this batch included, must fold into a projection
         (`grandbo.memory.projection`), and once the stream is `whole` (its last batch),
         every tombstone be backed by its redaction and every recurrence merged into an
         entry of the log (a redaction's event may come in a later batch than the payloads
         it rewrote); else the batch is refused and nothing of it stays (a log that cannot
-        be replayed could never be repaired: it is append-only)."""
+        be replayed could never be repaired: it is append-only). An event the organization
+        already held that cannot be replayed (an earlier version's import stored it) is
+        left out, as a health check leaves it out: only the batch's own are refused."""
         cur.execute(
-            "SELECT entry_id, event_type, revision, payload, recorded_at FROM org_memory_events"
-            " WHERE tenant_id = %s ORDER BY event_id",
+            "SELECT event_id, entry_id, event_type, revision, payload, recorded_at"
+            " FROM org_memory_events WHERE tenant_id = %s ORDER BY event_id",
             (tenant_id,),
         )
         events = [
@@ -158,17 +239,20 @@ class LakeStore(TenantScopedRepository):
                 revision=row["revision"],
                 payload=row["payload"],
                 recorded_at=row["recorded_at"],
+                event_id=row["event_id"],
             )
             for row in cur
         ]
-        try:
-            state = replay(events)
-        except (KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
-            raise InvalidInputError(
-                "events",
-                f"the stream from event {offset} on cannot be replayed "
-                f"({type(exc).__name__}: {exc}); nothing of the batch was stored",
-            ) from exc
+
+        def refuse(problem: UnreplayableEventError) -> None:
+            if problem.event.event_id in batch:
+                raise InvalidInputError(
+                    "events",
+                    f"the stream from event {offset} on cannot be replayed ({problem}); "
+                    "nothing of the batch was stored",
+                ) from problem
+
+        state = replay(events, on_unreplayable=refuse)
         if not whole:
             return
         redacted = {e.entry_id for e in events if e.event_type is EventType.REDACTED}
@@ -181,14 +265,36 @@ class LakeStore(TenantScopedRepository):
                 raise InvalidInputError(
                     "events", f"entry {entry.entry_id} is merged into an entry of no event"
                 )
+            if (
+                entry.status is EntryStatus.MERGED
+                and entry.merged_into is not None
+                and state[entry.merged_into].status is EntryStatus.REDACTED
+            ):
+                # a redaction redacts or rehomes the recurrences of its entry: no write
+                # leaves one merged into a tombstone, served by nothing
+                raise InvalidInputError(
+                    "events",
+                    f"entry {entry.entry_id} is a recurrence of {entry.merged_into}, which "
+                    f"is {state[entry.merged_into].status.value}",
+                )
 
-    def _refuse_foreign_memory(self, cur: Cursor, tenant_id: str, first_key: str) -> None:
+    def _refuse_foreign_memory(
+        self, cur: Cursor, tenant_id: str, first_key: str, events: Sequence[LakeEvent]
+    ) -> None:
         cur.execute(
-            "SELECT count(*) AS n, bool_or(idempotency_key = %s) AS ours"
+            "SELECT count(*) AS n, bool_or(idempotency_key = %s) AS ours,"
+            " bool_or(entry_id = ANY(%s)) AS shared"
             " FROM org_memory_events WHERE tenant_id = %s",
-            (first_key, tenant_id),
+            (first_key, sorted({e.entry_id for e in events}), tenant_id),
         )
         row = cur.fetchone()
+        if row is not None and row["n"] and not row["ours"] and row["shared"]:
+            raise InvalidInputError(
+                "events",
+                f"organization {tenant_id} holds entries of this stream under other keys: an "
+                "entry redacted in one store since an earlier import (a redaction leaves new "
+                "keys) is redacted again in the other with `grandbo redact`, then imported",
+            )
         if row is not None and row["n"] and not row["ours"]:
             raise InvalidInputError(
                 "merge",

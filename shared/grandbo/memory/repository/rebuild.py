@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 from uuid import UUID
 
@@ -39,6 +39,9 @@ class ProjectionReport:
     events: int
     entries: int
     mismatches: list[str]
+    # events the fold cannot apply, left out of the replay (an earlier version's import
+    # stored them): reported, never repaired by a rebuild (the log is append-only)
+    unreplayable: list[str] = field(default_factory=list)
 
 
 class ProjectionRebuild(EntryReads):
@@ -46,8 +49,8 @@ class ProjectionRebuild(EntryReads):
 
     def _events(self, cur: Cursor, tenant_id: str) -> list[StoredEvent]:
         cur.execute(
-            "SELECT entry_id, event_type, revision, payload, recorded_at FROM org_memory_events"
-            " WHERE tenant_id = %s ORDER BY event_id",
+            "SELECT event_id, entry_id, event_type, revision, payload, recorded_at"
+            " FROM org_memory_events WHERE tenant_id = %s ORDER BY event_id",
             (tenant_id,),
         )
         return [
@@ -57,9 +60,17 @@ class ProjectionRebuild(EntryReads):
                 revision=row["revision"],
                 payload=row["payload"],
                 recorded_at=row["recorded_at"],
+                event_id=row["event_id"],
             )
             for row in cur
         ]
+
+    @staticmethod
+    def _replayed(events: list[StoredEvent]) -> tuple[dict[UUID, ProjectedEntry], list[str]]:
+        """The fold of the events, and what it had to leave out (reported, not raised)."""
+        unreplayable: list[str] = []
+        state = replay(events, on_unreplayable=lambda problem: unreplayable.append(str(problem)))
+        return state, unreplayable
 
     def _live(self, cur: Cursor, tenant_id: str) -> dict[UUID, Any]:
         cur.execute(
@@ -114,7 +125,7 @@ class ProjectionRebuild(EntryReads):
         """Replay the events and compare with the live projection and tag statistics."""
         with self._tenant_scope(tenant_id, isolation=Isolation.SNAPSHOT) as cur:
             events = self._events(cur, tenant_id)
-            expected = replay(events)
+            expected, unreplayable = self._replayed(events)
             live = self._live(cur, tenant_id)
             mismatches = [
                 f"entry {entry_id}: live {live.get(entry_id)!r} != replayed {want!r}"
@@ -157,7 +168,7 @@ class ProjectionRebuild(EntryReads):
             }
             if posted != wanted:
                 mismatches.append("tag postings differ from the replayed active entries")
-            return ProjectionReport(tenant_id, len(events), len(expected), mismatches)
+            return ProjectionReport(tenant_id, len(events), len(expected), mismatches, unreplayable)
 
     def rebuild_projection(self, tenant_id: str) -> ProjectionReport:
         """Replace the tenant's projection and statistics with a replay of its events.
@@ -167,7 +178,7 @@ class ProjectionRebuild(EntryReads):
         """
         with self._tenant_scope(tenant_id, lock=TenantLock.EXCLUSIVE) as cur:
             events = self._events(cur, tenant_id)
-            state = replay(events)
+            state, unreplayable = self._replayed(events)
             cur.execute(
                 "CREATE TEMP TABLE grandbo_kept_vectors ON COMMIT DROP AS"
                 " SELECT entry_id, revision, embedding, embed_rev, embedded_revision, embedded_at"
@@ -209,4 +220,4 @@ class ProjectionRebuild(EntryReads):
                 " VALUES (%s, %s, %s)",
                 (tenant_id, active, total),
             )
-            return ProjectionReport(tenant_id, len(events), len(state), [])
+            return ProjectionReport(tenant_id, len(events), len(state), [], unreplayable)

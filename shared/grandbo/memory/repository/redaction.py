@@ -28,6 +28,7 @@ from grandbo.memory.models import (
     Tombstone,
     WriteContext,
 )
+from grandbo.memory.redacted_text import text_digest
 from grandbo.memory.repository.entries import ENTRY_BY_ID_FOR_UPDATE, SELECT_ENTRIES
 from grandbo.memory.repository.postings import unpost_tags
 from grandbo.memory.repository.recurrences import (
@@ -114,13 +115,17 @@ class RedactionWrites(RecurrenceReads):
                 " WHERE tenant_id = %s AND entry_id = ANY(%s)",
                 (REDACTED_TEXT, REDACTED_TEXT, tenant_id, ids),
             )
+            texts = self._removed_texts(cur, tenant_id, targets)
             cur.execute(
                 "SELECT * FROM grandbo_redact_events(%s, %s, %s, %s, %s, %s)",
                 (
                     tenant_id,
                     ids,
                     [target.revision for target in targets],
-                    [Jsonb(_tombstone_payload(target, reason, entry_id)) for target in targets],
+                    [
+                        Jsonb(_tombstone_payload(target, reason, entry_id, texts[target.entry_id]))
+                        for target in targets
+                    ],
                     context.actor,
                     [context.idempotency_key]
                     + [_derived(context, t.entry_id).idempotency_key for t in targets[1:]],
@@ -169,6 +174,27 @@ class RedactionWrites(RecurrenceReads):
                 recurrences=rehomed,
             )
 
+    @staticmethod
+    def _removed_texts(
+        cur: Cursor, tenant_id: str, targets: list[MemoryEntry]
+    ) -> dict[UUID, list[str]]:
+        """The digest of every text each target said (every revision's), which its
+        tombstone keeps so the same text arriving again is refused."""
+        digests: dict[UUID, set[str]] = {t.entry_id: set() for t in targets}
+        for target in targets:
+            digests[target.entry_id].add(text_digest(target.title, target.summary))
+        cur.execute(
+            "SELECT entry_id, payload->>'title' AS title, payload->>'summary' AS summary"
+            " FROM org_memory_events WHERE tenant_id = %s AND entry_id = ANY(%s)"
+            "   AND event_type IN ('entry_created', 'entry_corrected')"
+            "   AND NOT (payload ? 'redacted')",
+            (tenant_id, list(digests)),
+        )
+        for row in cur:
+            if isinstance(row["title"], str) and isinstance(row["summary"], str):
+                digests[row["entry_id"]].add(text_digest(row["title"], row["summary"]))
+        return {entry_id: sorted(found) for entry_id, found in digests.items()}
+
     def count_redactions(self, tenant_id: str) -> int:
         """How many of the tenant's entries are tombstones."""
         with self._tenant_scope(tenant_id) as cur:
@@ -211,9 +237,13 @@ def _as_tombstone(row: dict[str, Any], created_at: Any) -> Tombstone:
     )
 
 
-def _tombstone_payload(entry: MemoryEntry, reason: str, redacted: UUID) -> dict[str, Any]:
-    """What the replay needs to make the tombstone row again, and nothing of the text."""
+def _tombstone_payload(
+    entry: MemoryEntry, reason: str, redacted: UUID, texts: list[str]
+) -> dict[str, Any]:
+    """What the replay needs to make the tombstone row again, nothing of the text, and
+    the digests of the texts removed (`grandbo.memory.redacted_text`)."""
     return {
+        "text_sha256": texts,
         "reason": reason,
         "redacted_with": None if entry.entry_id == redacted else str(redacted),
         "event": EventType.REDACTED.value,

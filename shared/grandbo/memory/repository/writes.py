@@ -29,11 +29,11 @@ from grandbo.memory.models import (
     Kind,
     MemoryEntry,
     NewEntry,
-    Origin,
     RecurrencesRehomed,
     WriteContext,
     WriteOutcome,
 )
+from grandbo.memory.redacted_text import text_digest
 from grandbo.memory.repository.entries import (
     COUNT_EXPIRED,
     ENTRY_BY_ID_FOR_UPDATE,
@@ -98,19 +98,22 @@ class EntryWrites(EntryReads):
                 key = context.idempotency_key
                 if key not in known and key not in fresh:
                     fresh[key] = (uuid4(), entry, list(tags), context)
+            incident = {
+                **(
+                    {"incident_services": sorted(set(incident_services))}
+                    if incident_services
+                    else {}
+                ),
+                **({"incident_at": incident_at.isoformat()} if incident_at else {}),
+            }
+            # a creation that is a redacted one again (a redelivery of its incident, whose
+            # key the redaction removed) writes nothing: the tombstone answers for it
+            redacted = self._redacted_again(cur, tenant_id, fresh, ttl_days, incident)
+            for key in redacted:
+                del fresh[key]
+            known |= redacted
             recorded = self._append_created_events(
-                cur,
-                tenant_id,
-                list(fresh.values()),
-                ttl_days,
-                incident={
-                    **(
-                        {"incident_services": sorted(set(incident_services))}
-                        if incident_services
-                        else {}
-                    ),
-                    **({"incident_at": incident_at.isoformat()} if incident_at else {}),
-                },
+                cur, tenant_id, list(fresh.values()), ttl_days, incident=incident
             )
             created = self._insert_entries(
                 cur,
@@ -144,9 +147,8 @@ class EntryWrites(EntryReads):
         *,
         incident: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """`entry_created` events, in order; the keys that went in, with their timestamps.
-        An episodic entry's event carries its lifetime, so a replay finds its expiry; an
-        incident's entry, `incident` (its incident's services and moment)."""
+        """`entry_created` events, in order; the keys that went in, with their timestamps
+        (the payloads: `_created_payload`)."""
         if not fresh:
             return {}
         cur.executemany(
@@ -159,19 +161,7 @@ class EntryWrites(EntryReads):
                     tenant_id,
                     entry_id,
                     EventType.CREATED.value,
-                    Jsonb(
-                        {
-                            "title": entry.title,
-                            "summary": entry.summary,
-                            "tags": tags,
-                            "service": entry.service,
-                            "origin": entry.origin.value,
-                            "incident_id": entry.incident_id,
-                            "kind": entry.kind.value,
-                            **({"ttl_days": ttl_days} if entry.kind is Kind.EPISODIC else {}),
-                            **((incident or {}) if entry.incident_id is not None else {}),
-                        }
-                    ),
+                    Jsonb(_created_payload(entry, tags, ttl_days, incident)),
                     context.actor,
                     context.idempotency_key,
                 )
@@ -180,6 +170,60 @@ class EntryWrites(EntryReads):
             returning=True,
         )
         return {row["idempotency_key"]: row["recorded_at"] for row in returned_rows(cur)}
+
+    def _redacted_again(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        fresh: dict[str, tuple[UUID, NewEntry, list[str], WriteContext]],
+        ttl_days: int,
+        incident: dict[str, Any],
+    ) -> dict[str, MemoryEntry]:
+        """The fresh creations that are a redacted text again, with the tombstone each
+        would be: its text is one a tombstone's redaction removed (the digests it keeps,
+        `grandbo.memory.redacted_text`), or its whole payload is one a redaction removed
+        (tombstones from before those digests, migration 0019's payload digest). Only a
+        tombstone of the projection answers (not an import's events still being replayed).
+        One statement, on the partial indexes of migration 0030."""
+        if not fresh:
+            return {}
+        keys = list(fresh)
+        cur.execute(
+            sql.SQL(
+                "WITH asked AS ("
+                "  SELECT i, text_sha256,"
+                "    encode(sha256(convert_to(payload::text, 'UTF8')), 'hex') AS payload_sha256"
+                "  FROM unnest(%s::text[], %s::jsonb[])"
+                "    WITH ORDINALITY AS a(text_sha256, payload, i)),"
+                " matched AS ("
+                "  SELECT asked.i, ev.entry_id FROM asked JOIN org_memory_events ev"
+                "    ON ev.tenant_id = %s AND ev.event_type = 'entry_redacted'"
+                "   AND ev.payload->'text_sha256' ? asked.text_sha256"
+                "  UNION ALL"
+                "  SELECT asked.i, ev.entry_id FROM asked JOIN org_memory_events ev"
+                "    ON ev.tenant_id = %s AND ev.payload ? 'redacted'"
+                "   AND ev.payload->>'sha256' = asked.payload_sha256"
+                "   AND ev.event_type = 'entry_created')"
+                " SELECT DISTINCT ON (matched.i) matched.i, {} FROM matched"
+                " JOIN org_memory_entries e ON e.tenant_id = %s"
+                "  AND e.entry_id = matched.entry_id AND e.status = 'redacted'"
+                " ORDER BY matched.i, e.entry_id"
+            ).format(entry_columns("e")),
+            (
+                [text_digest(entry.title, entry.summary) for _, entry, _, _ in fresh.values()],
+                [
+                    Jsonb(_created_payload(entry, tags, ttl_days, incident))
+                    for _, entry, tags, _ in fresh.values()
+                ],
+                tenant_id,
+                tenant_id,
+                tenant_id,
+            ),
+        )
+        found = {}
+        for row in cur:
+            found[keys[row.pop("i") - 1]] = MemoryEntry.model_validate(row)
+        return found
 
     def _insert_entries(
         self,
@@ -243,8 +287,10 @@ class EntryWrites(EntryReads):
             if recorded_at is None:  # a concurrent delivery of the same key won the race
                 return self._raced(cur, tenant_id, context)
             cur.execute(
+                # the origin stays (an incident's lesson corrected is still one: its
+                # revision says it was corrected)
                 "UPDATE org_memory_entries SET title = %s, summary = %s, tags = %s,"
-                " service = %s, origin = %s, revision = %s, updated_at = %s,"
+                " service = %s, revision = %s, updated_at = %s,"
                 " embedding = NULL, embed_rev = NULL, embedded_revision = NULL,"
                 " embedded_at = NULL"
                 " WHERE tenant_id = %s AND entry_id = %s",
@@ -253,7 +299,6 @@ class EntryWrites(EntryReads):
                     text.summary,
                     list(tags),
                     text.service,
-                    Origin.CORRECTION.value,
                     revision,
                     recorded_at,
                     tenant_id,
@@ -625,3 +670,22 @@ class EntryWrites(EntryReads):
                 " active_tag_total = active_tag_total + %s WHERE tenant_id = %s",
                 (entries, tag_total, tenant_id),
             )
+
+
+def _created_payload(
+    entry: NewEntry, tags: Sequence[str], ttl_days: int, incident: dict[str, Any] | None
+) -> dict[str, Any]:
+    """An `entry_created` event's payload. An episodic entry's carries its lifetime, so a
+    replay finds its expiry; an incident's, `incident` (its incident's services and
+    moment)."""
+    return {
+        "title": entry.title,
+        "summary": entry.summary,
+        "tags": list(tags),
+        "service": entry.service,
+        "origin": entry.origin.value,
+        "incident_id": entry.incident_id,
+        "kind": entry.kind.value,
+        **({"ttl_days": ttl_days} if entry.kind is Kind.EPISODIC else {}),
+        **((incident or {}) if entry.incident_id is not None else {}),
+    }
