@@ -114,7 +114,7 @@ layer-lock: $(STAMP)
 ## Synthesize the CDK app offline into cdk.out/ (asset bundling skipped; `cdk deploy` bundles).
 synth: $(STAMP)
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 CDK_OUTDIR=cdk.out \
-	CDK_CONTEXT_JSON='{"aws:cdk:bundling-stacks": [], "stage": "$(or $(STAGE),dev)"}' \
+	CDK_CONTEXT_JSON='{"aws:cdk:bundling-stacks": [], "stage": "$(or $(STAGE),dev)", "alarm_email": "$(or $(ALARM_EMAIL),oncall@example.com)"}' \
 	$(BIN)/python app.py
 	@ls cdk.out/*.template.json
 
@@ -129,7 +129,7 @@ $(LINT_VENV)/.installed: infra/lint.txt
 lint-infra: $(STAMP) $(LINT_VENV)/.installed
 	rm -rf cdk.out/lint && for stage in dev prod; do \
 	  JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 CDK_OUTDIR=cdk.out/lint/$$stage \
-	  CDK_CONTEXT_JSON="{\"aws:cdk:bundling-stacks\": [], \"stage\": \"$$stage\"}" \
+	  CDK_CONTEXT_JSON="{\"aws:cdk:bundling-stacks\": [], \"stage\": \"$$stage\", \"alarm_email\": \"oncall@example.com\"}" \
 	  $(BIN)/python app.py || exit 1; done
 	$(LINT_VENV)/bin/cfn-lint cdk.out/lint/*/*.template.json
 	$(LINT_VENV)/bin/checkov --framework cloudformation --quiet --compact --skip-download \

@@ -10,10 +10,11 @@ each stage's alarms watch its own data. The dashboard is infra/dashboard.py.
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_rds as rds
@@ -50,19 +51,73 @@ class Alarms(Construct):
         proxy: rds.DatabaseProxy,
         stage: StageConfig,
         alarm_email: str | None,
+        alarm_topic_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         max_acu = stage.max_acu
         own = metric_dimensions(stage.name)
+        if stage.alarm_subscriber_required and not (alarm_email or alarm_topic_arn):
+            # an alarm topic nobody subscribes to pages nobody
+            raise ValueError(
+                f"stage {stage.name} needs someone its alarms reach: deploy with "
+                "-c alarm_email=<address> or -c alarm_topic_arn=<an existing topic, such as "
+                "a chat integration's>"
+            )
+        stack = Stack.of(self)
+        # the alarms' names, set below from this prefix: what the topic's and the key's
+        # conditions name (CloudWatch publishes as the alarm: aws:SourceArn)
+        self.alarm_name_prefix = f"{stack.stack_name}-"
+        alarm_arns = (
+            f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:"
+            f"{self.alarm_name_prefix}*"
+        )
+        # Encrypted with a key of our own: with the AWS-managed alias/aws/sns key, whose
+        # policy no one can change, CloudWatch gets AccessDenied from KMS and no alarm
+        # is ever delivered. AWS's SNS guide, "Enable compatibility between event
+        # sources from AWS services and encrypted topics":
+        # https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services
+        self.key = kms.Key(
+            self,
+            "AlarmKey",
+            description="Grandbo alarm topic: CloudWatch alarms publish with it",
+            enable_key_rotation=True,
+        )
+        service = iam.ServicePrincipal("cloudwatch.amazonaws.com")
+        conditions = {
+            "StringEquals": {"aws:SourceAccount": stack.account},
+            "ArnLike": {"aws:SourceArn": alarm_arns},
+        }
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[service],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions=conditions,
+            )
+        )
         self.topic = sns.Topic(
             self,
             "AlarmTopic",
             display_name="Grandbo alarms",
             enforce_ssl=True,
-            master_key=kms.Alias.from_alias_name(self, "SnsKey", "alias/aws/sns"),
+            master_key=self.key,
+        )
+        # the TLS-only policy replaces SNS's default one: CloudWatch must be allowed
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[service],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions=conditions,
+            )
         )
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        self.topics = [self.topic]
+        if alarm_topic_arn:  # the operator's own topic (its key and policy are theirs)
+            self.topics.append(sns.Topic.from_topic_arn(self, "OperatorTopic", alarm_topic_arn))
         embed_function = functions["embed"]
         alarms = []
         for name, queue in dead_letter_queues.items():
@@ -207,7 +262,11 @@ class Alarms(Construct):
             )
         )
         for alarm in alarms:
-            alarm.add_alarm_action(actions.SnsAction(self.topic))
+            cfn = alarm.node.default_child
+            assert isinstance(cfn, cloudwatch.CfnAlarm)
+            cfn.alarm_name = f"{self.alarm_name_prefix}{alarm.node.id}"
+            for topic in self.topics:
+                alarm.add_alarm_action(actions.SnsAction(topic))
         self.alarms = alarms
 
 

@@ -27,6 +27,9 @@ class StageConfig:
     incident_archive_days: int
     # a Serverless v2 reader in the failover tier
     failover_reader: bool
+    # refuse to synthesize unless the alarms reach someone (-c alarm_email or
+    # -c alarm_topic_arn): prod's alarms must page a person
+    alarm_subscriber_required: bool = False
     # reserved concurrency per function (infra/functions.py names): none in dev, since
     # Lambda keeps 100 of an account's concurrency unreserved and a new account's quota can
     # be 10 ("You can reserve up to the Unreserved account concurrency value that is
@@ -64,6 +67,7 @@ STAGES = {
         sweeper_minutes=15,
         incident_archive_days=90,
         failover_reader=True,
+        alarm_subscriber_required=True,
         # the account needs 100 + their sum (113) of concurrency: docs/OPERATIONS.md
         reserved_concurrency={"incident": 10, "backfill": 1, "migrations": 1, "index": 1},
     ),

@@ -146,6 +146,7 @@ class GrandboStack(Stack):
             proxy=self.database.proxy,
             stage=stage,
             alarm_email=self.node.try_get_context("alarm_email"),
+            alarm_topic_arn=self.node.try_get_context("alarm_topic_arn"),
         )
         self.dashboard = OperationsDashboard(
             self,
