@@ -35,6 +35,10 @@ EMBED_QUEUE_OLDEST_S = 900
 # above this share of what the proxy may open.
 AURORA_CPU_PERCENT = 80
 AURORA_CONNECTIONS = 400
+# RDS Proxy: its writer's availability averaged over the proxy's nodes under this for
+# this many 5-minute periods running (15 minutes: one node's missed check is not an outage)
+PROXY_AVAILABILITY_PERCENT = 95
+PROXY_UNAVAILABLE_PERIODS = 3
 
 
 class Alarms(Construct):
@@ -250,8 +254,8 @@ class Alarms(Construct):
             proxy_availability(proxy).create_alarm(
                 self,
                 "ProxyUnavailable",
-                threshold=100,
-                evaluation_periods=2,
+                threshold=PROXY_AVAILABILITY_PERCENT,
+                evaluation_periods=PROXY_UNAVAILABLE_PERIODS,
                 comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
                 # AWS: "Some of these metrics might not be visible until after the first
                 # successful connection by a proxy"; the deploy's migration makes that
@@ -289,5 +293,8 @@ def proxy_availability(proxy: rds.DatabaseProxy) -> cloudwatch.Metric:
             "TargetRole": "READ_WRITE",
         },
         period=Duration.minutes(5),
-        statistic="Minimum",
+        # the average over the proxy's nodes: the Minimum paged on one node's missed
+        # health check (the alarm wants it under PROXY_AVAILABILITY_PERCENT for
+        # PROXY_UNAVAILABLE_PERIODS periods running)
+        statistic="Average",
     )

@@ -119,6 +119,12 @@ class EventWiring(Construct):
             retention=Duration.days(stage.incident_archive_days),
             description="incident-closed events, for replay",
         )
+        # CDK writes KmsKeyIdentifier: "" when no key is given, which some regions refuse
+        # at deploy (aws-cdk issue 37847); without the property the archive uses an AWS
+        # owned key, as intended
+        archive = self.incident_archive.node.default_child
+        assert isinstance(archive, events.CfnArchive)
+        archive.add_property_deletion_override("KmsKeyIdentifier")
         self.sweeper_rule = events.Rule(
             self,
             "SweeperSchedule",

@@ -110,3 +110,31 @@ def test_the_prod_address_is_subscribed(prod: Any) -> None:
     template.has_resource_properties(
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": PROD_ALARM_EMAIL}
     )
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_event_archive_names_no_empty_key(stage: str, dev: Any, prod: Any) -> None:
+    """aws-cdk issue 37847: `KmsKeyIdentifier: ""` is a deploy error in some regions;
+    without it the archive is encrypted with an AWS owned key."""
+    _, template = {"dev": dev, "prod": prod}[stage]
+    (archive,) = template.find_resources("AWS::Events::Archive").values()
+    assert "KmsKeyIdentifier" not in archive["Properties"]
+
+
+def test_the_proxy_alarm_averages_its_nodes_over_several_periods(dev: Any) -> None:
+    """RDS Proxy publishes AvailabilityPercentage per node of the proxy (statistics
+    Average, Minimum, Maximum):
+    https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/rds-proxy.monitoring.html
+    The Minimum of one period paged on one node's missed health check."""
+    from infra.alarms import PROXY_AVAILABILITY_PERCENT, PROXY_UNAVAILABLE_PERIODS
+
+    _, template = dev
+    (alarm,) = [
+        a["Properties"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "AvailabilityPercentage"
+    ]
+    assert alarm["Statistic"] == "Average"
+    assert alarm["Threshold"] == PROXY_AVAILABILITY_PERCENT < 100
+    assert alarm["EvaluationPeriods"] == PROXY_UNAVAILABLE_PERIODS >= 3
+    assert alarm["Period"] == 300
