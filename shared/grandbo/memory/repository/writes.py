@@ -90,7 +90,7 @@ class EntryWrites(EntryReads):
         """
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             self._register_tenant(cur, tenant_id)
-            ttl_days = self._episodic_ttl_days(cur, tenant_id)
+            ttl_days, redactions = self._creation_settings(cur, tenant_id)
             keys = [context.idempotency_key for _, _, context in items]
             known = self._entries_for_keys(cur, tenant_id, keys)
             fresh: dict[str, tuple[UUID, NewEntry, list[str], WriteContext]] = {}
@@ -108,7 +108,11 @@ class EntryWrites(EntryReads):
             }
             # a creation that is a redacted one again (a redelivery of its incident, whose
             # key the redaction removed) writes nothing: the tombstone answers for it
-            redacted = self._redacted_again(cur, tenant_id, fresh, ttl_days, incident)
+            redacted = (
+                self._redacted_again(cur, tenant_id, fresh, ttl_days, incident)
+                if redactions
+                else {}
+            )
             for key in redacted:
                 del fresh[key]
             known |= redacted
@@ -190,15 +194,18 @@ class EntryWrites(EntryReads):
         keys = list(fresh)
         cur.execute(
             sql.SQL(
-                "WITH asked AS ("
+                "WITH asked AS MATERIALIZED ("
                 "  SELECT i, text_sha256,"
                 "    encode(sha256(convert_to(payload::text, 'UTF8')), 'hex') AS payload_sha256"
                 "  FROM unnest(%s::text[], %s::jsonb[])"
                 "    WITH ORDINALITY AS a(text_sha256, payload, i)),"
-                " matched AS ("
-                "  SELECT asked.i, ev.entry_id FROM asked JOIN org_memory_events ev"
-                "    ON ev.tenant_id = %s AND ev.event_type = 'entry_redacted'"
-                "   AND ev.payload->'text_sha256' ? asked.text_sha256"
+                # the tenant's redactions, read once (few: a partial index of them only)
+                " redactions AS MATERIALIZED ("
+                "  SELECT entry_id, payload->'text_sha256' AS texts FROM org_memory_events"
+                "  WHERE tenant_id = %s AND event_type = 'entry_redacted'),"
+                " matched AS MATERIALIZED ("
+                "  SELECT asked.i, r.entry_id FROM asked JOIN redactions r"
+                "    ON r.texts ? asked.text_sha256"
                 "  UNION ALL"
                 "  SELECT asked.i, ev.entry_id FROM asked JOIN org_memory_events ev"
                 "    ON ev.tenant_id = %s AND ev.payload ? 'redacted'"
@@ -544,6 +551,23 @@ class EntryWrites(EntryReads):
         ):
             raise EntryNotActiveError(entry_id, entry.status.value)
         return entry
+
+    @staticmethod
+    def _creation_settings(cur: Cursor, tenant_id: str) -> tuple[int, bool]:
+        """The organization's episodic lifetime, and whether it has any tombstone (one
+        statement: most organizations have none, and their creations skip the check
+        that a text is a redacted one again)."""
+        cur.execute(
+            "SELECT (SELECT episodic_ttl_days FROM org_memory_tenant_settings"
+            "        WHERE tenant_id = %s) AS ttl_days,"
+            " EXISTS (SELECT 1 FROM org_memory_events WHERE tenant_id = %s"
+            "         AND event_type = 'entry_redacted') AS redactions",
+            (tenant_id, tenant_id),
+        )
+        row = cur.fetchone()
+        assert row is not None
+        ttl = DEFAULT_EPISODIC_TTL_DAYS if row["ttl_days"] is None else int(row["ttl_days"])
+        return ttl, bool(row["redactions"])
 
     @staticmethod
     def _episodic_ttl_days(cur: Cursor, tenant_id: str) -> int:
