@@ -176,7 +176,10 @@ class Alarms(Construct):
             cloudwatch.Metric(
                 namespace=NAMESPACE,
                 metric_name="OldestUnembeddedAgeSeconds",
-                period=Duration.minutes(15),
+                # one period per sweeper run: shorter, a period between two runs has no
+                # data (breaching), and a fresh deploy, whose first run is up to an
+                # interval away, fired it (dev: 15-minute periods, a 30-minute sweeper)
+                period=Duration.minutes(stage.sweeper_minutes),
                 statistic="Maximum",
                 dimensions_map=own,
             ).create_alarm(

@@ -138,3 +138,21 @@ def test_the_proxy_alarm_averages_its_nodes_over_several_periods(dev: Any) -> No
     assert alarm["Threshold"] == PROXY_AVAILABILITY_PERCENT < 100
     assert alarm["EvaluationPeriods"] == PROXY_UNAVAILABLE_PERIODS >= 3
     assert alarm["Period"] == 300
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_sweeper_alarm_waits_out_a_fresh_deploy_and_one_late_run(
+    stage: str, dev: Any, prod: Any
+) -> None:
+    """Issue 35, point 6: dev's period (15 min) was shorter than its sweeper's interval
+    (30 min): missing data breaches, so the alarm fired after every fresh deploy."""
+    stack, template = {"dev": dev, "prod": prod}[stage]
+    (alarm,) = [
+        a["Properties"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "OldestUnembeddedAgeSeconds"
+    ]
+    interval = stack.stage.sweeper_minutes * 60
+    assert alarm["Period"] >= interval  # every period holds a run
+    assert alarm["Period"] * alarm["EvaluationPeriods"] > interval  # one missed run is not it
+    assert alarm["TreatMissingData"] == "breaching"  # a sweeper that stopped still pages
