@@ -98,6 +98,12 @@ def _count(p: dict[str, Any], key: str) -> int:
     return value
 
 
+def removed_payload(event_type: EventType, payload: dict[str, Any]) -> bool:
+    """Whether the payload is one a redaction replaced (`{"redacted": true, "sha256": ...}`,
+    migration 0019): any event of a redacted entry but its own `entry_redacted`."""
+    return payload.get("redacted") is True and event_type is not EventType.REDACTED
+
+
 def apply_event(
     state: dict[UUID, ProjectedEntry], event: StoredEvent, final: set[UUID] | None = None
 ) -> None:
@@ -107,7 +113,7 @@ def apply_event(
     if final is not None and event.entry_id in final:
         return
     p = event.payload
-    if p.get("redacted") is True and event.event_type is not EventType.REDACTED:
+    if removed_payload(event.event_type, p):
         # a payload a redaction removed: nothing of it is left to fold; the entry's own
         # `entry_redacted` event, later in the log, makes its tombstone
         if event.event_type is EventType.CREATED:

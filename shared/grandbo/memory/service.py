@@ -248,9 +248,8 @@ class MemoryService(Recall):
             "service": current.service,
             "tags": given_tags(current.title, current.summary, current.service, current.tags),
         }
-        return {**kept, **named}, current.revision if expected_revision is None else (
-            expected_revision
-        )
+        expected = current.revision if expected_revision is None else expected_revision
+        return {**kept, **named}, expected
 
     def retire_entry(
         self,

@@ -63,6 +63,7 @@ from grandbo.memory.models import (
     ServiceName,
     WriteContext,
 )
+from grandbo.memory.projection import removed_payload
 from grandbo.moments import EARLIEST_MOMENT, in_utc, plausible_moment
 from grandbo.text.rules import find_unsafe_json, reject_unsafe_text
 from grandbo.text.tags import MAX_TAGS_PER_TEXT, is_tag, tags_for
@@ -221,22 +222,11 @@ def _same(stored: str | None, validated: str | None, field: str) -> None:
 
 
 def _created(payload: _Created, event: LakeEvent, now: datetime) -> None:
-    entry = _validated(
+    entry = _text_as_stored(
         NewEntry,
-        {
-            "title": payload.title,
-            "summary": payload.summary,
-            "service": payload.service,
-            "origin": payload.origin,
-            "incident_id": payload.incident_id,
-            "kind": payload.kind,
-        },
-        "payload.",
+        payload,
+        {"origin": payload.origin, "incident_id": payload.incident_id, "kind": payload.kind},
     )
-    _same(payload.title, entry.title, "title")
-    _same(payload.summary, entry.summary, "summary")
-    _same(payload.service, entry.service, "service")
-    _text_tags(entry.title, entry.summary, entry.service, payload.tags)
     if (payload.ttl_days is not None) != (entry.kind is Kind.EPISODIC):
         raise _RefusedError(
             "payload.ttl_days", "an episodic entry, and only one, records its lifetime"
@@ -258,7 +248,7 @@ def _incident_claim(event: LakeEvent, incident_id: str | None) -> None:
     of incident ID's finding (`grandbo.memory.incidents`), and nowhere else; the forms a
     redaction leaves (`incident-closed:[redacted]`, `redacted:ENTRY:EVENT`, migration
     0030) only on an event whose payload a redaction removed."""
-    removed = event.payload.get("redacted") is True and event.event_type is not EventType.REDACTED
+    removed = removed_payload(event.event_type, event.payload)
     if event.actor == REDACTED_INCIDENT_ACTOR or event.idempotency_key.startswith(
         _REDACTED_KEY_PREFIX
     ):
@@ -288,7 +278,7 @@ def _incident_claim(event: LakeEvent, incident_id: str | None) -> None:
         return
     claimed = event.actor[len(INCIDENT_ACTOR_PREFIX) :] if actor_claims else None
     if incident_id is None:
-        if event.event_type is EventType.CREATED and event.payload.get("redacted") is True:
+        if event.event_type is EventType.CREATED and removed:
             incident_id = claimed  # a removed finding: its payload names no incident
         else:
             raise _RefusedError(
@@ -309,16 +299,24 @@ def _incident_claim(event: LakeEvent, incident_id: str | None) -> None:
         )
 
 
-def _corrected(payload: _Corrected) -> None:
+def _text_as_stored(
+    model: type[EntryText],
+    payload: _Created | _Corrected,
+    extra: dict[str, Any] | None = None,
+) -> Any:
+    """The payload's text validated by the write's own model (`NewEntry`, `EntryText`),
+    stored as the write path stores it (nothing to trim), its tags the text's."""
     text = _validated(
-        EntryText,
-        {"title": payload.title, "summary": payload.summary, "service": payload.service},
+        model,
+        {"title": payload.title, "summary": payload.summary, "service": payload.service}
+        | (extra or {}),
         "payload.",
     )
     _same(payload.title, text.title, "title")
     _same(payload.summary, text.summary, "summary")
     _same(payload.service, text.service, "service")
     _text_tags(text.title, text.summary, text.service, payload.tags)
+    return text
 
 
 def _checked(event: LakeEvent, now: datetime) -> None:
@@ -331,7 +329,7 @@ def _checked(event: LakeEvent, now: datetime) -> None:
         plausible_moment(event.recorded_at, now)
     except ValueError as exc:
         raise _RefusedError("recorded_at", str(exc)) from exc
-    if event.payload.get("redacted") is True and event.event_type is not EventType.REDACTED:
+    if removed_payload(event.event_type, event.payload):
         _validated(_Removed, event.payload, "payload.")
         _incident_claim(event, None)
         return
@@ -341,7 +339,7 @@ def _checked(event: LakeEvent, now: datetime) -> None:
         return
     _incident_claim(event, None)
     if isinstance(payload, _Corrected):
-        _corrected(payload)
+        _text_as_stored(EntryText, payload)
     elif isinstance(payload, _Retired | _Tombstone):
         _reason(payload.reason)
         if isinstance(payload, _Tombstone):

@@ -12,8 +12,9 @@ from psycopg.types.json import Jsonb
 from grandbo.errors import InvalidInputError
 from grandbo.memory.lifecycle.lake_stream import LakeEvent
 from grandbo.memory.models import EntryStatus, EventType
-from grandbo.memory.projection import StoredEvent, UnreplayableEventError, replay
+from grandbo.memory.projection import UnreplayableEventError, replay
 from grandbo.memory.redacted_text import text_digest
+from grandbo.memory.repository.rebuild import stored_events
 from grandbo.storage.tenant_scope import (
     Cursor,
     Isolation,
@@ -227,22 +228,7 @@ class LakeStore(TenantScopedRepository):
         be replayed could never be repaired: it is append-only). An event the organization
         already held that cannot be replayed (an earlier version's import stored it) is
         left out, as a health check leaves it out: only the batch's own are refused."""
-        cur.execute(
-            "SELECT event_id, entry_id, event_type, revision, payload, recorded_at"
-            " FROM org_memory_events WHERE tenant_id = %s ORDER BY event_id",
-            (tenant_id,),
-        )
-        events = [
-            StoredEvent(
-                entry_id=row["entry_id"],
-                event_type=EventType(row["event_type"]),
-                revision=row["revision"],
-                payload=row["payload"],
-                recorded_at=row["recorded_at"],
-                event_id=row["event_id"],
-            )
-            for row in cur
-        ]
+        events = stored_events(cur, tenant_id)
 
         def refuse(problem: UnreplayableEventError) -> None:
             if problem.event.event_id in batch:

@@ -33,6 +33,26 @@ def _column(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def stored_events(cur: Cursor, tenant_id: str) -> list[StoredEvent]:
+    """Every event of the tenant, in log order, as the fold reads them."""
+    cur.execute(
+        "SELECT event_id, entry_id, event_type, revision, payload, recorded_at"
+        " FROM org_memory_events WHERE tenant_id = %s ORDER BY event_id",
+        (tenant_id,),
+    )
+    return [
+        StoredEvent(
+            entry_id=row["entry_id"],
+            event_type=EventType(row["event_type"]),
+            revision=row["revision"],
+            payload=row["payload"],
+            recorded_at=row["recorded_at"],
+            event_id=row["event_id"],
+        )
+        for row in cur
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class ProjectionReport:
     tenant_id: str
@@ -48,22 +68,7 @@ class ProjectionRebuild(EntryReads):
     """Replay a tenant's events into its projection, or check the projection against them."""
 
     def _events(self, cur: Cursor, tenant_id: str) -> list[StoredEvent]:
-        cur.execute(
-            "SELECT event_id, entry_id, event_type, revision, payload, recorded_at"
-            " FROM org_memory_events WHERE tenant_id = %s ORDER BY event_id",
-            (tenant_id,),
-        )
-        return [
-            StoredEvent(
-                entry_id=row["entry_id"],
-                event_type=EventType(row["event_type"]),
-                revision=row["revision"],
-                payload=row["payload"],
-                recorded_at=row["recorded_at"],
-                event_id=row["event_id"],
-            )
-            for row in cur
-        ]
+        return stored_events(cur, tenant_id)
 
     @staticmethod
     def _replayed(events: list[StoredEvent]) -> tuple[dict[UUID, ProjectedEntry], list[str]]:
