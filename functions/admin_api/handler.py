@@ -28,6 +28,7 @@ from grandbo.api.http_errors import (
     precheck_json,
     proxy_error,
     register_error_handlers,
+    store_unavailable,
 )
 from grandbo.api.models import (
     CalibrationRequest,
@@ -537,7 +538,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         return proxy_error(401, "unauthorized", "the request is not authenticated")
     except StoreUnavailableError:
         logger.exception("database unavailable while checking the nonce")
-        return proxy_error(503, "unavailable", "the memory store is unavailable; retry")
+        return store_unavailable()
     bind_request_keys(tenant_id=caller.tenant_id, key_id=caller.key_id)
     rejected = precheck_json(event)
     if rejected is not None:

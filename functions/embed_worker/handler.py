@@ -38,8 +38,8 @@ from grandbo.runtime.lambda_container import runtime
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-# The longest one record can take: a Titan call is at most 3 attempts of a 2 s connect and
-# a 5 s read (grandbo.embedding.titan), plus the database; a record starts only if that
+# The longest one record can take: a Titan call's worst case (grandbo.aws_clients,
+# 9 s), the database's connect and write, and a re-send's; a record starts only if that
 # much time is left.
 DEADLINE_MARGIN_MS = 25_000
 

@@ -15,12 +15,12 @@ import os
 import time
 from typing import Any
 
-from aws_lambda_powertools.utilities.parameters import get_secret
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.migrations import migrate, migrations_digest, set_app_role_password
 from grandbo.observability import logger
 from grandbo.runtime.schema_owner import schema_owner_url
+from grandbo.runtime.secrets import secret_value
 
 PHYSICAL_ID = "grandbo-schema"
 # what the function keeps of its time after the migrations: the role's password, the reply
@@ -40,7 +40,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # timeout would keep its locks, and the retried deploy would wait on them
     deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000 - MARGIN_S
     applied = migrate(url, deadline=deadline)
-    app_secret = json.loads(str(get_secret(os.environ["GRANDBO_DB_SECRET_ARN"])))
+    app_secret = json.loads(secret_value(os.environ["GRANDBO_DB_SECRET_ARN"]))
     set_app_role_password(url, app_secret["password"])
     logger.info("schema migrated", extra={"applied": [f"{m.version}_{m.name}" for m in applied]})
     return {

@@ -33,7 +33,7 @@ def test_an_update_for_the_bundled_migrations_migrates(
     import functions.migrations.handler as migrations
 
     monkeypatch.setattr(migrations, "schema_owner_url", lambda: database.admin)
-    monkeypatch.setattr(migrations, "get_secret", lambda arn: '{"password": "local-only"}')
+    monkeypatch.setattr(migrations, "secret_value", lambda arn: '{"password": "local-only"}')
     monkeypatch.setenv("GRANDBO_DB_SECRET_ARN", "arn:aws:secretsmanager:local:0:secret:app")
     reply = migrations.lambda_handler(
         _event("Update", migrations_digest()), TimedContext(900_000, "grandbo-migrations")

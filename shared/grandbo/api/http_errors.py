@@ -38,6 +38,10 @@ from grandbo.errors import (
 )
 from grandbo.observability import logger
 
+# a 503's Retry-After: a failover, a cold secret read or a busy proxy clears within seconds
+RETRY_AFTER_S = 5
+STORE_UNAVAILABLE = f"the memory store is unavailable; retry after {RETRY_AFTER_S} s"
+
 # 415, for a body declared as anything but JSON (before the resolver, or by it)
 _NOT_JSON = (415, "unsupported_media_type", "Content-Type must be application/json", "Content-Type")
 
@@ -68,6 +72,13 @@ def proxy_error(status: int, error: str, message: str, field: str | None = None)
         "body": error_body(error, message, field),
         "isBase64Encoded": False,
     }
+
+
+def store_unavailable() -> dict[str, Any]:
+    """The proxy response for a store (or its credentials) out of reach: 503, Retry-After."""
+    response = proxy_error(503, "unavailable", STORE_UNAVAILABLE)
+    response["headers"]["Retry-After"] = str(RETRY_AFTER_S)
+    return response
 
 
 def precheck_body(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -215,7 +226,12 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(StoreUnavailableError)
     def _database(exc: StoreUnavailableError) -> Response[Any]:
         logger.exception("database unavailable")
-        return error_response(503, "unavailable", "the memory store is unavailable; retry")
+        return Response(
+            status_code=503,
+            content_type=content_types.APPLICATION_JSON,
+            body=error_body("unavailable", STORE_UNAVAILABLE),
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
 
     @app.exception_handler(ServiceError)
     def _routing(exc: ServiceError) -> Response[Any]:

@@ -65,14 +65,9 @@ class BedrockReranker(Reranker):
     @property
     def client(self) -> Any:
         if self._client is None:
-            import boto3
-            from botocore.config import Config
+            from grandbo.aws_clients import client
 
-            self._client = boto3.client(
-                "bedrock-agent-runtime",
-                # one attempt: the service's deadline is shorter than any retry would be
-                config=Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1}),
-            )
+            self._client = client("bedrock-agent-runtime")
         return self._client
 
     def rerank(self, query: str, documents: Sequence[str]) -> list[int]:

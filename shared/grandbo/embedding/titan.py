@@ -37,17 +37,9 @@ class TitanEmbeddingProvider(EmbeddingProvider):
     @property
     def client(self) -> BedrockRuntimeClient:
         if self._client is None:
-            import boto3
-            from botocore.config import Config
+            from grandbo.aws_clients import client
 
-            self._client = boto3.client(
-                "bedrock-runtime",
-                config=Config(
-                    connect_timeout=2,
-                    read_timeout=5,
-                    retries={"max_attempts": 3, "mode": "standard"},
-                ),
-            )
+            self._client = client("bedrock-runtime")
         return self._client
 
     def _embed(self, texts: list[str]) -> list[list[float]]:

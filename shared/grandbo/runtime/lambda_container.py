@@ -204,10 +204,10 @@ class LambdaRuntime:
             return env.database_read_url
         if env.database_url:
             return env.database_url
-        from aws_lambda_powertools.utilities.parameters import get_secret
+        from grandbo.runtime.secrets import secret_value
 
         assert env.database_secret_arn is not None
-        secret = str(get_secret(env.database_secret_arn, max_age=300))
+        secret = secret_value(env.database_secret_arn)
         if reader:  # a reader that does not answer soon is skipped: the writer answers
             return database_url_from_secret(
                 secret, env.database_read_host, connect_timeout_s=READER_CONNECT_TIMEOUT_S
@@ -374,9 +374,9 @@ class LambdaRuntime:
             return self._keyring
         if not env.keyring_secret_arn:
             raise GrandboError("no keyring: set GRANDBO_KEYRING_SECRET_ARN or GRANDBO_KEYRING_FILE")
-        from aws_lambda_powertools.utilities.parameters import get_secret
+        from grandbo.runtime.secrets import secret_value
 
-        document = str(get_secret(env.keyring_secret_arn, max_age=KEYRING_CACHE_S))
+        document = secret_value(env.keyring_secret_arn, max_age_s=KEYRING_CACHE_S)
         self._keyring = Keyring.from_json(document)
         self._keyring_loaded_at = time.monotonic()
         return self._keyring

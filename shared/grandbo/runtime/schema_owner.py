@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 
-from aws_lambda_powertools.utilities.parameters import get_secret
-
 from grandbo.runtime.lambda_container import database_url_from_secret
+from grandbo.runtime.secrets import secret_value
 
 
 def schema_owner_url() -> str:
     """The schema owner through RDS Proxy (GRANDBO_DB_HOST), TLS verify-full."""
-    secret = str(get_secret(os.environ["GRANDBO_ADMIN_SECRET_ARN"]))
+    secret = secret_value(os.environ["GRANDBO_ADMIN_SECRET_ARN"])
     return database_url_from_secret(secret, os.environ.get("GRANDBO_DB_HOST"))

@@ -23,9 +23,9 @@ class SqsEmbedQueue:
     @property
     def client(self) -> SQSClient:
         if self._client is None:
-            import boto3
+            from grandbo.aws_clients import client
 
-            self._client = boto3.client("sqs")
+            self._client = client("sqs")
         return self._client
 
     def send(self, jobs: Sequence[EmbedJob]) -> None:
