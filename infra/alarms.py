@@ -37,6 +37,9 @@ AURORA_CPU_PERCENT = 80
 AURORA_CONNECTIONS = 400
 # RDS Proxy: its writer's availability averaged over the proxy's nodes under this for
 # this many 5-minute periods running (15 minutes: one node's missed check is not an outage)
+# an incident-closed event not recorded within this is waiting on the database or the
+# function (its retries back off: grandbo.runtime.incident_queue)
+INCIDENT_QUEUE_OLDEST_S = 15 * 60
 PROXY_AVAILABILITY_PERCENT = 95
 PROXY_UNAVAILABLE_PERIODS = 3
 
@@ -49,6 +52,7 @@ class Alarms(Construct):
         *,
         dead_letter_queues: dict[str, sqs.IQueue],
         embed_queue: sqs.IQueue,
+        incident_queue: sqs.IQueue,
         functions: dict[str, lambda_.Function],
         api: apigw.RestApi,
         cluster: rds.DatabaseCluster,
@@ -193,18 +197,34 @@ class Alarms(Construct):
                 "or the sweeper stopped reporting",
             )
         )
-        alarms.append(
-            embed_queue.metric_approximate_age_of_oldest_message(
-                period=Duration.minutes(5), statistic="Maximum"
-            ).create_alarm(
-                self,
+        for queue, alarm_id, oldest_s, description in (
+            (
+                embed_queue,
                 "EmbedQueueStuck",
-                threshold=EMBED_QUEUE_OLDEST_S,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                alarm_description="the oldest embed job has waited over 15 minutes",
+                EMBED_QUEUE_OLDEST_S,
+                "the oldest embed job has waited over 15 minutes",
+            ),
+            (
+                incident_queue,
+                "IncidentsWaiting",
+                INCIDENT_QUEUE_OLDEST_S,
+                "an incident-closed event has waited over 15 minutes to be recorded: the "
+                "database (a failover, a patch window) or the incident function; it is "
+                "retried for about two hours before it is dead-lettered",
+            ),
+        ):
+            alarms.append(
+                queue.metric_approximate_age_of_oldest_message(
+                    period=Duration.minutes(5), statistic="Maximum"
+                ).create_alarm(
+                    self,
+                    alarm_id,
+                    threshold=oldest_s,
+                    evaluation_periods=1,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    alarm_description=description,
+                )
             )
-        )
         for name, function in sorted(functions.items()):
             watched = [(function.metric_throttles, "Throttles", "was throttled")]
             if name != "embed":  # its errors alarm above, with a tolerance for retries

@@ -43,6 +43,7 @@ class OperationsDashboard(Construct):
         functions: dict[str, lambda_.Function],
         embed_queue: sqs.IQueue,
         embed_dead_letters: sqs.IQueue,
+        incident_queue: sqs.IQueue,
         incident_dead_letters: sqs.IQueue,
         cluster: rds.DatabaseCluster,
         proxy: rds.DatabaseProxy,
@@ -133,10 +134,11 @@ class OperationsDashboard(Construct):
             human_readable_name="Embed queue",
             alarm_friendly_name="EmbedQueue",
         )
-        self.facade.monitor_sqs_queue(
-            queue=incident_dead_letters,
-            human_readable_name="Incident-closed dead letters",
-            alarm_friendly_name="IncidentDlq",
+        self.facade.monitor_sqs_queue_with_dlq(
+            queue=incident_queue,
+            dead_letter_queue=incident_dead_letters,
+            human_readable_name="Incident queue",
+            alarm_friendly_name="IncidentQueue",
         )
         for name, function in sorted(functions.items()):
             self.facade.monitor_lambda_function(

@@ -111,8 +111,9 @@ FAILURES_GO_TO = {
     "query": SYNCHRONOUS,
     "authorizer": SYNCHRONOUS,
     "admin": SYNCHRONOUS,
-    "incident": "the EventBridge rule's target has its own dead-letter queue (IncidentDlq) "
-    "and the rule an archive for replays",
+    "incident": "an SQS event source (the incident queue): a failed record is backed off and "
+    "retried for about two hours, then moved to IncidentDlq by the queue's redrive policy; "
+    "the rule's archive keeps every event for replays",
     "embed": "an SQS event source: failed records return to the embed queue, whose redrive "
     "policy moves them to EmbedDlq",
     "backfill": "run by a schedule: the next run redoes a failed one, and the "
@@ -130,8 +131,8 @@ UNRESERVED = {
     "admin": "interactive writes, one short transaction each; RDS Proxy bounds connections",
     "embed": "capped on its SQS event source (maxConcurrency), which never throttles the "
     "way a reserved cap would",
-    "incident": "unreserved in this stage (StageConfig.reserved_concurrency): RDS Proxy "
-    "bounds the connections, and EventBridge retries a throttled delivery",
+    "incident": "unreserved in this stage (StageConfig.reserved_concurrency): its SQS event "
+    "source caps it (maxConcurrency) and RDS Proxy bounds the connections",
     "backfill": "unreserved in this stage: two overlapping sweeps enqueue the same jobs, "
     "which the embed worker's revision guard makes harmless",
     "migrations": "unreserved in this stage: deploys are serialized by CloudFormation and "

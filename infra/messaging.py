@@ -6,11 +6,11 @@ from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from grandbo.runtime.incident_queue import MAX_RECEIVES, VISIBILITY_TIMEOUT_S
 from infra.checkov import skip_checks
 from infra.config import StageConfig, incident_bus_name
 
@@ -57,6 +57,34 @@ class EmbedQueue(Construct):
         skip_checks(self.queue, SQS_MANAGED_SSE)
 
 
+class IncidentQueue(Construct):
+    """Between the incident-closed rule and its function: 14 days' retention, a visibility
+    timeout of 600 s (Lambda asks for at least six times the function's 30 s), and
+    MAX_RECEIVES receives before the dead-letter queue; the function backs each failed
+    record off (grandbo.runtime.incident_queue), and either way those receives span about
+    two hours.
+
+    https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html (visibility)
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues.html
+    """
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letters = dead_letter_queue(self, "IncidentDlq")
+        self.queue = sqs.Queue(
+            self,
+            "IncidentQueue",
+            visibility_timeout=Duration.seconds(VISIBILITY_TIMEOUT_S),
+            retention_period=Duration.days(14),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            dead_letter_queue=sqs.DeadLetterQueue(
+                max_receive_count=MAX_RECEIVES, queue=self.dead_letters
+            ),
+        )
+        skip_checks(self.queue, SQS_MANAGED_SSE)
+
+
 class EventWiring(Construct):
     """Incident-closed events → write-behind; schedule → sweeper; SQS → embed worker."""
 
@@ -85,12 +113,11 @@ class EventWiring(Construct):
         self.incident_bus = events.EventBus(
             self, "IncidentBus", event_bus_name=incident_bus_name(stage)
         )
-        self.incident_dead_letters = dead_letter_queue(self, "IncidentDlq")
-        incident_function.configure_async_invoke(
-            retry_attempts=2,
-            max_event_age=Duration.hours(6),
-            on_failure=destinations.SqsDestination(self.incident_dead_letters),
-        )
+        # the rule → the incident queue → the function (issue 35, point 3): a function
+        # invoked by EventBridge directly gets Lambda's two asynchronous retries (one and
+        # two minutes on), and a failover longer than that dead-lettered every incident
+        self.incidents = IncidentQueue(self, "Incidents")
+        self.incident_dead_letters = self.incidents.dead_letters
         self.incident_rule = events.Rule(
             self,
             "IncidentClosedRule",
@@ -100,14 +127,32 @@ class EventWiring(Construct):
                 source=[INCIDENT_SOURCE], detail_type=[INCIDENT_CLOSED]
             ),
             targets=[
-                targets.LambdaFunction(
-                    incident_function,
+                # the message body is the event; a delivery SQS refuses (its policy, an
+                # outage of SQS itself) is retried for a day, then dead-lettered alike
+                targets.SqsQueue(
+                    self.incidents.queue,
                     dead_letter_queue=self.incident_dead_letters,
                     retry_attempts=8,
                     max_event_age=Duration.hours(24),
                 )
             ],
         )
+        incident_function.add_event_source(
+            sources.SqsEventSource(
+                self.incidents.queue,
+                batch_size=5,
+                report_batch_item_failures=True,
+                max_concurrency=max(2, min(5, stage.reserved_concurrency.get("incident", 5))),
+            )
+        )
+        incident_function.add_environment(
+            "GRANDBO_INCIDENT_QUEUE_URL", self.incidents.queue.queue_url
+        )
+        incident_function.add_environment(
+            "GRANDBO_INCIDENT_DLQ_URL", self.incident_dead_letters.queue_url
+        )
+        # what can never be recorded goes to the dead-letter queue at once, with its reason
+        self.incident_dead_letters.grant_send_messages(incident_function)
         # a lost week of incident-closed events can be replayed from here (docs/OPERATIONS.md)
         self.incident_archive = events.Archive(
             self,

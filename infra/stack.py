@@ -36,7 +36,8 @@ def operator_policy(
     stage: StageConfig,
 ) -> iam.ManagedPolicy:
     """Least privilege for the runbook: invoke the sweeper and the index job, move the
-    embed dead letters back, and replay archived incident-closed events; nothing else."""
+    embed and incident dead letters back onto their queues, and replay archived
+    incident-closed events; nothing else."""
     replays = Stack.of(scope).format_arn(
         service="events", resource="replay", resource_name=f"{replay_prefix(stage)}*"
     )
@@ -60,11 +61,12 @@ def operator_policy(
                     "sqs:DeleteMessage",
                     "sqs:GetQueueAttributes",
                 ],
-                resources=[embed.dead_letters.queue_arn],
+                resources=[embed.dead_letters.queue_arn, wiring.incident_dead_letters.queue_arn],
             ),
+            # a move task sends as the operator: SendMessage on each destination
             iam.PolicyStatement(
                 actions=["sqs:SendMessage", "sqs:GetQueueAttributes"],
-                resources=[embed.queue.queue_arn],
+                resources=[embed.queue.queue_arn, wiring.incidents.queue.queue_arn],
             ),
             # The Service Authorization Reference for EventBridge gives each replay action
             # its resource type: StartReplay acts on the archive it replays from
@@ -140,6 +142,7 @@ class GrandboStack(Stack):
                 "IncidentClosed": self.events.incident_dead_letters,
             },
             embed_queue=self.embed.queue,
+            incident_queue=self.events.incidents.queue,
             functions=fns,
             api=self.api.api,
             cluster=self.database.cluster,
@@ -156,6 +159,7 @@ class GrandboStack(Stack):
             functions=fns,
             embed_queue=self.embed.queue,
             embed_dead_letters=self.embed.dead_letters,
+            incident_queue=self.events.incidents.queue,
             incident_dead_letters=self.events.incident_dead_letters,
             cluster=self.database.cluster,
             proxy=self.database.proxy,
@@ -168,8 +172,12 @@ class GrandboStack(Stack):
         CfnOutput(self, "EmbedQueueUrl", value=self.embed.queue.queue_url)
         CfnOutput(self, "EmbedDeadLetterQueueArn", value=self.embed.dead_letters.queue_arn)
         CfnOutput(self, "EmbedDeadLetterQueueUrl", value=self.embed.dead_letters.queue_url)
+        CfnOutput(self, "IncidentQueueArn", value=self.events.incidents.queue.queue_arn)
         CfnOutput(
             self, "IncidentDeadLetterQueueUrl", value=self.events.incident_dead_letters.queue_url
+        )
+        CfnOutput(
+            self, "IncidentDeadLetterQueueArn", value=self.events.incident_dead_letters.queue_arn
         )
         CfnOutput(self, "IncidentArchiveArn", value=self.events.incident_archive.archive_arn)
         CfnOutput(self, "IncidentRuleArn", value=self.events.incident_rule.rule_arn)

@@ -88,3 +88,12 @@ def local_provider() -> Any:
     from grandbo.embedding.local import LocalMiniLMProvider
 
     return LocalMiniLMProvider()
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials and a region for botocore (moto's, or a test's own endpoint): never an
+    account's, whatever the developer's environment holds."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")

@@ -6,14 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 
-def sqs_record(message_id: str, receipt_handle: str, body: str) -> dict[str, Any]:
-    """One record of an SQS event, received once."""
+def sqs_record(
+    message_id: str,
+    receipt_handle: str,
+    body: str,
+    *,
+    receive_count: int = 1,
+    queue_arn: str = "arn:aws:sqs:us-east-1:000000000000:grandbo-embed",
+) -> dict[str, Any]:
+    """One record of an SQS event, received `receive_count` times."""
     return {
         "messageId": message_id,
         "receiptHandle": receipt_handle,
         "body": body,
         "attributes": {
-            "ApproximateReceiveCount": "1",
+            "ApproximateReceiveCount": str(receive_count),
             "SentTimestamp": "0",
             "SenderId": "x",
             "ApproximateFirstReceiveTimestamp": "0",
@@ -21,7 +28,7 @@ def sqs_record(message_id: str, receipt_handle: str, body: str) -> dict[str, Any
         "messageAttributes": {},
         "md5OfBody": "",
         "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:grandbo-embed",
+        "eventSourceARN": queue_arn,
         "awsRegion": "us-east-1",
     }
 

@@ -121,7 +121,7 @@ def test_a_malformed_event_stores_nothing_and_fails_loudly(
     event = incident_event(tenant)
     event["detail"]["findings"][2]["summary"] = "nul \x00 byte"  # the third finding is bad
     reply = gateway.publish(event)
-    # the Lambda raised InvalidEventError (in AWS: retried, then kept by the target's DLQ);
+    # the function refused it (in AWS: sent to the incident DLQ at once, with the reason);
     # the local door answers 400 with the handler's own words, naming the finding
     assert reply.status == 400
     assert "findings[f3].summary" in reply.body["message"]

@@ -23,10 +23,7 @@ from tests.integration.helpers import context, entry
 
 
 @pytest.fixture
-def sqs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+def sqs(aws_credentials: None) -> Iterator[Any]:
     with mock_aws():
         yield boto3.client("sqs", region_name="us-east-1")
 

@@ -24,10 +24,7 @@ from tests.lambda_events import TimedContext, sqs_record
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+def aws(aws_credentials: None) -> Iterator[None]:
     with mock_aws():
         yield
 

@@ -43,10 +43,7 @@ OWNERS = {"shared/grandbo/aws_clients.py", "shared/grandbo/runtime/secrets.py"}
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+def aws(aws_credentials: None) -> Iterator[None]:
     aws_clients._secrets.cache_clear()
     with mock_aws():
         yield
@@ -145,12 +142,6 @@ def test_a_secret_is_read_once_then_served_from_the_cache(aws: None) -> None:
 def _stalled_secrets_manager(monkeypatch: pytest.MonkeyPatch) -> socket.socket:
     """Secrets Manager's endpoint set to a port that accepts connections into its backlog
     and never answers: every read stalls. Returns the listening socket (close it)."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -162,7 +153,7 @@ def _stalled_secrets_manager(monkeypatch: pytest.MonkeyPatch) -> socket.socket:
 
 
 def test_secrets_manager_out_of_reach_is_a_store_unavailable_error_soon(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, aws_credentials: None
 ) -> None:
     """An endpoint that accepts and never answers: refused within the bounds, as
     StoreUnavailableError (503 with Retry-After on the APIs), not after botocore's 60 s x 3."""
@@ -189,7 +180,7 @@ def test_a_refused_secret_read_names_the_secret_not_its_value(aws: None) -> None
 
 
 def test_a_query_whose_database_secret_stalls_is_a_503_with_retry_after(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, aws_credentials: None
 ) -> None:
     """The query function on a cold start, Secrets Manager not answering: the caller gets
     the service's 503 with Retry-After inside the function's 10 s, not API Gateway's 504."""

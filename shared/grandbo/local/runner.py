@@ -3,8 +3,11 @@
 HTTP requests pass the deployed edge's checks first (`grandbo.api.edge`: the WAF's
 User-Agent and body-size rules, API Gateway's routes, the REQUEST authorizer of the query
 routes, required parameters and body models, each refusal answered as AWS answers it),
-then become API Gateway REST proxy events; `POST /local/events` delivers an EventBridge
-event to the incident-closed handler, `POST /local/backfill` invokes the backfill handler
+then become API Gateway REST proxy events; `POST /local/events` hands an EventBridge
+event to the incident function as the body of one incident-queue message (the function's
+own `deliver`, which every SQS record goes through; the caller hears the outcome, a
+refusal as a 400 and the store out of reach as a 503, where SQS would dead-letter or
+retry), `POST /local/backfill` invokes the backfill handler
 (local doors, with no WAF or API Gateway in front in AWS either), and an in-process
 queue feeds SQS-shaped batches to the embed worker, redelivering records it reports in
 `batchItemFailures` (up to MAX_RECEIVES, then a local dead-letter list).
@@ -302,7 +305,7 @@ class LocalGateway(BaseHTTPRequestHandler):
         from functions.admin_api.handler import lambda_handler as admin_handler
         from functions.authorizer.handler import lambda_handler as authorize
         from functions.backfill.handler import lambda_handler as backfill_handler
-        from functions.incident_closed.handler import lambda_handler as incident_handler
+        from functions.incident_closed.handler import deliver as deliver_incident
         from functions.query_api.handler import lambda_handler as query_handler
 
         headers = self._headers()
@@ -320,8 +323,7 @@ class LocalGateway(BaseHTTPRequestHandler):
             if path == "/local/events" and self.command == "POST":
                 closed = self._json_object(body)
                 if closed is not None:
-                    result = incident_handler(closed, lambda_context("grandbo-incident-closed"))
-                    self._reply(200, result)
+                    self._reply(200, deliver_incident(json.dumps(closed)))
                 return
             if path == "/local/backfill" and self.command == "POST":
                 payload = self._json_object(body) if body.strip() else {}
@@ -356,7 +358,7 @@ class LocalGateway(BaseHTTPRequestHandler):
             else:
                 self._proxy_reply(admin_handler(event, lambda_context("grandbo-admin")))
         except (InvalidEventError, InvalidInputError) as exc:
-            # in AWS the event is retried, then kept in the target's dead-letter queue; the
+            # in AWS the event goes to the incident dead-letter queue with the reason; the
             # local door says what was wrong with it, as the API does for a bad request
             field = exc.field if isinstance(exc, InvalidInputError) else "event"
             self._reply(400, {"error": "invalid_event", "message": str(exc), "field": field})

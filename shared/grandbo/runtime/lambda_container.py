@@ -33,6 +33,7 @@ from grandbo.errors import GrandboError, StoreUnavailableError
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
+from grandbo.runtime.incident_queue import SqsIncidentQueue
 from grandbo.runtime.sqs_queue import SqsEmbedQueue
 from grandbo.storage.connections import connect, is_idle
 from grandbo.topology.repository import TopologyRepository
@@ -74,6 +75,9 @@ class LambdaEnvironment(BaseModel):
         default=None, alias="GRANDBO_PREVIOUS_EMBEDDING_PROVIDER", pattern=PROVIDER_SPEC
     )
     embed_queue_url: str | None = Field(default=None, alias="GRANDBO_EMBED_QUEUE_URL")
+    # the incident function's queue (its back-offs) and dead-letter queue (what it refuses)
+    incident_queue_url: str | None = Field(default=None, alias="GRANDBO_INCIDENT_QUEUE_URL")
+    incident_dlq_url: str | None = Field(default=None, alias="GRANDBO_INCIDENT_DLQ_URL")
     keyring_secret_arn: str | None = Field(default=None, alias="GRANDBO_KEYRING_SECRET_ARN")
     keyring_file: str | None = Field(default=None, alias="GRANDBO_KEYRING_FILE")
     topic_embed_timeout_s: float = Field(default=2.0, alias="GRANDBO_TOPIC_EMBED_TIMEOUT_S")
@@ -143,6 +147,7 @@ class LambdaRuntime:
         keyring: Keyring | None = None,
         containers: int | None = None,
         previous_provider: EmbeddingProvider | None = None,
+        incident_queue: SqsIncidentQueue | None = None,
     ) -> None:
         self._environment = environment
         self._provider = provider
@@ -150,6 +155,7 @@ class LambdaRuntime:
         self._reranker: Reranker | None = None
         self._reader_down_until = 0.0
         self._queue = embed_queue
+        self._incident_queue = incident_queue
         self._keyring = keyring
         self._keyring_loaded_at = 0.0
         self._keyring_file: KeyringFile | None = None
@@ -197,6 +203,14 @@ class LambdaRuntime:
         if self._queue is None and self.environment.embed_queue_url:
             self._queue = SqsEmbedQueue(self.environment.embed_queue_url)
         return self._queue
+
+    @property
+    def incident_queue(self) -> SqsIncidentQueue | None:
+        """The incident queue's back-off and dead letters, where the environment names both."""
+        env = self.environment
+        if self._incident_queue is None and env.incident_queue_url and env.incident_dlq_url:
+            self._incident_queue = SqsIncidentQueue(env.incident_queue_url, env.incident_dlq_url)
+        return self._incident_queue
 
     def _database_url(self, *, reader: bool = False) -> str:
         env = self.environment

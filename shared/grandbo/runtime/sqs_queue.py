@@ -13,11 +13,10 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 
-class SqsEmbedQueue:
-    """Jobs as JSON message bodies, sent in batches of ten."""
+class SqsQueues:
+    """An SQS client (bounded: grandbo.aws_clients), built on first use unless given."""
 
-    def __init__(self, queue_url: str, client: SQSClient | None = None) -> None:
-        self.queue_url = queue_url
+    def __init__(self, client: SQSClient | None = None) -> None:
         self._client = client
 
     @property
@@ -27,6 +26,14 @@ class SqsEmbedQueue:
 
             self._client = client("sqs")
         return self._client
+
+
+class SqsEmbedQueue(SqsQueues):
+    """Jobs as JSON message bodies, sent in batches of ten."""
+
+    def __init__(self, queue_url: str, client: SQSClient | None = None) -> None:
+        super().__init__(client)
+        self.queue_url = queue_url
 
     def send(self, jobs: Sequence[EmbedJob]) -> None:
         for start in range(0, len(jobs), SQS_BATCH):
