@@ -40,6 +40,8 @@ AURORA_CONNECTIONS = 400
 # an incident-closed event not recorded within this is waiting on the database or the
 # function (its retries back off: grandbo.runtime.incident_queue)
 INCIDENT_QUEUE_OLDEST_S = 15 * 60
+# 5-minute periods with any query searched on the writer instead of a reader, running
+READER_FALLBACK_PERIODS = 3
 PROXY_AVAILABILITY_PERCENT = 95
 PROXY_UNAVAILABLE_PERIODS = 3
 
@@ -60,6 +62,7 @@ class Alarms(Construct):
         stage: StageConfig,
         alarm_email: str | None,
         alarm_topic_arn: str | None = None,
+        reads_scale_out: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         max_acu = stage.max_acu
@@ -197,6 +200,30 @@ class Alarms(Construct):
                 "or the sweeper stopped reporting",
             )
         )
+        if reads_scale_out:
+            # the query function counts each query it searched on the writer for want of
+            # a reader (grandbo.runtime.lambda_container): a reader restarting is a few
+            # minutes of it; three 5-minute periods running is a reader that is not there
+            alarms.append(
+                cloudwatch.Metric(
+                    namespace=NAMESPACE,
+                    metric_name="ReaderFallbacks",
+                    period=Duration.minutes(5),
+                    statistic="Sum",
+                    dimensions_map=own,
+                ).create_alarm(
+                    self,
+                    "ReadsOnTheWriter",
+                    threshold=0,
+                    evaluation_periods=READER_FALLBACK_PERIODS,
+                    datapoints_to_alarm=READER_FALLBACK_PERIODS,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                    alarm_description="queries searched on the writer for want of a reader "
+                    "(ReaderFallbacks) for 15 minutes: the proxy's read-only endpoint, its TLS, "
+                    "or the readers themselves",
+                )
+            )
         for queue, alarm_id, oldest_s, description in (
             (
                 embed_queue,

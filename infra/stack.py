@@ -150,6 +150,7 @@ class GrandboStack(Stack):
             stage=stage,
             alarm_email=self.node.try_get_context("alarm_email"),
             alarm_topic_arn=self.node.try_get_context("alarm_topic_arn"),
+            reads_scale_out=self.database.read_endpoint is not None,
         )
         self.dashboard = OperationsDashboard(
             self,

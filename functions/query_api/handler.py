@@ -51,8 +51,14 @@ def caller_key_id() -> str:
 @tracer.capture_method
 def query_memory(request: QueryRequest) -> dict[str, Any]:
     started = time.perf_counter()
-    result = (
-        runtime().service().query_org_memory(caller_tenant(), request.topic, **request.arguments())
+    container = runtime()
+    container.forget_read_from()
+    result = container.service().query_org_memory(
+        caller_tenant(), request.topic, **request.arguments()
+    )
+    # a deploy's smoke test reads this to show a reader served the searches (issue 35)
+    result = result.model_copy(
+        update={"metadata": result.metadata.model_copy(update={"read_from": container.read_from()})}
     )
     metrics.add_metric(
         "QueryLatency", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000

@@ -57,7 +57,8 @@ def _published_by_the_code(stage: str) -> dict[str, dict[str, str]]:
     probe = (
         "from aws_lambda_powertools.metrics import MetricUnit\n"
         "from grandbo.observability import metrics\n"
-        "for name in ('EmbedFailures', 'OldestUnembeddedAgeSeconds', 'VectorLegUnavailable'):\n"
+        "for name in ('EmbedFailures', 'OldestUnembeddedAgeSeconds', 'VectorLegUnavailable',\n"
+        "             'ReaderFallbacks'):\n"
         "    metrics.add_metric(name, MetricUnit.Count, 1)\n"
         "metrics.flush_metrics()\n"
     )

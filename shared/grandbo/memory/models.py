@@ -434,6 +434,11 @@ class QueryMetadata(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    read_from: Literal["reader", "writer"] | None = Field(
+        default=None,
+        description="where the searches ran: reader (a replica, pg_is_in_recovery) or "
+        "writer; set by the query API, where a stage's reads scale out",
+    )
     topic_tags: list[str]
     lexical_candidates: int
     vector_candidates: int

@@ -35,7 +35,7 @@ from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.runtime.incident_queue import SqsIncidentQueue
 from grandbo.runtime.sqs_queue import SqsEmbedQueue
-from grandbo.storage.connections import connect, is_idle
+from grandbo.storage.connections import connect, in_recovery, is_idle
 from grandbo.topology.repository import TopologyRepository
 from grandbo.topology.service import TopologyService
 
@@ -98,14 +98,30 @@ class LambdaEnvironment(BaseModel):
         return cls.model_validate({k: v for k, v in os.environ.items() if v})
 
 
+# TLS towards RDS Proxy. Its default endpoint (every function's writer) takes verify-full:
+# the certificate chains to an Amazon Root CA and names the host. A proxy endpoint you
+# create (the read-only endpoint the query function reads from) does not support
+# VERIFY_IDENTITY, AWS's RDS Proxy TLS section says
+# (https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/rds-proxy.howitworks.html#rds-proxy-security.tls):
+# every reader connection failed and fell back to the writer. verify-ca still refuses any
+# certificate that does not chain to a CA of the bundle (Amazon's roots for ACM).
+WRITER_SSLMODE = "verify-full"
+READER_SSLMODE = "verify-ca"
+
+
 def database_url_from_secret(
-    secret_string: str, host: str | None = None, *, connect_timeout_s: int | None = None
+    secret_string: str,
+    host: str | None = None,
+    *,
+    connect_timeout_s: int | None = None,
+    sslmode: str = WRITER_SSLMODE,
 ) -> str:
     """An RDS-style secret (host, port, username, password, dbname) as a connection URL.
 
-    TLS is verify-full: the server's certificate must chain to a CA of certifi's bundle
-    and name `host`. Every function connects through RDS Proxy (`host`), whose certificate
-    ACM issues under the Amazon Root CAs that bundle carries.
+    TLS is verify-full unless told (the reader's endpoint: READER_SSLMODE): the server's
+    certificate must chain to a CA of certifi's bundle and name `host`. Every function
+    connects through RDS Proxy (`host`), whose certificate ACM issues under the Amazon
+    Root CAs that bundle carries.
     """
     import certifi
     from psycopg.conninfo import make_conninfo
@@ -118,7 +134,7 @@ def database_url_from_secret(
         user=secret["username"],
         password=secret["password"],
         dbname=secret.get("dbname", "postgres"),
-        sslmode="verify-full",
+        sslmode=sslmode,
         sslrootcert=certifi.where(),
         **({} if connect_timeout_s is None else {"connect_timeout": str(connect_timeout_s)}),
     )
@@ -130,6 +146,10 @@ class _Slot:
     read_conn: psycopg.Connection[Any] | None = None
     used_at: float = 0.0
     read_used_at: float = 0.0
+    # whether read_conn is served by a replica (pg_is_in_recovery, asked once per connection)
+    read_on_replica: bool = False
+    # where this request's searches ran: "reader", "writer", or None before any search
+    read_from: str | None = None
     service: MemoryService | None = None
     topology: TopologyService | None = None
     nonces: NonceStore | None = None
@@ -224,7 +244,10 @@ class LambdaRuntime:
         secret = secret_value(env.database_secret_arn)
         if reader:  # a reader that does not answer soon is skipped: the writer answers
             return database_url_from_secret(
-                secret, env.database_read_host, connect_timeout_s=READER_CONNECT_TIMEOUT_S
+                secret,
+                env.database_read_host,
+                connect_timeout_s=READER_CONNECT_TIMEOUT_S,
+                sslmode=READER_SSLMODE,
             )
         return database_url_from_secret(secret, env.database_host)
 
@@ -249,23 +272,48 @@ class LambdaRuntime:
         """This container's connection to a reader, when reads scale out (else the
         writer's). Opened only when a query searches; a reader that cannot be reached is
         left alone for READER_RETRY_AFTER_S, the writer answering meanwhile."""
-        if not self.reads_scale_out or time.monotonic() < self._reader_down_until:
-            return self.connection()
         slot: _Slot = self._slot()
+        if not self.reads_scale_out:
+            slot.read_from = "writer"
+            return self.connection()
+        if time.monotonic() < self._reader_down_until:
+            return self._reads_on_the_writer(slot)
         conn = self._live(slot.read_conn, slot.read_used_at)
         if conn is None:
             try:
                 conn = self._connect(self._database_url(reader=True))
+                slot.read_on_replica = in_recovery(conn)
             except StoreUnavailableError:
                 # no reader to be had (one restarting, a failover): the writer answers
                 self._reader_down_until = time.monotonic() + READER_RETRY_AFTER_S
                 _log.warning(
                     "no reader reachable; reads go to the writer for %s s", READER_RETRY_AFTER_S
                 )
-                return self.connection()
+                return self._reads_on_the_writer(slot)
             slot.read_conn = conn
         slot.read_used_at = time.monotonic()
+        slot.read_from = "reader" if slot.read_on_replica else "writer"
         return conn
+
+    def _reads_on_the_writer(self, slot: _Slot) -> psycopg.Connection[Any]:
+        """The writer, for a search that should have run on a reader: counted once per
+        request (`ReaderFallbacks`, which the stage's alarm watches), not only logged."""
+        if slot.read_from != "writer":
+            from aws_lambda_powertools.metrics import MetricUnit
+
+            from grandbo.observability import metrics
+
+            metrics.add_metric("ReaderFallbacks", MetricUnit.Count, 1)
+        slot.read_from = "writer"
+        return self.connection()
+
+    def read_from(self) -> str | None:
+        """Where this request's searches ran ("reader" only if on a replica), or None."""
+        return self._slot().read_from
+
+    def forget_read_from(self) -> None:
+        """A new request: none of its searches has run yet."""
+        self._slot().read_from = None
 
     def read_repository(self) -> MemoryRepository:
         """The repository a query searches (`read_connection`), resolved when it searches."""
@@ -322,6 +370,7 @@ class LambdaRuntime:
         # a pooled container may have sat out a database restart: its first use in this
         # request pings (~0.1 ms on the local socket) and saves the request a 503
         slot.used_at = slot.read_used_at = 0.0
+        slot.read_from = None
         try:
             yield
         finally:

@@ -67,6 +67,16 @@ def url_as(url: str, role: str) -> str:
     return make_conninfo("", **params)
 
 
+def in_recovery(conn: psycopg.Connection[Any]) -> bool:
+    """Whether `conn` is served by a replica (an Aurora reader): pg_is_in_recovery().
+    StoreUnavailableError if the connection drops."""
+    try:
+        row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(str(exc)) from exc
+    return bool(row and row[0])
+
+
 def is_idle(conn: psycopg.Connection[Any]) -> bool:
     """Outside any transaction and pipeline: safe to hand to the next unit of work."""
     return (
