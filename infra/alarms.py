@@ -42,6 +42,9 @@ AURORA_CONNECTIONS = 400
 INCIDENT_QUEUE_OLDEST_S = 15 * 60
 # 5-minute periods with any query searched on the writer instead of a reader, running
 READER_FALLBACK_PERIODS = 3
+# 5-minute periods in which the proxy never had zero pinned connections: longer than the
+# index job's longest run (900 s), whose schema-owner connection sends set_config
+PINNED_PERIODS = 4
 PROXY_AVAILABILITY_PERCENT = 95
 PROXY_UNAVAILABLE_PERIODS = 3
 
@@ -313,6 +316,30 @@ class Alarms(Construct):
                 # does not work
                 treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
                 alarm_description="RDS Proxy cannot reach its writer",
+            )
+        )
+        alarms.append(
+            cloudwatch.Metric(
+                namespace="AWS/RDS",
+                metric_name="DatabaseConnectionsCurrentlySessionPinned",
+                # published by ProxyName alone, among other sets (the monitoring page)
+                dimensions_map={"ProxyName": proxy.db_proxy_name},
+                period=Duration.minutes(5),
+                # never back to zero in a period: a pin that stays, not a deploy's
+                # migration or the hourly index job (schema-owner connections that send
+                # set_config, at most 15 minutes)
+                statistic="Minimum",
+            ).create_alarm(
+                self,
+                "ProxyConnectionsPinned",
+                threshold=0,
+                evaluation_periods=PINNED_PERIODS,
+                datapoints_to_alarm=PINNED_PERIODS,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description="RDS Proxy has kept a pinned database connection for 20 "
+                "minutes: a statement the proxy pins on reached a request path "
+                "(tests/e2e/test_proxy_pinning.py lists what pins)",
             )
         )
         for alarm in alarms:

@@ -239,3 +239,24 @@ def test_every_function_the_runbook_invokes_the_operator_policy_may_invoke(dev: 
         function = stack.functions.functions[name.lower()]
         logical = stack.get_logical_id(function.node.default_child)
         assert {"Fn::GetAtt": [logical, "Arn"]} in granted, name
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_a_pin_that_stays_pages_and_a_deploys_does_not(stage: str, dev: Any, prod: Any) -> None:
+    """Issue 35, point 4: DatabaseConnectionsCurrentlySessionPinned staying above zero
+    (https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/rds-proxy.monitoring.html);
+    the schema owner's set_config pins for a migration or an index build, at most the
+    index job's 900 s, shorter than the alarm's window."""
+    from infra.alarms import PINNED_PERIODS
+    from infra.functions import SPECS
+
+    _, t = dev if stage == "dev" else prod
+    (alarm,) = [
+        a for a in _alarms(t) if a.get("MetricName") == "DatabaseConnectionsCurrentlySessionPinned"
+    ]
+    assert [d["Name"] for d in alarm["Dimensions"]] == ["ProxyName"]
+    assert alarm["Statistic"] == "Minimum"
+    assert alarm["Threshold"] == 0
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == PINNED_PERIODS
+    assert alarm["Period"] * PINNED_PERIODS > SPECS["index"].timeout_s

@@ -148,9 +148,12 @@ def test_0016_partitions_a_populated_lake_without_changing_an_answer(
 
 @pytest.fixture
 def plain_owner(admin_conn: psycopg.Connection[Any]) -> Iterator[str]:
-    """A schema owner that is no superuser and cannot bypass row-level security."""
+    """A schema owner that is no superuser and cannot bypass row-level security, but, as
+    Aurora's master user (rds_superuser), may create roles and administers the one it
+    created: the migrations set the application role's password and its defaults."""
     role = f"grandbo_owner_{uuid.uuid4().hex[:8]}"
-    admin_conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS")
+    admin_conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE")
+    admin_conn.execute(f"GRANT grandbo_app TO {role} WITH ADMIN OPTION")
     try:
         yield role
     finally:

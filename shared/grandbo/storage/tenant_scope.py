@@ -1,15 +1,17 @@
 """The tenant scope every repository runs in: one short transaction bound to one tenant.
 
 Tenant isolation twice over: the transaction-local `grandbo.tenant_id` setting that
-row-level security reads (`set_config(..., true)`, never a session-level SET that would
-leak across pooled connections), and the explicit `tenant_id = %s` predicate each
-repository states in every statement. A connection the server dropped surfaces as
+row-level security reads (`set_config(..., true)` inside the server's `grandbo_scope`,
+never a session-level SET that would leak across pooled connections, nor a set_config
+sent by the client, on which RDS Proxy pins), and the explicit `tenant_id = %s` predicate
+each repository states in every statement. A connection the server dropped surfaces as
 `StoreUnavailableError`, so no caller above the store knows the driver.
 """
 
 from __future__ import annotations
 
 import enum
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -39,8 +41,8 @@ class TenantLock(enum.Enum):
     """
 
     NONE = ""
-    WRITE = "pg_advisory_xact_lock_shared"
-    EXCLUSIVE = "pg_advisory_xact_lock"
+    WRITE = "shared"  # pg_advisory_xact_lock_shared, taken by grandbo_scope
+    EXCLUSIVE = "exclusive"  # pg_advisory_xact_lock
 
 
 class Isolation(enum.Enum):
@@ -65,6 +67,44 @@ def _begun_at(conn: psycopg.Connection[Any], isolation: Isolation) -> Iterator[N
     finally:
         if not conn.closed and is_idle(conn):  # else the scope closes it
             conn.isolation_level = None
+
+
+# Whether each connection's database has grandbo_scope (migration 0031), asked once per
+# connection: code deployed ahead of its migration still scopes its transactions.
+_SCOPE_IN_SERVER: weakref.WeakKeyDictionary[psycopg.Connection[Any], bool] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _scope_statement(
+    conn: psycopg.Connection[Any], tenant: str, local: Mapping[str, str], lock: TenantLock
+) -> tuple[str, list[Any]]:
+    """The statement that opens a tenant transaction: its settings (transaction-local) and
+    the tenant's lock, in one round trip. In the server (`grandbo_scope`), where RDS Proxy
+    sees no set_config to pin the connection on; before migration 0031, as the client's
+    own set_config calls."""
+    if conn not in _SCOPE_IN_SERVER:
+        row = conn.execute(
+            "SELECT to_regprocedure('grandbo_scope(text, text[], text[], text)') IS NOT NULL"
+        ).fetchone()
+        _SCOPE_IN_SERVER[conn] = bool(row and row[0])
+    if _SCOPE_IN_SERVER[conn]:
+        return (
+            "SELECT grandbo_scope(%s, %s, %s, %s)",
+            [tenant, list(local), list(local.values()), lock.value],
+        )
+    settings = {"grandbo.tenant_id": tenant, **local}
+    calls = ["set_config(%s, %s, true)"] * len(settings)
+    params: list[Any] = [value for item in settings.items() for value in item]
+    if lock is not TenantLock.NONE:
+        function = (
+            "pg_advisory_xact_lock"
+            if lock is TenantLock.EXCLUSIVE
+            else ("pg_advisory_xact_lock_shared")
+        )
+        calls.append(f"{function}(hashtextextended(%s, 0))")
+        params.append(f"grandbo.tenant:{tenant}")
+    return "SELECT " + ", ".join(calls), params
 
 
 def returned_rows(cur: Cursor) -> Iterator[dict[str, Any]]:
@@ -97,12 +137,11 @@ class TenantScopedRepository:
         another (`_sent`) share a round trip, each result read when it is needed.
         """
         tenant = require_tenant(tenant_id)
-        local = {"grandbo.tenant_id": tenant, **_BOUNDED_WAITS, **(settings or {})}
-        calls = ["set_config(%s, %s, true)"] * len(local)
-        params: list[str] = [value for item in local.items() for value in item]
-        if lock is not TenantLock.NONE:
-            calls.append(f"{lock.value}(hashtextextended(%s, 0))")
-            params.append(f"grandbo.tenant:{tenant}")
+        local = {**_BOUNDED_WAITS, **(settings or {})}
+        if lock is TenantLock.EXCLUSIVE or isolation is Isolation.SNAPSHOT:
+            # a maintenance transaction (rebuild, its verification, purge, import, a model
+            # switch) is not bound by the role's 9 s statement_timeout (migration 0031)
+            local.setdefault("statement_timeout", "0")
         try:
             with (
                 _begun_at(self._conn, isolation),
@@ -110,8 +149,7 @@ class TenantScopedRepository:
                 self._conn.transaction(),
                 self._conn.cursor(row_factory=dict_row) as cur,
             ):
-                # one round trip: set_config(..., true) is SET LOCAL, the lock is the tenant's
-                cur.execute("SELECT " + ", ".join(calls), params)
+                cur.execute(*_scope_statement(self._conn, tenant, local, lock))
                 yield cur
         except psycopg.OperationalError as exc:
             self._discard_unless_idle()
