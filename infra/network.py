@@ -40,6 +40,7 @@ class Network(Construct):
         self.endpoint_security_group.add_ingress_rule(
             ec2.Peer.ipv4(self.vpc.vpc_cidr_block), ec2.Port.tcp(443), "HTTPS from the VPC"
         )
+        self.endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
         for name, service in {
             "Sqs": ec2.InterfaceVpcEndpointAwsService.SQS,
             "BedrockRuntime": ec2.InterfaceVpcEndpointAwsService.BEDROCK_RUNTIME,
@@ -52,7 +53,7 @@ class Network(Construct):
                 else {}
             ),
         }.items():
-            self.vpc.add_interface_endpoint(
+            self.endpoints[name] = self.vpc.add_interface_endpoint(
                 f"{name}Endpoint",
                 service=service,
                 private_dns_enabled=True,

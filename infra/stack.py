@@ -112,7 +112,9 @@ class GrandboStack(Stack):
             "Migrations",
             function=fns["migrations"],
             index_function=fns["index"],
-            database_ready=self.database.ready,
+            # the function reads both database secrets first, through this endpoint: a
+            # migration run before it is available fails the first deploy
+            database_ready=[*self.database.ready, self.network.endpoints["SecretsManager"]],
         )
         for name, function in fns.items():
             if name != "migrations":
@@ -188,6 +190,13 @@ class GrandboStack(Stack):
         CfnOutput(self, "ReplayNamePrefix", value=replay_prefix(stage))
         for name in ("backfill", "incident", "embed", "index"):
             CfnOutput(self, f"{name.title()}FunctionName", value=fns[name].function_name)
+        # where an asynchronous runbook invocation's outcome is read (docs/OPERATIONS.md)
+        for name in ("backfill", "index"):
+            CfnOutput(
+                self,
+                f"{name.title()}LogGroupName",
+                value=fns[name].log_group.log_group_name,
+            )
         self.operator_policy = operator_policy(self, fns, self.embed, self.events, stage)
         CfnOutput(self, "OperatorPolicyArn", value=self.operator_policy.managed_policy_arn)
         self._justify_suppressions()

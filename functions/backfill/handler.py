@@ -57,6 +57,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             "jobs": enqueued,
             "expired": expired,
             "title_tags_marked": titled,
+            "oldest_unembedded_age_s": oldest,
         },
     )
     return {

@@ -260,3 +260,55 @@ def test_a_pin_that_stays_pages_and_a_deploys_does_not(stage: str, dev: Any, pro
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
     assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == PINNED_PERIODS
     assert alarm["Period"] * PINNED_PERIODS > SPECS["index"].timeout_s
+
+
+def test_the_runbook_invokes_the_reserved_functions_asynchronously(prod: Any) -> None:
+    """Issue 35, point 6: prod reserves one concurrent backfill and one index job, and
+    Lambda throttles a synchronous invoke beyond a function's reserved concurrency while
+    it queues and retries an asynchronous one
+    (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html); every
+    `aws lambda invoke` of the runbook is asynchronous, and the log group it reads the
+    outcome from is an output."""
+    import re
+
+    stack, t = prod
+    runbook = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    invokes = re.findall(r"aws lambda invoke(?:[^\n]*\\\n)*[^\n]*", runbook)
+    assert len(invokes) >= 2
+    for command in invokes:
+        assert "--invocation-type Event" in command, command
+    reserved = {
+        name
+        for name, function in stack.functions.functions.items()
+        if t.to_json()["Resources"][stack.get_logical_id(function.node.default_child)][
+            "Properties"
+        ].get("ReservedConcurrentExecutions")
+        == 1
+    }
+    assert {"backfill", "index"} <= reserved
+    outputs = t.to_json()["Outputs"]
+    for name in ("BackfillLogGroupName", "IndexLogGroupName"):
+        assert name in outputs, name
+        assert name in runbook, name
+
+
+def test_the_waf_body_limit_and_its_cost_are_the_ones_the_runbook_states(dev: Any) -> None:
+    """Issue 35, point 6: WAF inspects API Gateway bodies up to 16 KB at its base rate and
+    bills larger ones extra
+    (https://docs.aws.amazon.com/waf/latest/developerguide/web-acl-setting-body-inspection-limit.html);
+    the stack's 64 KB limit, and what a smaller one would refuse, are in the cost table."""
+    from grandbo.api.models import MAX_BODY_BYTES
+    from grandbo.memory.topic import MAX_TOPIC_CHARS
+
+    _, t = dev
+    (acl,) = t.find_resources("AWS::WAFv2::WebACL").values()
+    limit = acl["Properties"]["AssociationConfig"]["RequestBody"]["API_GATEWAY"][
+        "DefaultSizeInspectionLimit"
+    ]
+    assert limit == "KB_64"
+    assert MAX_BODY_BYTES <= 64 * 1024  # the rules see every body the API takes, whole
+    runbook = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    costs = runbook.split("## Costs the stack chooses")[1].split("\n## ")[0]
+    assert f"`{limit}`" in costs
+    assert f"{MAX_TOPIC_CHARS * 2:,} characters" in costs  # the query's largest topic
+    assert MAX_TOPIC_CHARS * 2 < 16 * 1024  # an ASCII query body never passes 16 KB

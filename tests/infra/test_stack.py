@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -108,6 +109,15 @@ def test_the_migration_waits_for_the_proxys_target_and_the_writer(dev: Any, prod
         ]
         assert len(writers) == 1
         assert writers[0] in depends
+        # issue 35, point 6: its first call reads the database secrets, through the VPC
+        # endpoint of Secrets Manager (no NAT): CloudFormation must have made it first
+        endpoints = [
+            k
+            for k, v in _resources(t, "AWS::EC2::VPCEndpoint").items()
+            if "secretsmanager" in json.dumps(v["Properties"]["ServiceName"])
+        ]
+        assert len(endpoints) == 1
+        assert endpoints[0] in depends
 
 
 def test_hnsw_indexes_are_built_every_hour_by_their_own_function(dev: Any, prod: Any) -> None:
