@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import CfnOutput, CfnResource, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct, IConstruct
 
@@ -34,17 +39,19 @@ def operator_policy(
     embed: EmbedQueue,
     wiring: EventWiring,
     stage: StageConfig,
+    smoke: SmokeResources,
 ) -> iam.ManagedPolicy:
     """Least privilege for the runbook: invoke the sweeper and the index job, move the
-    embed and incident dead letters back onto their queues, and replay archived
-    incident-closed events; nothing else."""
-    replays = Stack.of(scope).format_arn(
+    embed and incident dead letters back onto their queues, replay archived
+    incident-closed events, and run `grandbo smoke`; nothing else."""
+    stack = Stack.of(scope)
+    replays = stack.format_arn(
         service="events", resource="replay", resource_name=f"{replay_prefix(stage)}*"
     )
     return iam.ManagedPolicy(
         scope,
         "OperatorReplayPolicy",
-        description="Grandbo runbook: backfill, redrive the embed DLQ, replay incidents",
+        description="Grandbo runbook: backfill, redrive the DLQs, replay incidents, smoke checks",
         statements=[
             # the runbook invokes the sweeper (backfills) and the index job (an index
             # rebuilt at once after an upgrade: docs/OPERATIONS.md)
@@ -83,8 +90,41 @@ def operator_policy(
                 actions=["events:DescribeArchive"],
                 resources=[wiring.incident_archive.archive_arn],
             ),
+            # `grandbo smoke --stage` (docs/OPERATIONS.md): the stack's outputs, the
+            # keyring, an incident-closed event on the stage's bus, and with --notify a
+            # test message on the alarm topic, encrypted with its key
+            iam.PolicyStatement(
+                actions=["cloudformation:DescribeStacks"],
+                resources=[
+                    stack.format_arn(
+                        service="cloudformation",
+                        resource="stack",
+                        resource_name=f"{stack.stack_name}/*",
+                    )
+                ],
+            ),
+            iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue"], resources=[smoke.keyring.secret_arn]
+            ),
+            iam.PolicyStatement(
+                actions=["events:PutEvents"], resources=[wiring.incident_bus.event_bus_arn]
+            ),
+            iam.PolicyStatement(actions=["sns:Publish"], resources=[smoke.topic.topic_arn]),
+            iam.PolicyStatement(
+                actions=["kms:GenerateDataKey*", "kms:Decrypt"], resources=[smoke.key.key_arn]
+            ),
         ],
     )
+
+
+@dataclass(frozen=True)
+class SmokeResources:
+    """What `grandbo smoke` reads and writes beyond the API: the keyring and the alarm
+    topic with its key."""
+
+    keyring: secretsmanager.ISecret
+    topic: sns.ITopic
+    key: kms.IKey
 
 
 class GrandboStack(Stack):
@@ -171,6 +211,12 @@ class GrandboStack(Stack):
         CfnOutput(self, "DashboardName", value=dashboard_name(stage))
         CfnOutput(self, "KeyringSecretArn", value=self.functions.keyring.secret_arn)
         CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn)
+        # `grandbo smoke` checks a reader served the searches where the stage has one
+        CfnOutput(
+            self,
+            "ReadsScaleOut",
+            value="true" if self.database.read_endpoint is not None else "false",
+        )
         # what an operator replays with (docs/OPERATIONS.md), without reading the code
         CfnOutput(self, "EmbedQueueUrl", value=self.embed.queue.queue_url)
         CfnOutput(self, "EmbedDeadLetterQueueArn", value=self.embed.dead_letters.queue_arn)
@@ -197,7 +243,14 @@ class GrandboStack(Stack):
                 f"{name.title()}LogGroupName",
                 value=fns[name].log_group.log_group_name,
             )
-        self.operator_policy = operator_policy(self, fns, self.embed, self.events, stage)
+        self.operator_policy = operator_policy(
+            self,
+            fns,
+            self.embed,
+            self.events,
+            stage,
+            SmokeResources(self.functions.keyring, self.alarms.topic, self.alarms.key),
+        )
         CfnOutput(self, "OperatorPolicyArn", value=self.operator_policy.managed_policy_arn)
         self._justify_suppressions()
 

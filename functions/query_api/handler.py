@@ -58,7 +58,12 @@ def query_memory(request: QueryRequest) -> dict[str, Any]:
     )
     # a deploy's smoke test reads this to show a reader served the searches (issue 35)
     result = result.model_copy(
-        update={"metadata": result.metadata.model_copy(update={"read_from": container.read_from()})}
+        # no reader connection opened: the searches ran on the writer's
+        update={
+            "metadata": result.metadata.model_copy(
+                update={"read_from": container.read_from() or "writer"}
+            )
+        }
     )
     metrics.add_metric(
         "QueryLatency", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000

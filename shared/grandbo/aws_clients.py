@@ -65,6 +65,10 @@ BOUNDS: dict[str, ClientBounds] = {
     "bedrock-agent-runtime": ClientBounds(
         connect_timeout_s=0.5, read_timeout_s=1.5, max_attempts=1
     ),
+    # `grandbo smoke` on an operator's machine: no function's deadline, a person waiting
+    "cloudformation": ClientBounds(connect_timeout_s=2, read_timeout_s=5, max_attempts=3),
+    "events": ClientBounds(connect_timeout_s=2, read_timeout_s=5, max_attempts=3),
+    "sns": ClientBounds(connect_timeout_s=2, read_timeout_s=5, max_attempts=3),
 }
 
 # The functions (infra/functions.py SPECS) whose code builds each client; a test compares
@@ -83,11 +87,19 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     ),
     "bedrock-runtime": ("query", "admin", "embed"),
     "bedrock-agent-runtime": ("query", "admin"),
+    # the operator's CLI only (grandbo.smoke); no function builds these
+    "cloudformation": (),
+    "events": (),
+    "sns": (),
 }
 
 
-def client(service: str) -> Any:
-    """A boto3 client of `service` with its bounds (KeyError for a service not listed)."""
+def client(service: str, *, region: str | None = None) -> Any:
+    """A boto3 client of `service` with its bounds (KeyError for a service not listed), in
+    `region` or the environment's."""
     import boto3
 
-    return boto3.client(service, config=BOUNDS[service].config())  # type: ignore[call-overload]
+    config = BOUNDS[service].config()
+    if region is not None:
+        return boto3.client(service, config=config, region_name=region)  # type: ignore[call-overload]
+    return boto3.client(service, config=config)  # type: ignore[call-overload]

@@ -25,6 +25,7 @@ from grandbo.commands import calibrate as calibrate_command
 from grandbo.commands import console as console_command
 from grandbo.commands import lake as lake_command
 from grandbo.commands import redaction as redaction_command
+from grandbo.commands import smoke as smoke_command
 from grandbo.commands.common import keyring_path, print_result, settings_from
 from grandbo.commands.progress import terminal_progress
 from grandbo.commands.serve import cmd_serve
@@ -557,6 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
     agent_command.add_parser(sub)
     audit_command.add_parser(sub)
+    smoke_command.add_parser(sub)
     console_command.add_parser(sub)
     calibrate_command.add_parser(sub)
     lake_command.add_parsers(sub)
@@ -708,6 +710,10 @@ def cmd_rewrite_redacted(args: argparse.Namespace) -> int:
     return redaction_command.cmd_rewrite_redacted(args, settings_from(args))
 
 
+def cmd_smoke(args: argparse.Namespace) -> int:
+    return smoke_command.cmd_smoke(args, settings_from(args))
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     from grandbo.openapi import openapi_json
 
@@ -727,6 +733,7 @@ _STANDALONE_COMMANDS = {
     "export": lake_command.cmd_export,
     "import": lake_command.cmd_import,
     "rewrite-redacted": cmd_rewrite_redacted,
+    "smoke": cmd_smoke,
 }
 
 

@@ -33,6 +33,20 @@ def _resources(template: Any, kind: str) -> dict[str, Any]:
     return {k: v for k, v in template.to_json()["Resources"].items() if v["Type"] == kind}
 
 
+def _operator_grants(template: Any) -> dict[str, list[Any]]:
+    """The operator policy's resources, by action."""
+    (policy,) = _resources(template, "AWS::IAM::ManagedPolicy").values()
+    grants: dict[str, list[Any]] = {}
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+        actions = statement["Action"]
+        for action in actions if isinstance(actions, list) else [actions]:
+            resources = statement["Resource"]
+            grants.setdefault(action, []).extend(
+                resources if isinstance(resources, list) else [resources]
+            )
+    return grants
+
+
 def _incident_function_id(template: Any) -> str:
     (found,) = [
         k
@@ -156,16 +170,35 @@ def test_the_runbook_redrive_names_outputs_the_operator_policy_covers(dev: Any) 
     )
     assert ("IncidentDeadLetterQueueArn", "IncidentQueueArn") in tasks
     outputs = t.to_json()["Outputs"]
-    (policy,) = _resources(t, "AWS::IAM::ManagedPolicy").values()
-    grants: dict[str, list[Any]] = {}
-    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-        actions = statement["Action"]
-        for action in actions if isinstance(actions, list) else [actions]:
-            resources = statement["Resource"]
-            grants.setdefault(action, []).extend(
-                resources if isinstance(resources, list) else [resources]
-            )
+    grants = _operator_grants(t)
     for source, destination in tasks:
         assert outputs[source]["Value"] in grants["sqs:StartMessageMoveTask"], source
         if destination:
             assert outputs[destination]["Value"] in grants["sqs:SendMessage"], destination
+
+
+def test_the_operator_may_run_the_smoke_check_and_nothing_wider(dev: Any) -> None:
+    """`grandbo smoke --stage`: DescribeStacks on this stack, the keyring, PutEvents on the
+    stage's bus, Publish on its alarm topic with that topic's key (SNS needs the publisher
+    to use the topic's KMS key: https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html)."""
+    import json
+
+    from grandbo.smoke.targets import OUTPUTS
+
+    _, t = dev
+    outputs = t.to_json()["Outputs"]
+    assert set(OUTPUTS) <= set(outputs)
+    grants = _operator_grants(t)
+    assert grants["secretsmanager:GetSecretValue"] == [outputs["KeyringSecretArn"]["Value"]]
+    assert grants["sns:Publish"] == [outputs["AlarmTopicArn"]["Value"]]
+    (bus_id,) = _resources(t, "AWS::Events::EventBus").keys()
+    assert grants["events:PutEvents"] == [{"Fn::GetAtt": [bus_id, "Arn"]}]
+    (key_id,) = [
+        k
+        for k, v in _resources(t, "AWS::KMS::Key").items()
+        if "alarm" in v["Properties"].get("Description", "").lower()
+    ]
+    assert grants["kms:GenerateDataKey*"] == [{"Fn::GetAtt": [key_id, "Arn"]}]
+    (stack_arn,) = grants["cloudformation:DescribeStacks"]
+    assert ":stack/Grandbo-dev/*" in json.dumps(stack_arn)
+    assert all(r != "*" for resources in grants.values() for r in resources)

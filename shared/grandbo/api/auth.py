@@ -101,6 +101,10 @@ class Keyring:
             )
             raise GrandboError(f"the keyring document is malformed: {problems}") from None
 
+    def signing_keys(self) -> list[SigningKey]:
+        """Every key, in the document's order."""
+        return list(self._keys.values())
+
     def find(self, key_id: str, role: Role) -> SigningKey:
         key = self._keys.get(key_id)
         if key is None or role not in key.roles:

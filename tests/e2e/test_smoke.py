@@ -1,0 +1,288 @@
+"""Issue 35, point 7: `grandbo smoke` passes against the local runner (the same edge
+contract, the local door for the event) and fails naming the step when one part is
+broken, one part at a time; it cleans up what it wrote either way. The stage's side
+(its outputs, its keyring, its bus and its alarm topic) runs against moto."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from grandbo.api.auth import Keyring, SigningKey, keyring_document, new_secret
+from grandbo.smoke.steps import SmokeRun, smoke_incident
+from grandbo.smoke.targets import AwsStage, LocalRunner, SmokeTargetError
+
+from .conftest import Gateway
+
+
+def _pump_in_background(gateway: Gateway) -> threading.Event:
+    """The runner's embed pump in a thread, as `grandbo serve` runs it; set to stop."""
+    stop = threading.Event()
+
+    def pump() -> None:
+        while not stop.is_set():
+            if not gateway.pump.pump_once():
+                time.sleep(0.02)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return stop
+
+
+@pytest.fixture
+def pumping(gateway: Gateway) -> Iterator[Gateway]:
+    stop = _pump_in_background(gateway)
+    yield gateway
+    stop.set()
+
+
+def _runner(gateway: Gateway, **changes: Any) -> LocalRunner:
+    keys = dict(gateway.keys)
+    keys.update(changes.pop("keys", {}))
+    return LocalRunner(
+        f"http://{gateway.host}:{gateway.port}",
+        Keyring(list(keys.values())),
+        changes.pop("door_key", gateway.door_key),
+        **changes,
+    )
+
+
+def _smoke(target: Any, tenant: str, **kw: Any) -> tuple[int, str]:
+    out = io.StringIO()
+    code = SmokeRun(target, tenant=tenant, out=out, **kw).run()
+    return code, out.getvalue()
+
+
+def _smoke_entries(gateway: Gateway, tenant: str, status: str) -> list[dict[str, Any]]:
+    page = gateway.admin(
+        tenant, "POST", "/v1/admin/catalog", {"text": "smoke-", "status": status, "limit": 50}
+    )
+    assert page.status == 200, page.body
+    return list(page.body["entries"])
+
+
+def test_the_smoke_check_passes_against_the_local_runner_and_leaves_nothing(
+    pumping: Gateway, tenant: str
+) -> None:
+    code, printed = _smoke(_runner(pumping), tenant, embed_within_s=30)
+    assert code == 0, printed
+    for step in ("keys", "query", "admin write", "admin read", "incident", "embedded"):
+        assert f"ok   {step}" in printed, (step, printed)
+    assert "ok   redaction" in printed
+    assert "skip reader" in printed  # no reader locally
+    assert "skip alarm topic" in printed  # not asked for
+    assert "smoke check passed" in printed
+    # each step says how long it took
+    assert all(line.rstrip().endswith(" s)") for line in printed.splitlines() if "ok " in line)
+    # nothing of it stays readable: the admin entry and the incident's, both redacted
+    assert _smoke_entries(pumping, tenant, "active") == []
+    assert "cleanup: redacted 1 smoke entry" in printed  # the incident's
+
+
+def _wrong(gateway: Gateway, label: str) -> dict[str, SigningKey]:
+    """The keyring's key `label` with another secret: the stage no longer knows it."""
+    return {label: gateway.keys[label].model_copy(update={"secret": new_secret()})}
+
+
+@pytest.mark.parametrize(
+    ("broken", "failing"),
+    [
+        ("query key", "query"),
+        ("admin key", "admin write"),
+        ("door key", "incident"),
+        ("embedding", "embedded"),
+        ("reader", "reader"),
+    ],
+)
+def test_a_broken_part_fails_its_own_step_and_the_check_cleans_up(
+    gateway: Gateway, tenant: str, broken: str, failing: str
+) -> None:
+    # with the embedding broken, nothing embeds the entries
+    stop = _pump_in_background(gateway) if broken != "embedding" else threading.Event()
+    changes: dict[str, Any] = {
+        "query key": {"keys": _wrong(gateway, f"{tenant}-query")},
+        "admin key": {"keys": _wrong(gateway, f"{tenant}-admin")},
+        "door key": {"door_key": new_secret()},
+        "embedding": {},
+        "reader": {"has_reader": True},
+    }[broken]
+    try:
+        code, printed = _smoke(
+            _runner(gateway, **changes), tenant, embed_within_s=2, incident_within_s=5
+        )
+    finally:
+        stop.set()
+    assert code == 1, printed
+    assert f"FAIL {failing}" in printed, printed
+    assert printed.strip().endswith(f"smoke check failed at step: {failing}")
+    assert [line for line in printed.splitlines() if line.startswith("FAIL")] == [
+        next(line for line in printed.splitlines() if line.startswith("FAIL"))
+    ]  # the first failure ends the run
+    assert _smoke_entries(gateway, tenant, "active") == []  # what it wrote is redacted
+
+
+@pytest.fixture
+def aws(aws_credentials: None) -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+def test_the_alarm_topic_step_publishes_a_test_message_or_names_the_failure(
+    pumping: Gateway, tenant: str, aws: None
+) -> None:
+    topic = boto3.client("sns").create_topic(Name="grandbo-alarms")["TopicArn"]
+    code, printed = _smoke(
+        _runner(pumping, alarm_topic_arn=topic), tenant, notify=True, embed_within_s=30
+    )
+    assert code == 0, printed
+    assert "ok   alarm topic  test message" in printed
+    gone = topic.replace("grandbo-alarms", "no-such-topic")
+    code, printed = _smoke(
+        _runner(pumping, alarm_topic_arn=gone), tenant, notify=True, embed_within_s=30
+    )
+    assert code == 1
+    assert printed.strip().endswith("smoke check failed at step: alarm topic")
+
+
+def _stack(keyring: str, *, outputs: dict[str, str]) -> dict[str, Any]:
+    return {
+        "Resources": {"Placeholder": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {name: {"Value": value} for name, value in outputs.items()},
+    }
+
+
+def test_a_stage_is_read_from_its_stack_and_reached_through_its_bus_and_topic(
+    aws: None, tenant: str
+) -> None:
+    keys = [
+        SigningKey(key_id="smoke-admin", tenant_id=tenant, secret=new_secret(), roles=["admin"]),
+        SigningKey(key_id="smoke-query", tenant_id=tenant, secret=new_secret(), roles=["query"]),
+    ]
+    secret = boto3.client("secretsmanager").create_secret(
+        Name="keyring", SecretString=keyring_document(keys)
+    )["ARN"]
+    events, sqs, sns = boto3.client("events"), boto3.client("sqs"), boto3.client("sns")
+    events.create_event_bus(Name="grandbo-dev-incidents")
+    queue = sqs.create_queue(QueueName="incident-queue")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    # the stage's rule, with its pattern (infra/messaging.py), onto a queue to read it back
+    events.put_rule(
+        Name="incident-closed",
+        EventBusName="grandbo-dev-incidents",
+        EventPattern=json.dumps(
+            {"source": ["landfall.incidents"], "detail-type": ["IncidentClosed"]}
+        ),
+    )
+    events.put_targets(
+        Rule="incident-closed",
+        EventBusName="grandbo-dev-incidents",
+        Targets=[{"Id": "queue", "Arn": queue_arn}],
+    )
+    topic = sns.create_topic(Name="alarms")["TopicArn"]
+    outputs = {
+        "ApiUrl": "https://api.example/prod/",
+        "KeyringSecretArn": secret,
+        "IncidentBusName": "grandbo-dev-incidents",
+        "AlarmTopicArn": topic,
+        "ReadsScaleOut": "true",
+    }
+    cfn = boto3.client("cloudformation")
+    cfn.create_stack(
+        StackName="Grandbo-dev", TemplateBody=json.dumps(_stack(secret, outputs=outputs))
+    )
+    stage = AwsStage("dev")
+    assert stage.api_url == "https://api.example/prod"
+    assert stage.has_reader
+    assert stage.embed_rev_prefix == "titan"
+    admin, query = stage.keys(tenant)
+    assert (admin.key_id, query.key_id) == ("smoke-admin", "smoke-query")
+    event = smoke_incident(tenant, "SMOKE-1", "smoke-1")
+    assert "grandbo-dev-incidents" in stage.put_incident(event)
+    (message,) = sqs.receive_message(QueueUrl=queue).get("Messages", [])
+    delivered = json.loads(message["Body"])
+    assert delivered["detail"] == event["detail"]  # what the incident function parses
+    assert stage.notify("subject", "message")
+    # a stack without an output the check needs is named
+    cfn.create_stack(
+        StackName="Grandbo-old",
+        TemplateBody=json.dumps(
+            _stack(secret, outputs={k: v for k, v in outputs.items() if k != "ReadsScaleOut"})
+        ),
+    )
+    with pytest.raises(SmokeTargetError, match="no output ReadsScaleOut"):
+        AwsStage("old")
+    with pytest.raises(SmokeTargetError, match="Grandbo-nowhere"):
+        AwsStage("nowhere")
+    with pytest.raises(SmokeTargetError, match="no admin key for organization 'other'"):
+        stage.keys("other")
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_command_passes_against_grandbo_serve(tmp_path: Path) -> None:
+    """`grandbo smoke --local` against `grandbo serve` as processes, as README runs them."""
+    port = _port()
+    cli = [sys.executable, "-m", "grandbo.cli", "--data-dir", str(tmp_path), "--provider", "fake"]
+    server = subprocess.Popen(  # noqa: S603 - our own CLI
+        [*cli, "serve", "--port", str(port), "--containers", "2", "--console-port", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "local-doors.key").exists() or not _listening(port):
+            assert server.poll() is None, "grandbo serve exited"
+            assert time.monotonic() < deadline, "grandbo serve did not start"
+            time.sleep(0.3)
+        done = subprocess.run(  # noqa: S603 - our own CLI
+            [*cli, "smoke", "--local", "--url", f"http://127.0.0.1:{port}", "--embed-within", "60"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            env={**os.environ},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "smoke check passed" in done.stdout
+        # the runner is down: the first step that needs it names itself
+        server.terminate()
+        server.wait(30)
+        down = subprocess.run(  # noqa: S603 - our own CLI
+            [*cli, "smoke", "--local", "--url", f"http://127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert down.returncode == 1
+        assert down.stdout.strip().endswith("smoke check failed at step: query")
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            server.wait(30)
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
