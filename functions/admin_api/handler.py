@@ -437,9 +437,7 @@ def query_as_beacon(request: QueryRequest) -> dict[str, Any]:
     """`query_org_memory` for the key's organization, exactly as Beacon's query route
     answers it (the curation console's search)."""
     caller: Caller = app.context["caller"]
-    result = (
-        runtime().service().query_org_memory(caller.tenant_id, request.topic, **request.arguments())
-    )
+    result = runtime().query_org_memory(caller.tenant_id, request.topic, **request.arguments())
     return result.model_dump(mode="json")
 
 

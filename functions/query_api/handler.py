@@ -51,20 +51,9 @@ def caller_key_id() -> str:
 @tracer.capture_method
 def query_memory(request: QueryRequest) -> dict[str, Any]:
     started = time.perf_counter()
-    container = runtime()
-    container.forget_read_from()
-    result = container.service().query_org_memory(
-        caller_tenant(), request.topic, **request.arguments()
-    )
-    # a deploy's smoke test reads this to show a reader served the searches (issue 35)
-    result = result.model_copy(
-        # no reader connection opened: the searches ran on the writer's
-        update={
-            "metadata": result.metadata.model_copy(
-                update={"read_from": container.read_from() or "writer"}
-            )
-        }
-    )
+    # its searches on a reader where reads scale out; a deploy's smoke check reads
+    # `metadata.read_from` to show one served them (issue 35)
+    result = runtime().query_org_memory(caller_tenant(), request.topic, **request.arguments())
     metrics.add_metric(
         "QueryLatency", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000
     )

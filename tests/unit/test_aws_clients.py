@@ -60,7 +60,9 @@ def _timeouts() -> dict[str, int]:
 def test_each_client_fails_before_every_function_that_builds_it_does(service: str) -> None:
     timeouts = _timeouts()
     bounds = BOUNDS[service]
-    assert bounds.worst_case_s < DEFAULTS.worst_case_s / 10
+    if BUILT_BY[service]:  # a function's client, not the operator's CLI's
+        assert bounds.worst_case_s < DEFAULTS.worst_case_s / 10
+    assert bounds.worst_case_s < DEFAULTS.worst_case_s / 4
     for function in BUILT_BY[service]:
         call = min(bounds.worst_case_s, CUT_SHORT.get((service, function), bounds.worst_case_s))
         connect = 0 if function in NO_DATABASE else CONNECT_TIMEOUT_S

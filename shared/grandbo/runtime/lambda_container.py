@@ -31,6 +31,7 @@ from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
 from grandbo.embedding.rerank import RERANKER_SPEC, Reranker, reranker_named
 from grandbo.errors import GrandboError, StoreUnavailableError
 from grandbo.memory.embed_queue import EmbedQueue
+from grandbo.memory.models import MemoryQueryResult
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.runtime.incident_queue import SqsIncidentQueue
@@ -314,6 +315,16 @@ class LambdaRuntime:
     def forget_read_from(self) -> None:
         """A new request: none of its searches has run yet."""
         self._slot().read_from = None
+
+    def query_org_memory(self, tenant_id: str, topic: str, **arguments: Any) -> MemoryQueryResult:
+        """`query_org_memory` as the APIs answer it: the service's result, saying where its
+        searches ran (`metadata.read_from`; no reader connection opened: the writer)."""
+        self.forget_read_from()
+        result = self.service().query_org_memory(tenant_id, topic, **arguments)
+        where = self.read_from() or "writer"
+        return result.model_copy(
+            update={"metadata": result.metadata.model_copy(update={"read_from": where})}
+        )
 
     def read_repository(self) -> MemoryRepository:
         """The repository a query searches (`read_connection`), resolved when it searches."""

@@ -84,9 +84,9 @@ class AwsStage:
 
     def _client(self, service: str) -> Any:
         if service not in self._clients:
-            from grandbo.aws_clients import client
+            from grandbo.aws_clients import OPERATOR, client
 
-            self._clients[service] = client(service, region=self.region)
+            self._clients[service] = client(service, region=self.region, bounds=OPERATOR)
         return self._clients[service]
 
     def keys(self, tenant: str) -> tuple[SigningKey, SigningKey]:
@@ -173,9 +173,9 @@ class LocalRunner:
     def notify(self, subject: str, message: str) -> str:
         if self.alarm_topic_arn is None:
             raise SmokeTargetError("no alarm topic here: name one with --alarm-topic-arn")
-        from grandbo.aws_clients import client
+        from grandbo.aws_clients import OPERATOR, client
 
-        answer = client("sns", region=self.region).publish(
+        answer = client("sns", region=self.region, bounds=OPERATOR).publish(
             TopicArn=self.alarm_topic_arn, Subject=subject, Message=message
         )
         return str(answer["MessageId"])
