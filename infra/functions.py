@@ -204,6 +204,10 @@ class Functions(Construct):
             # (POST /v1/admin/query, /explanation): the order Beacon gets, reranked alike
             if name in RERANKING and reranker is not None:
                 env["GRANDBO_RERANKER"] = f"bedrock:{reranker}"
+            # a maintenance statement (a rebuild, a purge, an import's last batch: the
+            # tenant's exclusive lock or a snapshot) ends before its function does; RDS
+            # Proxy passes no cancel on (migration 0031 bounds every other one at 9 s)
+            env["GRANDBO_MAINTENANCE_STATEMENT_TIMEOUT"] = f"{spec.timeout_s - 1}s"
             if name == "query" and database.read_endpoint is not None:
                 # its searches on the readers (feedback, a write, still on the writer)
                 env["GRANDBO_DB_READ_HOST"] = database.read_endpoint.attr_endpoint

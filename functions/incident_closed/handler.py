@@ -52,7 +52,7 @@ def deliver(body: str) -> dict[str, Any]:
         # json first: a lone surrogate escaped in a title is the finding's problem (named
         # by the incident's model), not a body pydantic's JSON parser refuses unnamed
         event = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting past the stack
         raise InvalidEventError(f"the message body is not JSON: {exc}") from exc
     try:
         envelope = EventBridgeModel.model_validate(event)

@@ -207,7 +207,11 @@ def test_a_stage_is_read_from_its_stack_and_reached_through_its_bus_and_topic(
     stage = AwsStage("dev")
     assert stage.api_url == "https://api.example/prod"
     assert stage.has_reader
-    assert stage.embed_rev_prefix == "titan"
+    # a real Titan vector's embed_rev passes the embedded step's check
+    from grandbo.embedding.titan import TitanEmbeddingProvider
+
+    assert stage.embed_rev_prefix is not None
+    assert TitanEmbeddingProvider(client=object()).embed_rev.startswith(stage.embed_rev_prefix)
     admin, query = stage.keys(tenant)
     assert (admin.key_id, query.key_id) == ("smoke-admin", "smoke-query")
     event = smoke_incident(tenant, "SMOKE-1", "smoke-1")
@@ -286,3 +290,41 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def test_the_cleanup_finds_what_a_step_could_not_report(
+    pumping: Gateway, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create whose reply was lost, and an earlier run's entry that arrived after its
+    step gave up: the cleanup redacts both (by the smoke title), and nothing else."""
+    from grandbo.api.client import AdminClient
+
+    real = pumping.admin(
+        tenant,
+        "POST",
+        "/v1/admin/entries",
+        {
+            "title": "Smoke check of the fire alarms in the data center",
+            "summary": "The facilities team tested the smoke detectors in hall B; no alert "
+            "reached the on-call because the pager bridge was down.",
+        },
+    )
+    assert real.status == 201, real.body
+    earlier = smoke_incident(tenant, "SMOKE-earlier", "smoke-0123456789")
+    assert pumping.publish(earlier).status == 200  # a late delivery of an earlier run
+    create = AdminClient.create_entry
+
+    def lost_reply(self: AdminClient, *args: Any, **kw: Any) -> Any:
+        create(self, *args, **kw)
+        raise TimeoutError("the reply was lost")
+
+    monkeypatch.setattr(AdminClient, "create_entry", lost_reply)
+    code, printed = _smoke(_runner(pumping), tenant, embed_within_s=30)
+    assert code == 1
+    assert "FAIL admin write" in printed
+    assert "cleanup: redacted 2 smoke entries" in printed, printed
+    assert _smoke_entries(pumping, tenant, "active") == []
+    # the real entry whose title begins alike is no smoke entry: untouched
+    still = pumping.admin(tenant, "GET", f"/v1/admin/entries/{real.body['entry']['entry_id']}")
+    assert still.status == 200
+    assert still.body["status"] == "active"

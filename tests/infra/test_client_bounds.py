@@ -52,3 +52,27 @@ def test_every_function_granted_a_service_bounds_its_clients(dev: Any, reranking
         # the walk found the grants (the operator's CLI's services: no function's)
         assert bool(functions) == bool(BUILT_BY[service]), service
         assert functions <= set(BUILT_BY[service]), (service, functions - set(BUILT_BY[service]))
+
+
+def test_every_function_bounds_its_maintenance_statements_under_its_timeout(dev: Any) -> None:
+    """Migration 0031 bounds the app role's statements at 9 s; a maintenance transaction
+    lifts that to its function's time less a second (grandbo.storage.tenant_scope)."""
+    from infra.functions import SPECS
+
+    resources = dev[1].to_json()["Resources"]
+    seen = set()
+    for resource in resources.values():
+        if resource["Type"] != "AWS::Lambda::Function":
+            continue
+        description = resource["Properties"].get("Description", "")
+        if not description.startswith("grandbo "):
+            continue
+        name = description.split()[1].rstrip(":")
+        env = resource["Properties"]["Environment"]["Variables"]
+        if name in ("migrations", "index"):  # the schema owner: not the app role
+            continue
+        bound = env["GRANDBO_MAINTENANCE_STATEMENT_TIMEOUT"]
+        assert bound.endswith("s"), (name, bound)
+        assert int(bound[:-1]) < SPECS[name].timeout_s, (name, bound)
+        seen.add(name)
+    assert {"query", "admin", "incident", "embed", "backfill"} <= seen

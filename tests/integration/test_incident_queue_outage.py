@@ -227,3 +227,18 @@ def test_a_refused_event_the_dead_letter_queue_will_not_take_is_retried_not_drop
     sqs.send_message(QueueUrl=url, MessageBody=json.dumps(malformed))
     assert _poll(sqs, url, arn) == (1, 1)
     assert _left(sqs, url) == 1  # reported failed: still on the queue, for the next receive
+
+
+def test_a_body_nested_past_the_stack_is_dead_lettered_at_once(
+    sqs: Any, monkeypatch: pytest.MonkeyPatch, database: DatabaseUrls, tenant: str
+) -> None:
+    """json.loads raises RecursionError, not ValueError, on deep nesting: it is a body that
+    can never be recorded, not a failure to retry for two hours."""
+    Clock(monkeypatch)
+    url, arn, dlq_url = _queues(sqs)
+    install_runtime(_runtime(database.app, SqsIncidentQueue(url, dlq_url, sqs)))
+    sqs.send_message(QueueUrl=url, MessageBody="[" * 200_000 + "]" * 200_000)
+    assert _poll(sqs, url, arn) == (1, 1)
+    assert _left(sqs, url) == 0
+    (dead,) = _dead_letters(sqs, dlq_url)
+    assert "not JSON" in dead["MessageAttributes"]["error"]["StringValue"]

@@ -262,3 +262,24 @@ def test_a_query_on_a_replica_says_the_reader_served_it(
         assert runtime.read_from() == "reader"
     finally:
         runtime.close()
+
+
+def test_a_reader_that_drops_at_once_leaves_no_connection_open(
+    database: DatabaseUrls, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from grandbo.errors import StoreUnavailableError
+    from grandbo.runtime import lambda_container
+
+    def dropped(conn: Any) -> bool:
+        raise StoreUnavailableError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(lambda_container, "in_recovery", dropped)
+    reader_url = make_conninfo(database.app, application_name="grandbo-test-reader")
+    runtime = runtime_with(database, DATABASE_READ_URL=reader_url)
+    try:
+        runtime.service().query_org_memory(tenant, TOPIC)  # answered by the writer
+        assert runtime.read_from() == "writer"
+        open_ = [c for c in runtime._connections if not c.closed]
+        assert len(open_) == 1  # the writer's; the reader's was closed, not leaked
+    finally:
+        runtime.close()

@@ -25,7 +25,7 @@ from grandbo.text.tags import tokenize
 from .helpers import context, entry
 
 TOPIC = "checkout requests time out waiting for a database connection from the pool"
-HELD_S = 13.0  # longer than the lock_timeout (10 s)
+HELD_S = 11.0  # longer than the lock_timeout (8 s)
 FUNCTIONS = ("grandbo_search", "grandbo_pair_distances")
 
 

@@ -42,3 +42,21 @@ GRANT EXECUTE ON FUNCTION grandbo_scope(text, text[], text[], text) TO grandbo_a
 --    sent by the client; the maintenance transactions that hold a tenant's exclusive lock
 --    (rebuild, purge, a lake import, a model switch) lift it for their own transaction.
 ALTER ROLE grandbo_app SET statement_timeout = '9s';
+
+-- 3. The waits for a lock end inside that bound: 8 s, in every tenant scope
+--    (grandbo.storage.tenant_scope) and in the self-scoped functions, which set their own
+--    (0025, 0027: 10 s, which the 9 s statement bound would now cut short as a
+--    "statement timeout" before the lock wait said what it was).
+DO $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    FOR fn IN
+        SELECT p.oid::regprocedure FROM pg_proc p
+        WHERE p.pronamespace = 'public'::regnamespace
+          AND p.proname IN ('grandbo_search', 'grandbo_pair_distances')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET lock_timeout = %L', fn, '8s');
+    END LOOP;
+END
+$$;

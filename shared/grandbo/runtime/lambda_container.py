@@ -283,7 +283,11 @@ class LambdaRuntime:
         if conn is None:
             try:
                 conn = self._connect(self._database_url(reader=True))
-                slot.read_on_replica = in_recovery(conn)
+                try:
+                    slot.read_on_replica = in_recovery(conn)
+                except StoreUnavailableError:
+                    conn.close()  # dropped as soon as it answered: never kept, never leaked
+                    raise
             except StoreUnavailableError:
                 # no reader to be had (one restarting, a failover): the writer answers
                 self._reader_down_until = time.monotonic() + READER_RETRY_AFTER_S

@@ -18,6 +18,7 @@ command returns. The steps, in order:
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -35,6 +36,10 @@ EMBED_WITHIN_S = 900.0
 INCIDENT_WITHIN_S = 120.0
 POLL_S = 1.0
 TOPIC = "a deploy's smoke check asks whether memory answers queries through the edge"
+# every smoke entry's title begins so (and its summary names its run): what the cleanup
+# finds of a run that could not say what it wrote
+SMOKE_TITLE = "Smoke check"
+_SMOKE_TITLE_RE = re.compile(r"^Smoke check smoke-[0-9a-f]{10} ")
 
 
 class StepFailedError(Exception):
@@ -83,7 +88,7 @@ class SmokeRun:
 
     def step_admin_write(self) -> str:
         created = self._admin().create_entry(
-            f"Smoke check {self.marker} wrote this entry",
+            f"{SMOKE_TITLE} {self.marker} wrote this entry",
             f"A deploy's smoke check ({self.marker}) wrote this entry to show that signed "
             "admin writes are stored; the check redacts it before it ends.",
             tags=["smoke"],
@@ -205,10 +210,17 @@ class SmokeRun:
         return 0
 
     def _clean_up(self) -> None:
-        left = [e for e in self.written if e not in self.redacted]
-        if not left or self.admin is None:
+        """Redact every smoke entry this run wrote, and any an earlier run left: those it
+        knows of, then whatever the catalog finds by the smoke title (a write whose reply
+        was lost, an incident recorded after its step gave up, an earlier run's)."""
+        if self.admin is None:
             return
-        done = []
+        done: list[str] = []
+        left = [e for e in self.written if e not in self.redacted]
+        try:
+            left += [e for e in self._left_by_any_run() if e not in self.redacted and e not in left]
+        except Exception as exc:
+            self.say(f"cleanup: the catalog could not be searched for smoke entries ({exc})")
         for entry_id in left:
             try:
                 self._redact(entry_id)
@@ -217,6 +229,20 @@ class SmokeRun:
                 self.say(f"cleanup: entry {entry_id} not redacted ({exc}): redact it by hand")
         if done:
             self.say(f"cleanup: redacted {len(done)} smoke entr{'y' if len(done) == 1 else 'ies'}")
+
+    def _left_by_any_run(self) -> list[str]:
+        """Active entries titled as smoke entries are (`Smoke check smoke-<hex> ...`)."""
+        page = self._admin().call(
+            "POST",
+            "/v1/admin/catalog",
+            {"text": SMOKE_TITLE, "status": "active", "limit": 200},
+        )
+        return [
+            str(entry["entry_id"])
+            for entry in page.get("entries") or []
+            if _SMOKE_TITLE_RE.match(str(entry.get("title", "")))
+            and "smoke check (smoke-" in str(entry.get("summary", ""))
+        ]
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -241,12 +267,19 @@ class SmokeRun:
         within_s: float, probe: Callable[[], dict[str, Any] | None], failure: str
     ) -> dict[str, Any]:
         deadline = time.monotonic() + within_s
+        last_error: Exception | None = None
         while True:
-            found = probe()
+            try:
+                found = probe()
+            except (GrandboHTTPError, OSError) as exc:  # one failed read is no verdict
+                if isinstance(exc, GrandboHTTPError) and exc.status < 500:
+                    raise
+                found, last_error = None, exc
             if found is not None:
                 return found
             if time.monotonic() >= deadline:
-                raise StepFailedError(failure)
+                seen = f" (last error: {last_error})" if last_error else ""
+                raise StepFailedError(failure + seen)
             time.sleep(POLL_S)
 
     def _admin(self) -> AdminClient:
@@ -301,7 +334,7 @@ def smoke_incident(tenant: str, incident_id: str, marker: str) -> dict[str, Any]
                 {
                     "finding_id": "f1",
                     "status": "corroborated",
-                    "title": f"Smoke check {marker} incident finding",
+                    "title": f"{SMOKE_TITLE} {marker} incident finding",
                     "summary": f"A deploy's smoke check ({marker}) closed this incident to show "
                     "that corroborated findings become memory; the check redacts it.",
                     "tags": ["smoke"],

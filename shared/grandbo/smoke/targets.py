@@ -14,6 +14,8 @@ from grandbo.api.auth import Keyring, SigningKey
 from grandbo.api.client import user_agent
 from grandbo.errors import GrandboError
 
+# every Titan embedding model's id, which begins a Titan vector's embed_rev
+TITAN_EMBED_PREFIX = "amazon.titan-embed"
 # the stack's outputs a smoke check reads (infra/stack.py)
 OUTPUTS = ("ApiUrl", "KeyringSecretArn", "IncidentBusName", "AlarmTopicArn", "ReadsScaleOut")
 
@@ -80,7 +82,8 @@ class AwsStage:
             raise SmokeTargetError(f"stack {self.name} has no output {', '.join(missing)}")
         self.api_url = self.outputs["ApiUrl"].rstrip("/")
         self.has_reader = self.outputs["ReadsScaleOut"] == "true"
-        self.embed_rev_prefix: str | None = "titan"
+        # a Titan vector's embed_rev begins with its model id (amazon.titan-embed-...)
+        self.embed_rev_prefix: str | None = TITAN_EMBED_PREFIX
 
     def _client(self, service: str) -> Any:
         if service not in self._clients:

@@ -11,6 +11,8 @@ each repository states in every statement. A connection the server dropped surfa
 from __future__ import annotations
 
 import enum
+import os
+import re
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -29,7 +31,18 @@ Cursor = psycopg.Cursor[dict[str, Any]]
 
 # No unit of work waits on a lock, or sits inside a transaction, without end: past these
 # the server gives up (503 upstream, retry) or ends the session and frees what it held.
-_BOUNDED_WAITS = {"lock_timeout": "10s", "idle_in_transaction_session_timeout": "60s"}
+# The lock wait ends inside the role's 9 s statement_timeout (migration 0031), so a wait
+# that gives up says so (lock timeout), not "statement timeout".
+_BOUNDED_WAITS = {"lock_timeout": "8s", "idle_in_transaction_session_timeout": "60s"}
+MAINTENANCE_TIMEOUT_ENV = "GRANDBO_MAINTENANCE_STATEMENT_TIMEOUT"
+
+
+def maintenance_statement_timeout() -> str:
+    """A maintenance statement's bound: the function's (its environment), else none."""
+    value = os.environ.get(MAINTENANCE_TIMEOUT_ENV, "").strip()
+    if not re.fullmatch(r"\d+(ms|s)?", value):
+        return "0"
+    return value
 
 
 class TenantLock(enum.Enum):
@@ -140,8 +153,10 @@ class TenantScopedRepository:
         local = {**_BOUNDED_WAITS, **(settings or {})}
         if lock is TenantLock.EXCLUSIVE or isolation is Isolation.SNAPSHOT:
             # a maintenance transaction (rebuild, its verification, purge, import, a model
-            # switch) is not bound by the role's 9 s statement_timeout (migration 0031)
-            local.setdefault("statement_timeout", "0")
+            # switch) is not bound by the role's 9 s statement_timeout (migration 0031),
+            # but by its function's time where a function runs it (GRANDBO_MAINTENANCE_
+            # STATEMENT_TIMEOUT, infra/functions.py); unbounded from the CLI
+            local.setdefault("statement_timeout", maintenance_statement_timeout())
         try:
             with (
                 _begun_at(self._conn, isolation),
