@@ -47,6 +47,7 @@ from grandbo.api.models import (
     RedactionRequest,
     RepairRequest,
     RetireEntryRequest,
+    RetrievalsRequest,
     SettingsRequest,
     TopologyReadRequest,
     TopologyRequest,
@@ -65,6 +66,7 @@ from grandbo.memory.explanation import explain_ranking
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.lifecycle.lake import LakeTransfer
 from grandbo.memory.models import Origin, WriteContext, WriteOutcome
+from grandbo.memory.retrievals import retrieval_page
 from grandbo.memory.service import MISLEADING_REVIEW_THRESHOLD
 from grandbo.observability import bind_request_keys, count_entries_created, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
@@ -437,7 +439,13 @@ def query_as_beacon(request: QueryRequest) -> dict[str, Any]:
     """`query_org_memory` for the key's organization, exactly as Beacon's query route
     answers it (the curation console's search)."""
     caller: Caller = app.context["caller"]
-    result = runtime().query_org_memory(caller.tenant_id, request.topic, **request.arguments())
+    result = runtime().query_org_memory(
+        caller.tenant_id,
+        request.topic,
+        caller=f"admin:{caller.key_id}",
+        incident_id=request.incident_id,
+        **request.arguments(),
+    )
     return result.model_dump(mode="json")
 
 
@@ -462,6 +470,25 @@ def catalog(request: CatalogRequest) -> dict[str, Any]:
     """A page of the organization's entries by status, kind, origin, service and text."""
     caller: Caller = app.context["caller"]
     page = Curation(runtime().service()).catalog(caller.tenant_id, **request.model_dump())
+    return page.model_dump(mode="json")
+
+
+@app.post("/v1/admin/retrievals")
+def retrievals(request: RetrievalsRequest) -> dict[str, Any]:
+    """What was asked of memory and what it answered (the retrieval log), newest first: a
+    read with its filter in the body, as the topology reads are (the signature covers the
+    path and the body; admin routes take no query string)."""
+    caller: Caller = app.context["caller"]
+    container = runtime()
+    container.retrieval_writer.flush(2.0)  # this container's own queries, written first
+    page = retrieval_page(
+        container.service().repository,
+        caller.tenant_id,
+        incident_id=request.incident_id,
+        unanswered=request.unanswered,
+        before=request.before,
+        limit=request.limit,
+    )
     return page.model_dump(mode="json")
 
 

@@ -43,6 +43,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     expired = runtime().service().retire_expired(tenant, limit=EXPIRED_PER_RUN)
     metrics.add_metric("EpisodicEntriesExpired", MetricUnit.Count, expired)
     titled = runtime().service().mark_title_tags(tenant, limit=TITLE_TAGS_PER_RUN)
+    forgotten = runtime().service().forget_expired_retrievals(tenant)
+    metrics.add_metric("RetrievalsForgotten", MetricUnit.Count, forgotten)
     enqueued = 0
     for page in runtime().service().pending_job_pages(tenant, claim_for_s=window):
         queue.send(page)
@@ -58,12 +60,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             "expired": expired,
             "title_tags_marked": titled,
             "oldest_unembedded_age_s": oldest,
+            "retrievals_forgotten": forgotten,
         },
     )
     return {
         "enqueued": enqueued,
         "expired": expired,
         "title_tags_marked": titled,
+        "retrievals_forgotten": forgotten,
         "tenant_id": tenant,
         "oldest_unembedded_age_s": oldest,
     }

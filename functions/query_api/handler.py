@@ -53,7 +53,13 @@ def query_memory(request: QueryRequest) -> dict[str, Any]:
     started = time.perf_counter()
     # its searches on a reader where reads scale out; a deploy's smoke check reads
     # `metadata.read_from` to show one served them (issue 35)
-    result = runtime().query_org_memory(caller_tenant(), request.topic, **request.arguments())
+    result = runtime().query_org_memory(
+        caller_tenant(),
+        request.topic,
+        caller=caller_key_id(),
+        incident_id=request.incident_id,
+        **request.arguments(),
+    )
     metrics.add_metric(
         "QueryLatency", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000
     )

@@ -25,6 +25,7 @@ from grandbo.commands import calibrate as calibrate_command
 from grandbo.commands import console as console_command
 from grandbo.commands import lake as lake_command
 from grandbo.commands import redaction as redaction_command
+from grandbo.commands import retrievals as retrievals_command
 from grandbo.commands import smoke as smoke_command
 from grandbo.commands.common import keyring_path, print_result, settings_from
 from grandbo.commands.progress import terminal_progress
@@ -559,6 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent_command.add_parser(sub)
     audit_command.add_parser(sub)
     smoke_command.add_parser(sub)
+    retrievals_command.add_parser(sub)
     console_command.add_parser(sub)
     calibrate_command.add_parser(sub)
     lake_command.add_parsers(sub)
@@ -682,6 +684,7 @@ _SERVICE_COMMANDS = {
     "topology": cmd_topology,
     "audit": cmd_audit,
     "calibrate": calibrate_command.cmd_calibrate,
+    "retrievals": retrievals_command.cmd_retrievals,
 }
 
 

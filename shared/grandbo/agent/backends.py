@@ -36,6 +36,7 @@ class MemoryBackend(Protocol):
         scope: str | None,
         as_of: datetime | None = None,
         min_confidence: float | None = None,
+        incident_id: str | None = None,
     ) -> MemoryQueryResult: ...
 
     def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry: ...
@@ -71,11 +72,15 @@ class StoreBackend:
         scope: str | None,
         as_of: datetime | None = None,
         min_confidence: float | None = None,
+        incident_id: str | None = None,
     ) -> MemoryQueryResult:
         with self.runtime.container():
-            return self.runtime.service().query_org_memory(
+            # as the query API answers it, recorded in the retrieval log alike
+            return self.runtime.query_org_memory(
                 _required(tenant),
                 topic,
+                caller="mcp",
+                incident_id=incident_id,
                 limit=limit,
                 service=service,
                 scope=scope,
@@ -132,6 +137,7 @@ class RemoteBackend:
         scope: str | None,
         as_of: datetime | None = None,
         min_confidence: float | None = None,
+        incident_id: str | None = None,
     ) -> MemoryQueryResult:
         answer = self.client.query_org_memory(
             topic,
@@ -140,6 +146,7 @@ class RemoteBackend:
             scope=scope,
             as_of=as_of,
             min_confidence=min_confidence,
+            incident_id=incident_id,
         )
         return MemoryQueryResult.model_validate(answer)
 

@@ -352,11 +352,15 @@ def build_server(
             QueryFloor,
             Field(description="withhold hits under this confidence (default: the floor set)"),
         ] = None,
+        incident_id: Annotated[
+            IncidentId | None,
+            Field(description="your current incident: the question is logged under it"),
+        ] = None,
     ) -> Annotated[CallToolResult, MemoryQueryResult]:
         result = call(
             "query_org_memory",
             lambda tenant: backend.query(
-                tenant, topic, limit, service, scope, as_of, min_confidence
+                tenant, topic, limit, service, scope, as_of, min_confidence, incident_id
             ),
             lambda result: len(result.hits),
         )

@@ -186,11 +186,16 @@ class MemoryClient:
         scope: str | None = None,
         as_of: datetime | None = None,
         min_confidence: float | None = None,
+        incident_id: str | None = None,
     ) -> dict[str, Any]:
         """Have we seen this before? `topic` is a sentence about what was found. Every hit
         carries its `confidence`; hits under `min_confidence` (default: the organization's
-        floor) are withheld, and `metadata.no_precedent` says when none is left."""
+        floor) are withheld, and `metadata.no_precedent` says when none is left.
+        `incident_id` (the caller's current incident) files the question in the retrieval
+        log under it."""
         body: dict[str, Any] = {"topic": topic, "limit": limit}
+        if incident_id is not None:
+            body["incident_id"] = incident_id
         if min_confidence is not None:
             body["min_confidence"] = min_confidence
         if service is not None:

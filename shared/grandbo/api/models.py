@@ -62,6 +62,11 @@ class QueryRequest(_Body):
         description="withhold hits whose confidence is under this (0 withholds nothing); "
         "default: the organization's floor, else the confidence model's",
     )
+    incident_id: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = Field(
+        default=None,
+        description="the caller's current incident: the retrieval log files the question "
+        "and its answer under it (POST /v1/admin/retrievals)",
+    )
 
     def arguments(self) -> dict[str, Any]:
         """What `query_org_memory` takes beside the tenant and the topic: one place, so the
@@ -240,6 +245,17 @@ class CatalogRequest(_Body):
         default=None, description="a substring of the title or the summary, any case"
     )
     after: Annotated[StrictStr, Field(max_length=200)] | None = None
+    limit: Annotated[StrictInt, Field(ge=1, le=200)] = 50
+
+
+class RetrievalsRequest(_Body):
+    """The organization's retrieval log, newest first: one incident's (`incident_id`), the
+    questions memory could not answer (`unanswered`: no hit, or none confident), a page
+    before `before` (the `next` of the previous page)."""
+
+    incident_id: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = None
+    unanswered: bool = False
+    before: AwareDatetime | None = None
     limit: Annotated[StrictInt, Field(ge=1, le=200)] = 50
 
 

@@ -199,7 +199,9 @@ class RecallHook:
         self._failures = 0
         self._open_until = 0.0
 
-    def recall(self, text: str) -> Recall:
+    def recall(self, text: str, *, incident_id: str | None = None) -> Recall:
+        """The block for `text`; `incident_id` (the agent's current incident) files the
+        question in the organization's retrieval log under it."""
         started = time.perf_counter()
         with self._breaker:
             open_for = self._open_until - self._clock()
@@ -213,7 +215,7 @@ class RecallHook:
                 self.metrics.record("circuit_open", 0, recall.latency_ms)
                 return recall
         try:
-            recall = self._recall(text, started)
+            recall = self._recall(text, started, incident_id)
         except Exception as exc:  # fail-open is the contract
             recall = _empty("malformed_answer", f"{type(exc).__name__}: {exc}", started)
         self._count(recall)
@@ -231,7 +233,7 @@ class RecallHook:
                 self._failures = 0
                 self._open_until = 0.0
 
-    def _recall(self, text: str, started: float) -> Recall:
+    def _recall(self, text: str, started: float, incident_id: str | None = None) -> Recall:
         try:
             topic = topic_from_text(text if isinstance(text, str) else "", self.max_topic_chars)
         except GrandboError as exc:
@@ -245,6 +247,7 @@ class RecallHook:
                     limit=max(self.max_memories, 5),
                     service=self.service,
                     min_confidence=self.min_confidence,
+                    incident_id=incident_id,
                 )
                 outcome.append(self._memories(answer, started))
             except BaseException as exc:  # handed to the caller's thread

@@ -327,6 +327,16 @@ class MemoryService(Recall):
         self._forget_query_settings(tenant)
         return value
 
+    def forget_expired_retrievals(self, tenant_id: str | None = None) -> int:
+        """Delete retrievals past their retention (RETRIEVAL_DAYS), of one tenant or all;
+        how many."""
+        from grandbo.memory.retrievals import RETRIEVAL_DAYS
+
+        return sum(
+            self.repository.forget_retrievals(tenant, older_than_days=RETRIEVAL_DAYS)
+            for tenant in tenants_of(self.repository, tenant_id)
+        )
+
     def retire_expired(self, tenant_id: str | None = None, *, limit: int | None = None) -> int:
         """Retire (through an event, never a delete) active episodic entries past their
         expiry, of one tenant or all, at most `limit` in this call (the sweeper's share,

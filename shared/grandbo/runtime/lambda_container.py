@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -33,8 +34,10 @@ from grandbo.errors import GrandboError, StoreUnavailableError
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.models import MemoryQueryResult
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.retrievals import RetrievalRecord
 from grandbo.memory.service import MemoryService
 from grandbo.runtime.incident_queue import SqsIncidentQueue
+from grandbo.runtime.retrieval_writer import DURABLE_WAIT_S, GATHER_S, RetrievalWriter
 from grandbo.runtime.sqs_queue import SqsEmbedQueue
 from grandbo.storage.connections import connect, in_recovery, is_idle
 from grandbo.topology.repository import TopologyRepository
@@ -48,6 +51,11 @@ _log = logging.getLogger(__name__)
 # one that could not be reached is tried again after this long
 READER_CONNECT_TIMEOUT_S = 2
 READER_RETRY_AFTER_S = 30.0
+
+
+def _in_lambda() -> bool:
+    """In a Lambda execution environment (which freezes after each answer)."""
+    return bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
 
 
 class ContainersBusyError(GrandboError):
@@ -177,6 +185,7 @@ class LambdaRuntime:
         self._reader_down_until = 0.0
         self._queue = embed_queue
         self._incident_queue = incident_queue
+        self._retrievals: RetrievalWriter | None = None
         self._keyring = keyring
         self._keyring_loaded_at = 0.0
         self._keyring_file: KeyringFile | None = None
@@ -320,15 +329,44 @@ class LambdaRuntime:
         """A new request: none of its searches has run yet."""
         self._slot().read_from = None
 
-    def query_org_memory(self, tenant_id: str, topic: str, **arguments: Any) -> MemoryQueryResult:
+    def query_org_memory(
+        self,
+        tenant_id: str,
+        topic: str,
+        *,
+        caller: str,
+        incident_id: str | None = None,
+        **arguments: Any,
+    ) -> MemoryQueryResult:
         """`query_org_memory` as the APIs answer it: the service's result, saying where its
-        searches ran (`metadata.read_from`; no reader connection opened: the writer)."""
+        searches ran (`metadata.read_from`; no reader connection opened: the writer), and
+        recorded in the retrieval log (written off the answer's path)."""
+        started, asked_at = time.perf_counter(), datetime.now(UTC)
         self.forget_read_from()
         result = self.service().query_org_memory(tenant_id, topic, **arguments)
         where = self.read_from() or "writer"
-        return result.model_copy(
+        result = result.model_copy(
             update={"metadata": result.metadata.model_copy(update={"read_from": where})}
         )
+        latency_ms = (time.perf_counter() - started) * 1000
+        writer = self.retrieval_writer
+        writer.submit(
+            RetrievalRecord.of(tenant_id, caller, incident_id, topic, result, latency_ms, asked_at)
+        )
+        if _in_lambda():  # a frozen container may never write it: written before answering
+            writer.flush(DURABLE_WAIT_S)
+        return result
+
+    @property
+    def retrieval_writer(self) -> RetrievalWriter:
+        """This container's retrieval log writer (its own thread and writer connection)."""
+        with self._lock:
+            if self._retrievals is None:
+                self._retrievals = RetrievalWriter(
+                    lambda: self._connect(self._database_url()),
+                    gather_s=0.0 if _in_lambda() else GATHER_S,
+                )
+            return self._retrievals
 
     def read_repository(self) -> MemoryRepository:
         """The repository a query searches (`read_connection`), resolved when it searches."""

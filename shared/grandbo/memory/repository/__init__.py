@@ -20,6 +20,7 @@ from grandbo.memory.repository.purge import OrganizationPurge
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
 from grandbo.memory.repository.redaction import RedactionWrites
 from grandbo.memory.repository.reembed import VectorStaging
+from grandbo.memory.repository.retrievals import RetrievalLog
 from grandbo.memory.repository.search import (
     LexicalCandidate,
     SearchLegs,
@@ -52,5 +53,6 @@ class MemoryRepository(
     LakeStore,
     CurationReads,
     IncidentServiceReads,
+    RetrievalLog,
 ):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

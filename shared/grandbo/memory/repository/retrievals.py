@@ -1,0 +1,81 @@
+"""The retrieval log's SQL: one self-scoped statement per retrieval written (migration
+0032's grandbo_log_retrieval), the newest first read back, the expired forgotten."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+import psycopg
+
+from grandbo.errors import StoreUnavailableError
+from grandbo.memory.retrievals import Retrieval, RetrievalHit, RetrievalRecord
+from grandbo.storage.tenant_scope import TenantScopedRepository
+from grandbo.tenancy import require_tenant
+
+
+class RetrievalLog(TenantScopedRepository):
+    """Write, list and forget an organization's retrievals."""
+
+    def log_retrievals(self, records: Sequence[RetrievalRecord]) -> None:
+        """Write retrievals, of any tenants, in one round trip: each its own self-scoped
+        statement (grandbo_log_retrieval sets its tenant), pipelined by executemany."""
+        if not records:
+            return
+        if not self._conn.autocommit:  # inside a caller's transaction it would stay open
+            raise RuntimeError("the retrieval log needs an autocommit connection")
+        rows = [
+            (
+                require_tenant(r.tenant_id),
+                r.at,
+                r.caller,
+                r.incident_id,
+                r.topic,
+                json.dumps([hit.model_dump(mode="json") for hit in r.hits]),
+                r.latency_ms,
+                r.no_precedent,
+            )
+            for r in records
+        ]
+        try:
+            with self._conn.cursor() as cur:
+                cur.executemany(
+                    "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s)", rows
+                )
+        except psycopg.OperationalError as exc:
+            self._discard_unless_idle()
+            raise StoreUnavailableError(str(exc)) from exc
+
+    def retrievals(
+        self,
+        tenant_id: str,
+        *,
+        incident_id: str | None = None,
+        before: datetime | None = None,
+        limit: int = 50,
+    ) -> list[Retrieval]:
+        """The organization's retrievals newest first (one incident's, where named)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT retrieval_id, at, caller, incident_id, topic, hits, latency_ms,"
+                " no_precedent FROM org_memory_retrievals"
+                " WHERE tenant_id = %s AND (%s::text IS NULL OR incident_id = %s)"
+                " AND (%s::timestamptz IS NULL OR at < %s)"
+                " ORDER BY at DESC, retrieval_id LIMIT %s",
+                (tenant_id, incident_id, incident_id, before, before, limit),
+            )
+            return [
+                Retrieval(**{**row, "hits": [RetrievalHit.model_validate(h) for h in row["hits"]]})
+                for row in cur.fetchall()
+            ]
+
+    def forget_retrievals(self, tenant_id: str, *, older_than_days: int) -> int:
+        """Delete the organization's retrievals past their retention; how many."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "DELETE FROM org_memory_retrievals WHERE tenant_id = %s"
+                " AND at < now() - make_interval(days => %s)",
+                (tenant_id, older_than_days),
+            )
+            return cur.rowcount

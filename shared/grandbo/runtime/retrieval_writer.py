@@ -1,0 +1,125 @@
+"""The retrieval log written off the answer's path (issue 36, point 3).
+
+A query hands its retrieval to this container's writer thread and answers at once; the
+thread writes what arrives within GATHER_S in one round trip on a connection of its own
+(self-scoped statements, migration 0032). `dropped` counts what it had to drop: a queue
+over MAX_PENDING, a database out of reach after ATTEMPTS tries.
+
+Lambda freezes a container as soon as its handler has answered, and may reclaim it
+frozen: a retrieval still pending then would be lost. There the writer gathers nothing
+and the query waits for its retrieval's write (LambdaRuntime.query_org_memory, at most
+DURABLE_WAIT_S): durable, at the cost of that write on the answer's path.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from grandbo.errors import StoreUnavailableError
+from grandbo.memory.repository.retrievals import RetrievalLog
+from grandbo.memory.retrievals import RetrievalRecord
+
+_log = logging.getLogger(__name__)
+
+MAX_PENDING = 1000
+ATTEMPTS = 3
+BATCH = 50  # retrievals written in one round trip at most
+GATHER_S = 0.2
+DURABLE_WAIT_S = 0.5
+
+
+class RetrievalWriter:
+    """One thread, one connection, a bounded queue of retrievals to write."""
+
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection[Any]], *, gather_s: float = GATHER_S
+    ) -> None:
+        self._connect = connect
+        self._gather_s = gather_s
+        self._queue: queue.Queue[RetrievalRecord] = queue.Queue(maxsize=MAX_PENDING)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Condition()  # notified as each batch is written
+        self.written = 0
+        self.dropped = 0
+
+    def submit(self, record: RetrievalRecord) -> None:
+        """Hand a retrieval over; never waits, never raises."""
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+            _log.warning("retrieval log: %s pending, one dropped", MAX_PENDING)
+            return
+        self._ensure_thread()
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait until every retrieval handed over is written (or dropped); False if
+        `timeout_s` passed first."""
+        with self._done:
+            return self._done.wait_for(lambda: not self._queue.unfinished_tasks, timeout_s)
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="grandbo-retrieval-log", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            # what arrives within GATHER_S goes in the same round trip: under load one
+            # write for many queries, at rest a retrieval is written GATHER_S late
+            until = time.monotonic() + self._gather_s
+            while len(batch) < BATCH:
+                left = until - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    batch.append(self._queue.get(timeout=left))
+                except queue.Empty:
+                    break
+            try:
+                self._write(batch)
+            finally:
+                with self._done:
+                    for _ in batch:
+                        self._queue.task_done()
+                    self._done.notify_all()
+
+    def _write(self, batch: list[RetrievalRecord]) -> None:
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                if self._conn is None or self._conn.closed or self._conn.broken:
+                    self._conn = self._connect()
+                RetrievalLog(self._conn).log_retrievals(batch)
+                self.written += len(batch)
+                return
+            except StoreUnavailableError as exc:
+                if self._conn is not None:
+                    self._conn.close()
+                self._conn = None
+                if attempt == ATTEMPTS:
+                    self.dropped += len(batch)
+                    _log.warning("retrieval log: not written after %s tries: %s", ATTEMPTS, exc)
+                    return
+                time.sleep(0.05 * attempt)
+            except Exception:
+                # a row the table refuses is a bug to see, not a reason to stop the thread
+                self.dropped += len(batch)
+                _log.exception("retrieval log: retrievals could not be written")
+                return
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()

@@ -1,0 +1,153 @@
+"""Issue 36, point 3: the retrieval log. A query that names its incident appears in
+`POST /v1/admin/retrievals` for that incident with its topic and hits (ids, ranks and
+confidences, never an entry's text); an organization sees only its own; the questions
+memory could not answer are listed apart; a purge leaves no retrieval row, and the
+sweeper forgets retrievals past their retention."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+
+from grandbo.memory.retrievals import RETRIEVAL_DAYS
+from grandbo.runtime.retrieval_writer import RetrievalWriter
+
+from .conftest import Gateway
+from .test_incident_closed import TOPIC, incident_event
+
+
+def _rows(admin_conn: psycopg.Connection[Any], tenant: str) -> int:
+    row = admin_conn.execute(
+        "SELECT count(*) FROM org_memory_retrievals WHERE tenant_id = %s", (tenant,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _log(gateway: Gateway, tenant: str, **body: Any) -> dict[str, Any]:
+    reply = gateway.admin(tenant, "POST", "/v1/admin/retrievals", body)
+    assert reply.status == 200, reply.body
+    return dict(reply.body)
+
+
+def test_a_query_naming_its_incident_is_listed_under_it_with_ids_only(
+    gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    assert gateway.publish(incident_event(tenant)).status == 200
+    gateway.drain()
+    answer = gateway.query(tenant, {"topic": TOPIC, "incident_id": "INC-7"})
+    assert answer.status == 200, answer.body
+    assert gateway.query(tenant, {"topic": TOPIC}).status == 200  # no incident named
+    page = _log(gateway, tenant, incident_id="INC-7")
+    (logged,) = page["retrievals"]
+    assert logged["topic"] == TOPIC
+    assert logged["incident_id"] == "INC-7"
+    assert logged["caller"] == gateway.keys[f"{tenant}-query"].key_id
+    assert [h["entry_id"] for h in logged["hits"]] == [h["entry_id"] for h in answer.body["hits"]]
+    assert [h["rank"] for h in logged["hits"]] == list(range(1, len(logged["hits"]) + 1))
+    assert [h["confidence"] for h in logged["hits"]] == [
+        h["confidence"] for h in answer.body["hits"]
+    ]
+    assert logged["latency_ms"] > 0
+    # ids only: no entry's title or summary is kept in the log
+    texts = [h["title"] for h in answer.body["hits"]] + [h["summary"] for h in answer.body["hits"]]
+    assert not any(text in str(page) for text in texts)
+    # newest first, both queries; another organization sees none of them
+    everything = _log(gateway, tenant)["retrievals"]
+    assert [r["incident_id"] for r in everything] == [None, "INC-7"]
+    assert _log(gateway, other_tenant)["retrievals"] == []
+
+
+def test_the_questions_memory_could_not_answer_are_listed_apart(
+    gateway: Gateway, tenant: str
+) -> None:
+    assert gateway.publish(incident_event(tenant)).status == 200
+    gateway.drain()
+    unknown = "the print spooler on the third floor jams whenever the badge reader reboots"
+    assert gateway.query(tenant, {"topic": unknown, "incident_id": "INC-8"}).status == 200
+    assert gateway.query(tenant, {"topic": TOPIC, "incident_id": "INC-8"}).status == 200
+    unanswered = _log(gateway, tenant, unanswered=True)["retrievals"]
+    assert [r["topic"] for r in unanswered] == [unknown]
+    assert unanswered[0]["unanswered"] is True
+    both = _log(gateway, tenant, incident_id="INC-8")["retrievals"]
+    assert [r["unanswered"] for r in both] == [False, True]
+
+
+def test_pages_follow_one_another_newest_first(gateway: Gateway, tenant: str) -> None:
+    for n in range(5):
+        topic = f"question number {n} about the checkout database connection pool running dry"
+        assert gateway.query(tenant, {"topic": topic}).status == 200
+    first = _log(gateway, tenant, limit=2)
+    second = _log(gateway, tenant, limit=2, before=first["next"])
+    third = _log(gateway, tenant, limit=2, before=second["next"])
+    topics = [r["topic"] for page in (first, second, third) for r in page["retrievals"]]
+    assert [t.split()[2] for t in topics] == ["4", "3", "2", "1", "0"]
+    assert third["next"] is None
+
+
+def test_a_purge_leaves_no_retrieval_and_the_sweeper_forgets_old_ones(
+    gateway: Gateway, tenant: str, other_tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    for who in (tenant, other_tenant):
+        assert gateway.query(who, {"topic": TOPIC, "incident_id": "INC-9"}).status == 200
+    gateway.runtime.retrieval_writer.flush()
+    assert _rows(admin_conn, tenant) == 1
+    # an organization that only ever queried is still visited by the sweeper
+    admin_conn.execute(
+        "UPDATE org_memory_retrievals SET at = now() - make_interval(days => %s)"
+        " WHERE tenant_id = %s",
+        (RETRIEVAL_DAYS + 1, other_tenant),
+    )
+    assert gateway.door("/local/backfill", b"{}").status == 200
+    assert _rows(admin_conn, other_tenant) == 0
+    assert _rows(admin_conn, tenant) == 1  # within its retention: kept
+    purged = gateway.runtime.service().repository.purge_organization(tenant)
+    assert purged["org_memory_retrievals"] == 1
+    assert _rows(admin_conn, tenant) == 0
+
+
+def test_the_writer_never_fails_a_query_and_counts_what_it_could_not_write() -> None:
+    from grandbo.errors import StoreUnavailableError
+    from grandbo.memory.retrievals import RetrievalRecord
+
+    def unreachable() -> Any:
+        raise StoreUnavailableError("connection refused")
+
+    writer = RetrievalWriter(unreachable)
+    record = RetrievalRecord(
+        tenant_id="acme",
+        at=datetime.now(UTC),
+        caller="k",
+        incident_id=None,
+        topic="t",
+        hits=[],
+        latency_ms=1.0,
+        no_precedent=True,
+    )
+    writer.submit(record)  # returns at once
+    assert writer.flush(5)
+    assert (writer.written, writer.dropped) == (0, 1)
+
+
+def test_in_lambda_a_query_answers_only_once_its_retrieval_is_written(
+    database: Any, tenant: str, admin_conn: psycopg.Connection[Any], monkeypatch: Any
+) -> None:
+    """Lambda freezes a container as soon as it answered, and may reclaim it frozen: there
+    the retrieval is written before the answer (locally it is gathered for 0.2 s)."""
+    from grandbo.embedding.fake import FakeEmbeddingProvider
+    from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime
+
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "grandbo-query")
+    runtime = LambdaRuntime(
+        LambdaEnvironment.model_validate(
+            {"DATABASE_URL": database.app, "GRANDBO_EMBEDDING_PROVIDER": "fake"}
+        ),
+        provider=FakeEmbeddingProvider(),
+    )
+    try:
+        runtime.query_org_memory(tenant, TOPIC, caller="k", incident_id="INC-L")
+        assert _rows(admin_conn, tenant) == 1  # no flush: written before it answered
+    finally:
+        runtime.close()
