@@ -396,6 +396,8 @@ def confirm_purge(request: PurgeConfirmation) -> dict[str, Any]:
         raise InvalidInputError(
             "confirmation", f"{exc.reason}: request the purge again (POST /v1/admin/purge)"
         ) from exc
+    # this container's retrievals asked before the purge are written before it, not after
+    runtime().retrieval_writer.flush(2.0)
     deleted = runtime().service().purge_organization(caller.tenant_id)
     logger.warning("organization purged", extra={"deleted": deleted})
     return {"organization": caller.tenant_id, "deleted": deleted}

@@ -151,3 +151,90 @@ def test_in_lambda_a_query_answers_only_once_its_retrieval_is_written(
         assert _rows(admin_conn, tenant) == 1  # no flush: written before it answered
     finally:
         runtime.close()
+
+
+def test_an_organization_whose_agents_keep_asking_can_still_be_purged(
+    gateway: Gateway, tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """The log grows with every query; the purge's confirmation is not about it (a purge
+    requested while agents ask stays confirmable), and what was asked before the purge
+    is gone after it, not written after it."""
+    asked = gateway.admin(tenant, "POST", "/v1/admin/purge", {"organization": tenant})
+    assert asked.status == 200, asked.body
+    assert gateway.query(tenant, {"topic": TOPIC, "incident_id": "INC-P"}).status == 200
+    done = gateway.admin(
+        tenant,
+        "POST",
+        "/v1/admin/purge/confirmation",
+        {"confirmation": asked.body["confirmation"]},
+    )
+    assert done.status == 200, done.body
+    gateway.runtime.retrieval_writer.flush()
+    assert _rows(admin_conn, tenant) == 0
+    registered = admin_conn.execute(
+        "SELECT count(*) FROM org_memory_tenants WHERE tenant_id = %s", (tenant,)
+    ).fetchone()
+    assert registered == (0,)
+
+
+def _record(tenant: str, topic: str, at: datetime | None = None) -> Any:
+    from grandbo.memory.retrievals import RetrievalRecord
+
+    return RetrievalRecord.model_construct(
+        tenant_id=tenant,
+        at=at or datetime.now(UTC),
+        caller="k",
+        incident_id=None,
+        topic=topic,
+        hits=[],
+        latency_ms=1.0,
+        no_precedent=True,
+    )
+
+
+def test_a_refused_retrieval_costs_only_itself(
+    database: Any, tenant: str, other_tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    from grandbo.storage.connections import connect
+
+    writer = RetrievalWriter(lambda: connect(database.app), gather_s=0.5)
+    for record in (
+        _record(tenant, "the first question, good"),
+        _record(tenant, "x" * 8001),  # over the table's bound: refused by the server
+        _record(other_tenant, "another organization's question, good"),
+    ):
+        writer.submit(record)
+    assert writer.flush(10)
+    assert (writer.written, writer.dropped) == (2, 1)
+    assert (_rows(admin_conn, tenant), _rows(admin_conn, other_tenant)) == (1, 1)
+
+
+def test_an_incident_id_the_log_could_not_store_is_refused_on_every_path(
+    gateway: Gateway, tenant: str
+) -> None:
+    import pytest
+
+    from grandbo.errors import InvalidInputError
+
+    for bad in ("INC\x00", "INC\ud800", "", "x" * 201):
+        with pytest.raises(InvalidInputError, match="incident_id"):
+            gateway.runtime.query_org_memory(tenant, TOPIC, caller="mcp", incident_id=bad)
+        assert gateway.query(tenant, {"topic": TOPIC, "incident_id": bad}).status in (400, 422)
+
+
+def test_retrievals_asked_at_the_same_moment_are_all_paged(
+    database: Any, gateway: Gateway, tenant: str
+) -> None:
+    from grandbo.memory.repository.retrievals import RetrievalLog
+    from grandbo.storage.connections import connect
+
+    moment = datetime.now(UTC)
+    with connect(database.app) as conn:
+        RetrievalLog(conn).log_retrievals([_record(tenant, f"q{n}", moment) for n in range(3)])
+    first = _log(gateway, tenant, limit=2)
+    second = _log(gateway, tenant, limit=2, before=first["next"])
+    topics = [r["topic"] for page in (first, second) for r in page["retrievals"]]
+    assert sorted(topics) == ["q0", "q1", "q2"]
+    bad = gateway.admin(tenant, "POST", "/v1/admin/retrievals", {"before": "yesterday"})
+    assert bad.status == 400
+    assert bad.body["field"] == "before"

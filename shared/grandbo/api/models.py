@@ -255,7 +255,7 @@ class RetrievalsRequest(_Body):
 
     incident_id: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = None
     unanswered: bool = False
-    before: AwareDatetime | None = None
+    before: Annotated[StrictStr, Field(max_length=100)] | None = None
     limit: Annotated[StrictInt, Field(ge=1, le=200)] = 50
 
 

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from grandbo.errors import InvalidInputError
 from grandbo.memory.models import MemoryQueryResult
 
 # how long an organization's retrievals are kept (the sweeper forgets older ones)
@@ -91,7 +92,7 @@ class RetrievalPage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     retrievals: list[Retrieval]
-    next: datetime | None = Field(description="`before` for the next page (None: the last)")
+    next: str | None = Field(description="`before` for the next page (None: the last)")
 
 
 class RetrievalReads(Protocol):
@@ -100,9 +101,25 @@ class RetrievalReads(Protocol):
         tenant_id: str,
         *,
         incident_id: str | None = None,
-        before: datetime | None = None,
+        before: tuple[datetime, UUID] | None = None,
         limit: int = 50,
     ) -> list[Retrieval]: ...
+
+
+def _cursor(retrieval: Retrieval) -> str:
+    return f"{retrieval.at.isoformat()}|{retrieval.retrieval_id}"
+
+
+def _position(cursor: str) -> tuple[datetime, UUID]:
+    """A `next` cursor read back: InvalidInputError naming `before` if it is none."""
+    at, _, retrieval_id = cursor.partition("|")
+    try:
+        moment = datetime.fromisoformat(at)
+        if moment.tzinfo is None:
+            raise ValueError("no time zone")
+        return moment, UUID(retrieval_id)
+    except ValueError as exc:
+        raise InvalidInputError("before", f"not a cursor of this log: {exc}") from None
 
 
 def retrieval_page(
@@ -111,19 +128,20 @@ def retrieval_page(
     *,
     incident_id: str | None = None,
     unanswered: bool = False,
-    before: datetime | None = None,
+    before: str | None = None,
     limit: int = 50,
 ) -> RetrievalPage:
     """A page of the log, newest first; with `unanswered`, only the questions memory could
     not answer, read from up to five times as many retrievals."""
     asked = min(1000, limit * 5) if unanswered else limit
-    scanned = log.retrievals(tenant_id, incident_id=incident_id, before=before, limit=asked)
+    position = None if before is None else _position(before)
+    scanned = log.retrievals(tenant_id, incident_id=incident_id, before=position, limit=asked)
     chosen = [r for r in scanned if r.unanswered] if unanswered else scanned
     chosen = chosen[:limit]
     if len(chosen) == limit and chosen:
-        cursor: datetime | None = chosen[-1].at
+        cursor: str | None = _cursor(chosen[-1])
     elif len(scanned) == asked and scanned:
-        cursor = scanned[-1].at
+        cursor = _cursor(scanned[-1])
     else:
         cursor = None
     return RetrievalPage(retrievals=chosen, next=cursor)

@@ -41,6 +41,9 @@ VOLATILE
 AS $$
 BEGIN
     PERFORM set_config('grandbo.tenant_id', p_tenant, true);
+    -- a writer of the organization (the tenant's shared lock, as grandbo_scope takes it):
+    -- a purge, under the exclusive one, never runs beside it
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('grandbo.tenant:' || p_tenant, 0));
     -- the sweeper visits every tenant of this registry to forget expired retrievals, an
     -- organization that only ever queried included
     INSERT INTO org_memory_tenants (tenant_id) VALUES (p_tenant) ON CONFLICT DO NOTHING;

@@ -30,7 +30,7 @@ from grandbo.api.nonces import NonceStore
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
 from grandbo.embedding.rerank import RERANKER_SPEC, Reranker, reranker_named
-from grandbo.errors import GrandboError, StoreUnavailableError
+from grandbo.errors import GrandboError, InvalidInputError, StoreUnavailableError
 from grandbo.memory.embed_queue import EmbedQueue
 from grandbo.memory.models import MemoryQueryResult
 from grandbo.memory.repository import MemoryRepository
@@ -40,6 +40,7 @@ from grandbo.runtime.incident_queue import SqsIncidentQueue
 from grandbo.runtime.retrieval_writer import DURABLE_WAIT_S, GATHER_S, RetrievalWriter
 from grandbo.runtime.sqs_queue import SqsEmbedQueue
 from grandbo.storage.connections import connect, in_recovery, is_idle
+from grandbo.text.rules import reject_unsafe_text
 from grandbo.topology.repository import TopologyRepository
 from grandbo.topology.service import TopologyService
 
@@ -51,6 +52,18 @@ _log = logging.getLogger(__name__)
 # one that could not be reached is tried again after this long
 READER_CONNECT_TIMEOUT_S = 2
 READER_RETRY_AFTER_S = 30.0
+
+
+def _check_incident_id(incident_id: str | None) -> None:
+    """InvalidInputError for an incident id the retrieval log could not store faithfully."""
+    if incident_id is None:
+        return
+    if not 1 <= len(incident_id) <= 200:
+        raise InvalidInputError("incident_id", "must be 1 to 200 characters")
+    try:
+        reject_unsafe_text(incident_id)
+    except ValueError as exc:
+        raise InvalidInputError("incident_id", str(exc)) from exc
 
 
 def _in_lambda() -> bool:
@@ -342,6 +355,7 @@ class LambdaRuntime:
         searches ran (`metadata.read_from`; no reader connection opened: the writer), and
         recorded in the retrieval log (written off the answer's path)."""
         started, asked_at = time.perf_counter(), datetime.now(UTC)
+        _check_incident_id(incident_id)  # the MCP tool's path too: the log stores it
         self.forget_read_from()
         result = self.service().query_org_memory(tenant_id, topic, **arguments)
         where = self.read_from() or "writer"

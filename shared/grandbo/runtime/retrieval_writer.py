@@ -115,9 +115,14 @@ class RetrievalWriter:
                     return
                 time.sleep(0.05 * attempt)
             except Exception:
-                # a row the table refuses is a bug to see, not a reason to stop the thread
-                self.dropped += len(batch)
-                _log.exception("retrieval log: retrievals could not be written")
+                # a row the table refuses rolled its whole round trip back (one implicit
+                # transaction): the others are written one by one, the refused one dropped
+                if len(batch) > 1:
+                    for record in batch:
+                        self._write([record])
+                    return
+                self.dropped += 1
+                _log.exception("retrieval log: a retrieval could not be written")
                 return
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from uuid import UUID
 
 import psycopg
 
@@ -52,18 +53,21 @@ class RetrievalLog(TenantScopedRepository):
         tenant_id: str,
         *,
         incident_id: str | None = None,
-        before: datetime | None = None,
+        before: tuple[datetime, UUID] | None = None,
         limit: int = 50,
     ) -> list[Retrieval]:
-        """The organization's retrievals newest first (one incident's, where named)."""
+        """The organization's retrievals newest first (one incident's, where named), those
+        before the (time, id) cursor `before` if given: ties in time are kept in id order,
+        so no page skips a row."""
+        at, retrieval_id = before if before is not None else (None, None)
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "SELECT retrieval_id, at, caller, incident_id, topic, hits, latency_ms,"
                 " no_precedent FROM org_memory_retrievals"
                 " WHERE tenant_id = %s AND (%s::text IS NULL OR incident_id = %s)"
-                " AND (%s::timestamptz IS NULL OR at < %s)"
-                " ORDER BY at DESC, retrieval_id LIMIT %s",
-                (tenant_id, incident_id, incident_id, before, before, limit),
+                " AND (%s::timestamptz IS NULL OR (at, retrieval_id) < (%s, %s::uuid))"
+                " ORDER BY at DESC, retrieval_id DESC LIMIT %s",
+                (tenant_id, incident_id, incident_id, at, at, retrieval_id, limit),
             )
             return [
                 Retrieval(**{**row, "hits": [RetrievalHit.model_validate(h) for h in row["hits"]]})
