@@ -312,6 +312,8 @@ def update_settings(request: SettingsRequest) -> dict[str, Any]:
     service = runtime().service()
     if request.episodic_ttl_days is not None:
         service.set_episodic_ttl_days(caller.tenant_id, request.episodic_ttl_days)
+    if request.retrieval_days is not None:
+        service.set_retrieval_days(caller.tenant_id, request.retrieval_days)
     if request.min_confidence is not None or request.reset_min_confidence:
         service.set_min_confidence(caller.tenant_id, request.min_confidence)
     if request.reset_recalibration:

@@ -238,3 +238,26 @@ def test_retrievals_asked_at_the_same_moment_are_all_paged(
     bad = gateway.admin(tenant, "POST", "/v1/admin/retrievals", {"before": "yesterday"})
     assert bad.status == 400
     assert bad.body["field"] == "before"
+
+
+def test_an_organization_sets_how_long_its_retrievals_are_kept(
+    gateway: Gateway, tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    assert gateway.admin(tenant, "GET", "/v1/admin/settings").body["retrieval_days"] == 30
+    set_ = gateway.admin(tenant, "POST", "/v1/admin/settings", {"retrieval_days": 7})
+    assert set_.status == 200, set_.body
+    assert set_.body["retrieval_days"] == 7
+    for bad in (0, 3651, "7", True):
+        refused = gateway.admin(tenant, "POST", "/v1/admin/settings", {"retrieval_days": bad})
+        assert refused.status in (400, 422), (bad, refused.body)
+    for n in range(2):
+        assert gateway.query(tenant, {"topic": f"{TOPIC} ({n})"}).status == 200
+    gateway.runtime.retrieval_writer.flush()
+    admin_conn.execute(  # one asked 8 days ago, one 6: only the first is past 7
+        "UPDATE org_memory_retrievals SET at = now() - make_interval(days => CASE"
+        " WHEN topic LIKE '%%(0)' THEN 8 ELSE 6 END) WHERE tenant_id = %s",
+        (tenant,),
+    )
+    assert gateway.door("/local/backfill", b"{}").status == 200
+    (left,) = _log(gateway, tenant)["retrievals"]
+    assert left["topic"].endswith("(1)")

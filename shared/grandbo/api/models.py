@@ -110,6 +110,9 @@ class SettingsRequest(_Body):
     """The organization's settings an admin may change (each one left out is kept)."""
 
     episodic_ttl_days: Annotated[StrictInt, Field(ge=1, le=3650)] | None = None
+    retrieval_days: Annotated[StrictInt, Field(ge=1, le=3650)] | None = Field(
+        default=None, description="how long the retrieval log keeps its questions (default 30)"
+    )
     min_confidence: Probability | None = Field(
         default=None,
         description="the confidence floor of the organization's answers: hits under it "
@@ -128,12 +131,13 @@ class SettingsRequest(_Body):
     def _something(self) -> SettingsRequest:
         if (
             self.episodic_ttl_days is None
+            and self.retrieval_days is None
             and self.min_confidence is None
             and not self.reset_min_confidence
             and not self.reset_recalibration
         ):
             raise ValueError(
-                "send episodic_ttl_days, min_confidence, reset_min_confidence or "
+                "send episodic_ttl_days, retrieval_days, min_confidence, reset_min_confidence or "
                 "reset_recalibration"
             )
         if self.min_confidence is not None and self.reset_min_confidence:

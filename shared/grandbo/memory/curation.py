@@ -137,6 +137,7 @@ class OrganizationSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     episodic_ttl_days: int
+    retrieval_days: int = Field(default=30, description="how long its retrieval log is kept")
     embed_rev: str = Field(description="the model the organization is served from")
     vector_cutoff: float = Field(description="the cutoff its queries use")
     model_vector_cutoff: float = Field(description="the model's own default cutoff")
@@ -359,6 +360,7 @@ class Curation:
         model = self.memory.confidence_model(serving)
         return OrganizationSettings(
             episodic_ttl_days=self.repository.episodic_ttl_days(tenant),
+            retrieval_days=self.repository.retrieval_days(tenant),
             embed_rev=serving.embed_rev,
             vector_cutoff=serving.vector_cutoff if cutoff is None else cutoff,
             model_vector_cutoff=serving.vector_cutoff,

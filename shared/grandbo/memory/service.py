@@ -328,14 +328,19 @@ class MemoryService(Recall):
         return value
 
     def forget_expired_retrievals(self, tenant_id: str | None = None) -> int:
-        """Delete retrievals past their retention (RETRIEVAL_DAYS), of one tenant or all;
-        how many."""
-        from grandbo.memory.retrievals import RETRIEVAL_DAYS
-
+        """Delete retrievals past their organization's retention (RETRIEVAL_DAYS unless it
+        set its own), of one tenant or all; how many."""
         return sum(
-            self.repository.forget_retrievals(tenant, older_than_days=RETRIEVAL_DAYS)
+            self.repository.forget_retrievals(tenant)
             for tenant in tenants_of(self.repository, tenant_id)
         )
+
+    def set_retrieval_days(self, tenant_id: str, days: object) -> int:
+        """How long the organization keeps its retrieval log (1-3650 days)."""
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 3650:
+            raise InvalidInputError("retrieval_days", "must be a whole number of days, 1 to 3650")
+        self.repository.set_retrieval_days(require_tenant(tenant_id), days)
+        return days
 
     def retire_expired(self, tenant_id: str | None = None, *, limit: int | None = None) -> int:
         """Retire (through an event, never a delete) active episodic entries past their

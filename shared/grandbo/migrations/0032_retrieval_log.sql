@@ -54,3 +54,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION grandbo_log_retrieval(text, timestamptz, text, text, text, jsonb, double precision, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION grandbo_log_retrieval(text, timestamptz, text, text, text, jsonb, double precision, boolean) TO grandbo_app;
+
+-- How long the organization keeps its retrievals (NULL: RETRIEVAL_DAYS, 30).
+ALTER TABLE org_memory_tenant_settings
+    ADD COLUMN retrieval_days integer CHECK (retrieval_days BETWEEN 1 AND 3650);

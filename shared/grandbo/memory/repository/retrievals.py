@@ -11,7 +11,13 @@ from uuid import UUID
 import psycopg
 
 from grandbo.errors import StoreUnavailableError
-from grandbo.memory.retrievals import Retrieval, RetrievalHit, RetrievalRecord
+from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS
+from grandbo.memory.retrievals import (
+    RETRIEVAL_DAYS,
+    Retrieval,
+    RetrievalHit,
+    RetrievalRecord,
+)
 from grandbo.storage.tenant_scope import TenantScopedRepository
 from grandbo.tenancy import require_tenant
 
@@ -74,12 +80,34 @@ class RetrievalLog(TenantScopedRepository):
                 for row in cur.fetchall()
             ]
 
-    def forget_retrievals(self, tenant_id: str, *, older_than_days: int) -> int:
-        """Delete the organization's retrievals past their retention; how many."""
+    def forget_retrievals(self, tenant_id: str) -> int:
+        """Delete the organization's retrievals past its retention; how many."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "DELETE FROM org_memory_retrievals WHERE tenant_id = %s"
-                " AND at < now() - make_interval(days => %s)",
-                (tenant_id, older_than_days),
+                " AND at < now() - make_interval(days => coalesce(("
+                "   SELECT retrieval_days FROM org_memory_tenant_settings"
+                "   WHERE tenant_id = %s), %s))",
+                (tenant_id, tenant_id, RETRIEVAL_DAYS),
             )
             return cur.rowcount
+
+    def retrieval_days(self, tenant_id: str) -> int:
+        """How long the organization keeps its retrievals (RETRIEVAL_DAYS unless set)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT retrieval_days FROM org_memory_tenant_settings WHERE tenant_id = %s",
+                (tenant_id,),
+            )
+            row = cur.fetchone()
+            days = None if row is None else row["retrieval_days"]
+            return RETRIEVAL_DAYS if days is None else int(days)
+
+    def set_retrieval_days(self, tenant_id: str, days: int) -> None:
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "INSERT INTO org_memory_tenant_settings"
+                " (tenant_id, episodic_ttl_days, retrieval_days) VALUES (%s, %s, %s)"
+                " ON CONFLICT (tenant_id) DO UPDATE SET retrieval_days = excluded.retrieval_days",
+                (tenant_id, DEFAULT_EPISODIC_TTL_DAYS, days),
+            )
