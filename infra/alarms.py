@@ -157,13 +157,7 @@ class Alarms(Construct):
             )
         )
         alarms.append(
-            cloudwatch.Metric(
-                namespace=NAMESPACE,
-                metric_name="EmbedFailures",
-                period=Duration.minutes(5),
-                statistic="Sum",
-                dimensions_map=own,
-            ).create_alarm(
+            grandbo_metric(own, "EmbedFailures", "Sum").create_alarm(
                 self,
                 "EmbedRecordFailures",
                 threshold=20,
@@ -183,15 +177,14 @@ class Alarms(Construct):
             )
         )
         alarms.append(
-            cloudwatch.Metric(
-                namespace=NAMESPACE,
-                metric_name="OldestUnembeddedAgeSeconds",
+            grandbo_metric(
+                own,
+                "OldestUnembeddedAgeSeconds",
+                "Maximum",
                 # one period per sweeper run: shorter, a period between two runs has no
                 # data (breaching), and a fresh deploy, whose first run is up to an
                 # interval away, fired it (dev: 15-minute periods, a 30-minute sweeper)
                 period=Duration.minutes(stage.sweeper_minutes),
-                statistic="Maximum",
-                dimensions_map=own,
             ).create_alarm(
                 self,
                 "OldestUnembeddedEntry",
@@ -208,13 +201,7 @@ class Alarms(Construct):
             # a reader (grandbo.runtime.lambda_container): a reader restarting is a few
             # minutes of it; three 5-minute periods running is a reader that is not there
             alarms.append(
-                cloudwatch.Metric(
-                    namespace=NAMESPACE,
-                    metric_name="ReaderFallbacks",
-                    period=Duration.minutes(5),
-                    statistic="Sum",
-                    dimensions_map=own,
-                ).create_alarm(
+                grandbo_metric(own, "ReaderFallbacks", "Sum").create_alarm(
                     self,
                     "ReadsOnTheWriter",
                     threshold=0,
@@ -353,6 +340,20 @@ class Alarms(Construct):
 
 # RDS Proxy's target group (CDK's DatabaseProxy registers the cluster in the one named so)
 PROXY_TARGET_GROUP = "default"
+
+
+def grandbo_metric(
+    own: dict[str, str], name: str, statistic: str, *, period: Duration | None = None
+) -> cloudwatch.Metric:
+    """A metric Grandbo's code publishes, with the stage's dimensions (`own`), per 5 minutes
+    unless `period` says otherwise."""
+    return cloudwatch.Metric(
+        namespace=NAMESPACE,
+        metric_name=name,
+        period=period or Duration.minutes(5),
+        statistic=statistic,
+        dimensions_map=own,
+    )
 
 
 def proxy_availability(proxy: rds.DatabaseProxy) -> cloudwatch.Metric:

@@ -104,6 +104,4 @@ def client(service: str, *, region: str | None = None, bounds: ClientBounds | No
     import boto3
 
     config = (bounds or BOUNDS[service]).config()
-    if region is not None:
-        return boto3.client(service, config=config, region_name=region)  # type: ignore[call-overload]
-    return boto3.client(service, config=config)  # type: ignore[call-overload]
+    return boto3.client(service, config=config, region_name=region)  # type: ignore[call-overload]

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -21,6 +22,11 @@ from pydantic_core import PydanticCustomError
 from grandbo.memory.content import missing_content
 from grandbo.memory.fusion import FUSION
 from grandbo.text.rules import MAX_SERVICE_CHARS, SERVICE_NAME_PATTERN, reject_unsafe_text
+
+# an incident's id, wherever it is stored: on an entry, a verdict, a retrieval
+IncidentId = Annotated[
+    str, StringConstraints(min_length=1, max_length=200), AfterValidator(reject_unsafe_text)
+]
 
 MAX_TITLE_CHARS = 300
 MAX_SUMMARY_CHARS = 20_000
@@ -134,14 +140,9 @@ class NewEntry(EntryText):
     """A command to create an entry, from an incident's corroborated finding or an admin."""
 
     origin: Origin = Origin.ADMIN
-    incident_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    incident_id: IncidentId | None = None
     # durable unless said otherwise, from every origin (README: episodic memory)
     kind: Kind = Kind.DURABLE
-
-    @field_validator("incident_id")
-    @classmethod
-    def _safe_incident(cls, value: str | None) -> str | None:
-        return None if value is None else reject_unsafe_text(value)
 
     @field_validator("origin")
     @classmethod
@@ -169,13 +170,13 @@ class Feedback(_Command):
     """Beacon's (or a person's) verdict on an entry, after the investigation it served."""
 
     verdict: Verdict
-    incident_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    incident_id: IncidentId
     note: Annotated[str, StringConstraints(max_length=MAX_FEEDBACK_NOTE_CHARS)] | None = None
     # the confidence the hit was served with: what the organization's recalibration is
     # fit from (grandbo.memory.confidence.recalibration)
     confidence: Annotated[StrictFloat, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
 
-    @field_validator("incident_id", "note")
+    @field_validator("note")
     @classmethod
     def _safe_text(cls, value: str | None) -> str | None:
         return None if value is None else reject_unsafe_text(value)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from grandbo.api.auth import Keyring, KeyringFile
 from grandbo.api.nonces import NonceStore
@@ -32,7 +32,7 @@ from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
 from grandbo.embedding.rerank import RERANKER_SPEC, Reranker, reranker_named
 from grandbo.errors import GrandboError, InvalidInputError, StoreUnavailableError
 from grandbo.memory.embed_queue import EmbedQueue
-from grandbo.memory.models import MemoryQueryResult
+from grandbo.memory.models import IncidentId, MemoryQueryResult
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.retrievals import RetrievalRecord
 from grandbo.memory.service import MemoryService
@@ -40,7 +40,6 @@ from grandbo.runtime.incident_queue import SqsIncidentQueue
 from grandbo.runtime.retrieval_writer import DURABLE_WAIT_S, GATHER_S, RetrievalWriter
 from grandbo.runtime.sqs_queue import SqsEmbedQueue
 from grandbo.storage.connections import connect, in_recovery, is_idle
-from grandbo.text.rules import reject_unsafe_text
 from grandbo.topology.repository import TopologyRepository
 from grandbo.topology.service import TopologyService
 
@@ -54,16 +53,16 @@ READER_CONNECT_TIMEOUT_S = 2
 READER_RETRY_AFTER_S = 30.0
 
 
+_INCIDENT_ID: TypeAdapter[str | None] = TypeAdapter(IncidentId | None)
+
+
 def _check_incident_id(incident_id: str | None) -> None:
-    """InvalidInputError for an incident id the retrieval log could not store faithfully."""
-    if incident_id is None:
-        return
-    if not 1 <= len(incident_id) <= 200:
-        raise InvalidInputError("incident_id", "must be 1 to 200 characters")
+    """InvalidInputError for an incident id the retrieval log could not store faithfully
+    (the rule every stored incident id follows: grandbo.memory.models.IncidentId)."""
     try:
-        reject_unsafe_text(incident_id)
-    except ValueError as exc:
-        raise InvalidInputError("incident_id", str(exc)) from exc
+        _INCIDENT_ID.validate_python(incident_id)
+    except ValidationError as exc:
+        raise InvalidInputError("incident_id", exc.errors()[0]["msg"]) from exc
 
 
 def _in_lambda() -> bool:

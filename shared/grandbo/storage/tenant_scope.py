@@ -54,8 +54,8 @@ class TenantLock(enum.Enum):
     """
 
     NONE = ""
-    WRITE = "shared"  # pg_advisory_xact_lock_shared, taken by grandbo_scope
-    EXCLUSIVE = "exclusive"  # pg_advisory_xact_lock
+    WRITE = "shared"  # grandbo_scope's names for them
+    EXCLUSIVE = "exclusive"
 
 
 class Isolation(enum.Enum):
@@ -81,6 +81,12 @@ def _begun_at(conn: psycopg.Connection[Any], isolation: Isolation) -> Iterator[N
         if not conn.closed and is_idle(conn):  # else the scope closes it
             conn.isolation_level = None
 
+
+# the transaction-level advisory lock each takes (grandbo_scope, or the client before 0031)
+_LOCK_FUNCTIONS = {
+    TenantLock.WRITE: "pg_advisory_xact_lock_shared",
+    TenantLock.EXCLUSIVE: "pg_advisory_xact_lock",
+}
 
 # Whether each connection's database has grandbo_scope (migration 0031), asked once per
 # connection: code deployed ahead of its migration still scopes its transactions.
@@ -110,12 +116,7 @@ def _scope_statement(
     calls = ["set_config(%s, %s, true)"] * len(settings)
     params: list[Any] = [value for item in settings.items() for value in item]
     if lock is not TenantLock.NONE:
-        function = (
-            "pg_advisory_xact_lock"
-            if lock is TenantLock.EXCLUSIVE
-            else ("pg_advisory_xact_lock_shared")
-        )
-        calls.append(f"{function}(hashtextextended(%s, 0))")
+        calls.append(f"{_LOCK_FUNCTIONS[lock]}(hashtextextended(%s, 0))")
         params.append(f"grandbo.tenant:{tenant}")
     return "SELECT " + ", ".join(calls), params
 
