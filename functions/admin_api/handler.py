@@ -52,11 +52,13 @@ from grandbo.api.models import (
     TopologyReadRequest,
     TopologyRequest,
 )
+from grandbo.api.people import may, role_needed
 from grandbo.api.resolver import RestResolver
 from grandbo.errors import (
     REPLAYED,
     REPLAYED_MESSAGE,
     AuthenticationError,
+    ForbiddenError,
     InvalidInputError,
     StoreUnavailableError,
 )
@@ -107,7 +109,7 @@ def _context(*operation: str) -> WriteContext:
         stored = idempotency_key(KeySpace.ADMIN, caller.key_id, "nonce", nonce)
     else:  # each signing key has its own keys: two admin tools never meet by accident
         stored = idempotency_key(KeySpace.ADMIN, caller.key_id, *operation, caller_key(key))
-    return WriteContext(actor=f"admin:{caller.key_id}", idempotency_key=stored)
+    return WriteContext(actor=caller.actor, idempotency_key=stored)
 
 
 def _written(outcome: WriteOutcome, status: int, *, created: bool = False) -> Response[Any]:
@@ -446,7 +448,7 @@ def query_as_beacon(request: QueryRequest) -> dict[str, Any]:
     result = runtime().query_org_memory(
         caller.tenant_id,
         request.topic,
-        caller=f"admin:{caller.key_id}",
+        caller=caller.actor,
         incident_id=request.incident_id,
         **request.arguments(),
     )
@@ -539,7 +541,7 @@ def mark_distinct(entry_id: UUID, request: DistinctRequest) -> dict[str, Any]:
     """The entry and `other` are two lessons: the pair is not suggested again."""
     caller: Caller = app.context["caller"]
     verdict = Curation(runtime().service()).mark_distinct(
-        caller.tenant_id, entry_id, request.other, f"admin:{caller.key_id}"
+        caller.tenant_id, entry_id, request.other, caller.actor
     )
     return verdict.model_dump(mode="json")
 
@@ -569,6 +571,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger.exception("database unavailable while checking the nonce")
         return store_unavailable()
     bind_request_keys(tenant_id=caller.tenant_id, key_id=caller.key_id)
+    method, path = event.get("httpMethod", ""), event.get("path", "")
+    needed = role_needed(method, path)
+    if not may(caller.role, needed):
+        # before validation: a person learns what they may not do, not how to shape it
+        logger.info("admin request beyond the caller's role", extra={"role": caller.role})
+        return proxy_error(
+            403, "forbidden", str(ForbiddenError(caller.role, needed, f"{method} {path}"))
+        )
     rejected = precheck_json(event)
     if rejected is not None:
         return rejected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from grandbo.commands import audit as audit_command
 from grandbo.commands import calibrate as calibrate_command
 from grandbo.commands import console as console_command
 from grandbo.commands import lake as lake_command
+from grandbo.commands import people as people_command
 from grandbo.commands import redaction as redaction_command
 from grandbo.commands import retrievals as retrievals_command
 from grandbo.commands import smoke as smoke_command
@@ -39,6 +41,15 @@ from grandbo.memory.models import WriteContext, WriteOutcome
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vector_index import HNSW_MIN_ENTRIES
 from grandbo.topology.service import TopologyService
+
+
+def default_actor() -> str:
+    """The operating-system user running the command, as the events' actor."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for the uid (a bare container)
+        user = f"uid-{os.getuid()}"
+    return f"cli:{user}"
 
 
 def _context(args: argparse.Namespace, *operation: str) -> WriteContext:
@@ -397,7 +408,11 @@ def build_parser() -> argparse.ArgumentParser:
     def writer(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
-        p.add_argument("--actor", default="cli", help="who is writing (recorded in the event)")
+        p.add_argument(
+            "--actor",
+            default=default_actor(),
+            help="who is writing, recorded in the event (default: cli:<your user name>)",
+        )
         p.add_argument(
             "--idempotency-key",
             help="a key of your own: the same command with it again changes nothing",
@@ -562,6 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     smoke_command.add_parser(sub)
     retrievals_command.add_parser(sub)
     console_command.add_parser(sub)
+    people_command.add_parser(sub)
     calibrate_command.add_parser(sub)
     lake_command.add_parsers(sub)
 
@@ -730,6 +746,7 @@ _STANDALONE_COMMANDS = {
     "eval": cmd_eval,
     "serve": cmd_serve,
     "console": console_command.cmd_console,
+    "people": people_command.cmd_people,
     "token": cmd_token,
     "sign": cmd_sign,
     "mcp": cmd_mcp,

@@ -114,6 +114,15 @@ class AuthenticationError(GrandboError):
         self.reason = reason
 
 
+class ForbiddenError(GrandboError):
+    """An authenticated person whose role may not do what they asked (maps to 403)."""
+
+    def __init__(self, role: str, needed: str, action: str) -> None:
+        super().__init__(f"role {role} may not {action}: it needs the {needed} role")
+        self.role = role
+        self.needed = needed
+
+
 class InvalidEventError(GrandboError):
     """An incoming event (EventBridge, SQS) does not match its schema; it is not retried."""
 

@@ -7,6 +7,7 @@ copy and the code disagree.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from grandbo import __version__
@@ -25,7 +26,10 @@ _AUTH_DOC = {
             "name": "x-grandbo-signature",
             "description": "HMAC-SHA256 hex over '{timestamp}\\n{nonce}\\n{METHOD}\\n{path}\\n"
             "{sha256(body)}\\n{Idempotency-Key or empty}', with x-grandbo-key-id, "
-            "x-grandbo-timestamp (unix seconds, +/- 300 s) and x-grandbo-nonce (single use).",
+            "x-grandbo-timestamp (unix seconds, +/- 300 s) and x-grandbo-nonce (single use). "
+            "A key is a person's (`grandbo people add`: every event it writes names "
+            "`person:EMAIL`, and its role bounds the routes, see x-grandbo-role) or a "
+            "service's (`admin:KEY_ID`).",
         },
     }
 }
@@ -43,9 +47,10 @@ def openapi_document() -> dict[str, Any]:
     for path_item in query["paths"].values():
         for operation in path_item.values():
             operation["security"] = [{"queryToken": []}]
-    for path_item in admin["paths"].values():
-        for operation in path_item.values():
+    for path, path_item in admin["paths"].items():
+        for method, operation in path_item.items():
             operation["security"] = [{"adminSignature": []}]
+            _document_role(operation, method, path)
     query["paths"].update(admin["paths"])
     schemas = query.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(admin.get("components", {}).get("schemas", {}))
@@ -56,6 +61,18 @@ def openapi_document() -> dict[str, Any]:
         "live tools, not ground truth."
     )
     return query
+
+
+def _document_role(operation: dict[str, Any], method: str, path: str) -> None:
+    """The least role a person's key needs for the route, and its 403."""
+    from grandbo.api.people import ADMIN_ROUTE_ROLES
+
+    role = ADMIN_ROUTE_ROLES[(method.upper(), re.sub(r"\{([a-z_]+)\}", r"<\1>", path))]
+    operation["x-grandbo-role"] = role
+    operation.setdefault("responses", {})["403"] = {
+        "description": f"the signing key is a person's whose role is below {role} "
+        "(viewer < curator < admin); a service's key may do what an admin may"
+    }
 
 
 # The read routes answer the domain's own documents (the handlers return them dumped):

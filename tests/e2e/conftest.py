@@ -8,6 +8,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -168,4 +169,28 @@ def gateway(
     server.shutdown()
     server.server_close()
     gw.runtime.close()
+    install_runtime(None)
+
+
+def serve_keyring_file(database: DatabaseUrls, keyring: Path) -> tuple[Any, str]:
+    """A runner whose runtime reads its keyring from `keyring`, as `grandbo serve` does."""
+    env = LambdaEnvironment.model_validate(
+        {
+            "DATABASE_URL": database.app,
+            "GRANDBO_EMBEDDING_PROVIDER": "fake",
+            "GRANDBO_KEYRING_FILE": str(keyring),
+        }
+    )
+    install_runtime(LambdaRuntime(env, containers=2))
+    server = serve("127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def stop_runner(server: Any) -> None:
+    from grandbo.runtime.lambda_container import runtime
+
+    server.shutdown()
+    server.server_close()
+    runtime().close()
     install_runtime(None)

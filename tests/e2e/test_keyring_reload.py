@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
-from typing import Any
 
 from grandbo.api.auth import SigningKey, keyring_document, mint_query_token, new_secret
 from grandbo.api.client import GrandboHTTPError, MemoryClient
-from grandbo.local.runner import serve
-from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime, install_runtime
 from grandbo.storage.connections import DatabaseUrls
+
+from .conftest import serve_keyring_file, stop_runner
 
 TOPIC = "checkout requests time out because the database connection pool is exhausted"
 
@@ -34,37 +32,13 @@ def _status(base: str, key: SigningKey) -> int:
     return 200
 
 
-def _serving(database: DatabaseUrls, keyring: Path) -> tuple[Any, str]:
-    """A runner whose runtime reads its keyring from `keyring`, as `grandbo serve` does."""
-    env = LambdaEnvironment.model_validate(
-        {
-            "DATABASE_URL": database.app,
-            "GRANDBO_EMBEDDING_PROVIDER": "fake",
-            "GRANDBO_KEYRING_FILE": str(keyring),
-        }
-    )
-    install_runtime(LambdaRuntime(env, containers=2))
-    server = serve("127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
-def _stop(server: Any) -> None:
-    from grandbo.runtime.lambda_container import runtime
-
-    server.shutdown()
-    server.server_close()
-    runtime().close()
-    install_runtime(None)
-
-
 def test_a_removed_key_stops_authenticating_on_a_running_runner(
     database: DatabaseUrls, tenant: str, tmp_path: Path
 ) -> None:
     keep, revoke = _key(tenant, "kept"), _key(tenant, "revoked")
     keyring = tmp_path / "keyring.json"
     keyring.write_text(keyring_document([keep, revoke]))
-    server, base = _serving(database, keyring)
+    server, base = serve_keyring_file(database, keyring)
     try:
         assert _status(base, revoke) == 200
         # edited in place, the file keeps its inode (and maybe its size and second)
@@ -81,7 +55,7 @@ def test_a_removed_key_stops_authenticating_on_a_running_runner(
         assert _status(base, fresh) == 200
         assert _status(base, keep) == 401
     finally:
-        _stop(server)
+        stop_runner(server)
 
 
 def test_a_keyring_file_being_rewritten_or_gone_is_refused_never_an_error(
@@ -97,7 +71,7 @@ def test_a_keyring_file_being_rewritten_or_gone_is_refused_never_an_error(
     admin = SigningKey(key_id="admin", tenant_id=tenant, secret=new_secret(), roles=["admin"])
     keyring = tmp_path / "keyring.json"
     keyring.write_text(keyring_document([query, admin]))
-    server, base = _serving(database, keyring)
+    server, base = serve_keyring_file(database, keyring)
 
     def admin_status() -> int:
         import http.client
@@ -128,4 +102,4 @@ def test_a_keyring_file_being_rewritten_or_gone_is_refused_never_an_error(
         assert keyring.stat().st_size == stamp.st_size
         assert (_status(base, rotated), _status(base, query)) == (200, 401)
     finally:
-        _stop(server)
+        stop_runner(server)

@@ -28,7 +28,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from grandbo.errors import REPLAYED, AuthenticationError, GrandboError
 from grandbo.tenancy import require_tenant
@@ -50,6 +58,16 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _DIGITS = re.compile(r"^[0-9]{1,12}$")
 
 Role = Literal["admin", "query"]
+# what a person may do through the admin API (grandbo.api.people): each role may also do
+# everything of the roles before it
+PersonRole = Literal["viewer", "curator", "admin"]
+# a person's e-mail address, as the keyring and every event's actor (`person:EMAIL`) hold it
+_EMAIL = r"^[a-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}@[a-z0-9.-]{1,253}\.[a-z0-9-]{2,63}$"
+Email = Annotated[
+    str,
+    BeforeValidator(lambda value: value.strip().lower() if isinstance(value, str) else value),
+    StringConstraints(pattern=_EMAIL, max_length=320),
+]
 
 
 class SigningKey(BaseModel):
@@ -61,6 +79,25 @@ class SigningKey(BaseModel):
     tenant_id: str
     secret: Annotated[str, StringConstraints(min_length=32)]
     roles: list[Role] = Field(min_length=1)
+    # a person's own key (`grandbo people add`): whom it stands for, and what they may do;
+    # a key without a person stands for a service (the incident pipeline, automation)
+    person: Email | None = None
+    person_role: PersonRole | None = None
+    # what a service key is for, in words (shown by `grandbo people list`)
+    stands_for: Annotated[str, StringConstraints(max_length=200)] | None = None
+
+    @model_validator(mode="after")
+    def _person_whole(self) -> SigningKey:
+        if (self.person is None) != (self.person_role is None):
+            raise ValueError("a person's key names both the person and their role")
+        if self.person is not None and self.roles != ["admin"]:
+            raise ValueError("a person's key signs admin requests only (roles: [admin])")
+        return self
+
+    @property
+    def actor(self) -> str:
+        """Who the events this key writes name: `person:EMAIL`, or `admin:KEY_ID`."""
+        return f"person:{self.person}" if self.person else f"admin:{self.key_id}"
 
     def __repr__(self) -> str:  # never print a secret
         return f"SigningKey(key_id={self.key_id!r}, tenant_id={self.tenant_id!r})"
@@ -72,10 +109,25 @@ class _KeyringDocument(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """An authenticated caller: the tenant its key is bound to, and which key it used."""
+    """An authenticated caller: the tenant its key is bound to, which key it used, and the
+    person the key stands for (None: a service, which may do what an admin may)."""
 
     tenant_id: str
     key_id: str
+    person: str | None = None
+    person_role: PersonRole | None = None
+
+    @classmethod
+    def of(cls, key: SigningKey) -> Caller:
+        return cls(key.tenant_id, key.key_id, key.person, key.person_role)
+
+    @property
+    def actor(self) -> str:
+        return f"person:{self.person}" if self.person else f"admin:{self.key_id}"
+
+    @property
+    def role(self) -> PersonRole:
+        return self.person_role or "admin"
 
 
 class Keyring:
@@ -87,6 +139,9 @@ class Keyring:
         self._keys = {key.key_id: key for key in keys}
         if len(self._keys) != len(keys):
             raise GrandboError("the keyring lists a key id twice")
+        people = [(key.tenant_id, key.person) for key in keys if key.person]
+        if len(set(people)) != len(people):
+            raise GrandboError("the keyring lists a person of an organization twice")
 
     @classmethod
     def from_json(cls, document: str) -> Keyring:
@@ -235,7 +290,7 @@ def verify_admin_request(
     )
     if not hmac.compare_digest(expected, signature):
         raise AuthenticationError("signature mismatch")
-    caller = Caller(tenant_id=key.tenant_id, key_id=key.key_id)
+    caller = Caller.of(key)
     if not claim_nonce(caller, nonce):
         raise AuthenticationError(REPLAYED)
     return caller

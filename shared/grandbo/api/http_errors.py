@@ -28,6 +28,7 @@ from grandbo.errors import (
     EntryNotActiveError,
     EntryNotFoundError,
     EntryRedactedError,
+    ForbiddenError,
     InvalidInputError,
     InvalidTopicError,
     MergeRefusedError,
@@ -180,6 +181,10 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
             # (who signed it) what to do, and a probe nothing it did not have
             return error_response(401, "replayed", REPLAYED_MESSAGE)
         return error_response(401, "unauthorized", "the request is not authenticated")
+
+    @app.exception_handler(ForbiddenError)
+    def _forbidden(exc: ForbiddenError) -> Response[Any]:
+        return error_response(403, "forbidden", str(exc))
 
     @app.exception_handler(EntryNotFoundError)
     def _not_found(exc: EntryNotFoundError) -> Response[Any]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grandbo.api.auth import Keyring, SigningKey
+from grandbo.api.auth import Keyring, KeyringFile, SigningKey
 from grandbo.commands.common import StopServingError, keyring_path, settings_from, stop_serving
 from grandbo.errors import GrandboError
 from grandbo.local.demo import DEMO_TENANT
@@ -80,7 +80,9 @@ def _deployed_key(args: argparse.Namespace) -> SigningKey:
     return admin_key(document, args.key_id)
 
 
-def _local_api(args: argparse.Namespace) -> tuple[str, SigningKey, Callable[[], None]]:
+def _local_api(
+    args: argparse.Namespace,
+) -> tuple[str, SigningKey, Callable[[], None], Path]:
     """The local store behind the local gateway on an ephemeral loopback port."""
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
@@ -142,7 +144,7 @@ def _local_api(args: argparse.Namespace) -> tuple[str, SigningKey, Callable[[], 
 
             stop_embedded_postgres(settings.data_dir)
 
-    return f"http://127.0.0.1:{server.server_address[1]}", key, stop
+    return f"http://127.0.0.1:{server.server_address[1]}", key, stop, keyring_path(settings)
 
 
 @dataclass
@@ -170,8 +172,11 @@ def bind_console(
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     allowed_hosts: Sequence[str] = (),
+    keyring_file: Path | None = None,
 ) -> RunningConsole:
-    """The console's app over `base_url`, its socket bound (port 0: any free one)."""
+    """The console's app over `base_url`, its socket bound (port 0: any free one). With a
+    `keyring_file` (the local keyring), its people sign in with their own links, each a
+    session of their own that signs with their key."""
     import uvicorn
 
     from grandbo.console.app import create_console
@@ -197,7 +202,12 @@ def bind_console(
     # a cookie is not bound to a port: two consoles on one machine (the local store and a
     # deployed stack) name theirs apart, or opening one would log the browser out of the
     # other for good (its login link is spent)
-    doors = ConsoleDoors(hosts, cookie_name=f"{SESSION_COOKIE}_{bound}")
+    doors = ConsoleDoors(
+        hosts,
+        cookie_name=f"{SESSION_COOKIE}_{bound}",
+        keyring=None if keyring_file is None else KeyringFile(keyring_file).current,
+        tenant_id=key.tenant_id,
+    )
     app = create_console(ConsoleBackend(base_url, key), doors)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     link = f"http://{shown}:{bound}/login?token={doors.login_token}"
@@ -241,18 +251,31 @@ def check_deployed_key(base_url: str, key: SigningKey) -> None:
 
 
 def cmd_console(args: argparse.Namespace) -> int:
+    people: Path | None = None
     if args.url:
         base_url, key, stop = args.url.rstrip("/"), _deployed_key(args), None
         check_deployed_key(base_url, key)
     else:
-        base_url, key, stop = _local_api(args)
+        base_url, key, stop, people = _local_api(args)
     console = bind_console(
-        base_url, key, host=args.host, port=args.port, allowed_hosts=args.allowed_host
+        base_url,
+        key,
+        host=args.host,
+        port=args.port,
+        allowed_hosts=args.allowed_host,
+        keyring_file=people,
+    )
+    sign_in = (
+        ""
+        if people is None
+        else "\n  people sign in with their own links: grandbo people link EMAIL "
+        f"--tenant {console.tenant_id} --console {console.link.split('/login')[0]}"
     )
     print(
         f"Grandbo console for organization '{console.tenant_id}' over {base_url}\n"
         f"  open {console.link}\n"
-        "  (the link opens one session, once; Ctrl-C stops the console)",
+        f"  (the operator's link, acting with key {key.key_id}: it opens one session, once; "
+        f"Ctrl-C stops the console){sign_in}",
         flush=True,
     )
     # uvicorn handles SIGTERM, then raises it again once it has stopped: with Python's

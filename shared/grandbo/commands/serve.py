@@ -102,6 +102,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"http://{_reachable(args.host)}:{server.server_address[1]}",
             keyring.find(f"{DEMO_TENANT}-admin", "admin"),
             port=args.console_port,
+            keyring_file=keyring_path(settings),
         )
         console.serve_in_background()
     door_base = base if is_loopback(args.host) else f"http://127.0.0.1:{server.server_address[1]}"

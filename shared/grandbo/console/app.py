@@ -109,17 +109,34 @@ class Console:
 
     def __init__(self, backend: ConsoleBackend, doors: ConsoleDoors) -> None:
         self.backend = backend
-        self.api = _InThreads(backend)
+        self._operator = _InThreads(backend)
+        self._people: dict[tuple[str, str], _InThreads] = {}
         self.doors = doors
         self.env = _environment()
+
+    def api(self, session: Session) -> _InThreads:
+        """The admin API as the session's person (their own key), or as the operator."""
+        if session.key is None:
+            return self._operator
+        held = (session.key.key_id, session.key.secret)
+        api = self._people.get(held)
+        if api is None:  # a renewed key replaces the one it renewed
+            api = _InThreads(self.backend.signing_with(session.key))
+            self._people = {k: v for k, v in self._people.items() if k[0] != held[0]}
+            self._people[held] = api
+        return api
 
     # -- plumbing ------------------------------------------------------------------
 
     def render(
         self, request: Request, session: Session | None, name: str, status: int = 200, **values: Any
     ) -> HTMLResponse:
+        key = None if session is None else session.key
         html = self.env.get_template(name).render(
             csrf=None if session is None else session.csrf_token,
+            person=None if key is None else key.person,
+            role="admin" if key is None else key.person_role,
+            operator_key=self.backend.key_id,
             csrf_field=CSRF_FIELD,
             organization=self.backend.tenant_id,
             api=self.backend.base_url,
@@ -237,7 +254,7 @@ class Console:
 
     async def search(self, request: Request, session: Session) -> Response:
         query = self._query(request)
-        answer = None if query is None else await self.api.search(query)
+        answer = None if query is None else await self.api(session).search(query)
         bars = [] if answer is None else [ScoreBar.of(hit["why"]) for hit in answer["hits"]]
         return self.render(
             request,
@@ -254,7 +271,7 @@ class Console:
         raw_entry = request.query_params.get("entry_id", "").strip()
         explanation = None
         if query is not None and raw_entry:
-            explanation = await self.api.explain(query, _uuid(raw_entry, "entry_id"))
+            explanation = await self.api(session).explain(query, _uuid(raw_entry, "entry_id"))
         return self.render(
             request,
             session,
@@ -274,7 +291,7 @@ class Console:
             for name in ("status", "kind", "origin", "service", "text", "after")
             if params.get(name)
         }
-        page = await self.api.catalog({**filters, "limit": 50})
+        page = await self.api(session).catalog({**filters, "limit": 50})
         kept = {k: v for k, v in filters.items() if k != "after"}
         return self.render(
             request,
@@ -299,12 +316,12 @@ class Console:
             if _text(form, optional):
                 entry[optional] = _text(form, optional)
         # one key per form shown: a resubmitted form is a no-op, not a second entry
-        created = await self.api.create(entry, key=_form_key(form))
+        created = await self.api(session).create(entry, key=_form_key(form))
         return _done(f"/entries/{created['entry']['entry_id']}", "created")
 
     async def entry(self, request: Request, session: Session) -> Response:
         entry_id: UUID = request.path_params["entry_id"]
-        history = await self.api.history(entry_id)
+        history = await self.api(session).history(entry_id)
         entry = history["entry"]
         return self.render(
             request,
@@ -335,7 +352,7 @@ class Console:
             text["service"] = _text(form, "service") or None
             if _text(form, "expected_revision"):
                 text["expected_revision"] = _int(form.get("expected_revision"), "expected_revision")
-            await self.api.correct(entry_id, text, key=_form_key(form))
+            await self.api(session).correct(entry_id, text, key=_form_key(form))
             return _done(back, "corrected")
         if action == "retire":
             retirement: dict[str, Any] = {"reason": _text(form, "reason")}
@@ -343,36 +360,36 @@ class Console:
                 retirement["superseded_by"] = str(
                     _uuid(_text(form, "superseded_by"), "superseded_by")
                 )
-            await self.api.retire(entry_id, retirement)
+            await self.api(session).retire(entry_id, retirement)
             return _done(back, "retired")
         if action == "promote":
-            await self.api.promote(entry_id)
+            await self.api(session).promote(entry_id)
             return _done(back, "promoted")
         if action == "split":
-            await self.api.split(entry_id)
+            await self.api(session).split(entry_id)
             return _done(back, "split")
         if action == "never-merge":
-            await self.api.set_never_merge(entry_id, _text(form, "never_merge") == "true")
+            await self.api(session).set_never_merge(entry_id, _text(form, "never_merge") == "true")
             return _done(back, "never-merge")
         if action == "merge":
-            await self.api.merge(entry_id, _uuid(_text(form, "into"), "into"))
+            await self.api(session).merge(entry_id, _uuid(_text(form, "into"), "into"))
             return _done(back, "merged")
         if action == "distinct":
-            await self.api.mark_distinct(entry_id, _uuid(_text(form, "other"), "other"))
+            await self.api(session).mark_distinct(entry_id, _uuid(_text(form, "other"), "other"))
             return _done(back, "distinct")
         raise ConsoleError(404, f"no such action: {action}")
 
     # -- review, health, settings ----------------------------------------------------
 
     async def review(self, request: Request, session: Session) -> Response:
-        health = await self.api.health()
+        health = await self.api(session).health()
         findings = {f["check"]: f for f in health.get("findings", [])}
         return self.render(
             request,
             session,
             "review.html",
-            misleading=await self.api.review(),
-            duplicates=await self.api.duplicates(),
+            misleading=await self.api(session).review(),
+            duplicates=await self.api(session).duplicates(),
             expired=findings.get("expired_active"),
             unembedded=findings.get("unembedded"),
         )
@@ -384,9 +401,13 @@ class Console:
             checks = [str(value) for value in form.getlist("check")]
             if not checks:
                 raise ConsoleError(400, "choose at least one finding to repair", "check")
-            repaired = await self.api.repair(checks)
+            repaired = await self.api(session).repair(checks)
         return self.render(
-            request, session, "health.html", health=await self.api.health(), repaired=repaired
+            request,
+            session,
+            "health.html",
+            health=await self.api(session).health(),
+            repaired=repaired,
         )
 
     async def settings(self, request: Request, session: Session) -> Response:
@@ -395,25 +416,27 @@ class Console:
             form = await request.form()
             what = _text(form, "what")
             if what == "calibrate":
-                calibration = await self.api.calibrate(_int(form.get("sample"), "sample", 60))
+                calibration = await self.api(session).calibrate(
+                    _int(form.get("sample"), "sample", 60)
+                )
             elif what == "floor":
-                await self.api.set_min_confidence(_probability(form.get("min_confidence")))
+                await self.api(session).set_min_confidence(_probability(form.get("min_confidence")))
                 return _done("/settings", "settings")
             elif what == "floor-reset":
-                await self.api.set_min_confidence(None)
+                await self.api(session).set_min_confidence(None)
                 return _done("/settings", "settings")
             elif what == "recalibration-reset":
-                await self.api.reset_recalibration()
+                await self.api(session).reset_recalibration()
                 return _done("/settings", "settings")
             else:
                 days = _int(form.get("episodic_ttl_days"), "episodic_ttl_days")
-                await self.api.set_episodic_ttl_days(days)
+                await self.api(session).set_episodic_ttl_days(days)
                 return _done("/settings", "settings")
         return self.render(
             request,
             session,
             "settings.html",
-            settings=await self.api.settings(),
+            settings=await self.api(session).settings(),
             calibration=calibration,
         )
 
@@ -433,8 +456,8 @@ class Console:
                 query["as_of"] = params["as_of"]
             if params.get("namespaces"):
                 query["namespaces"] = params["namespaces"]
-            radius = await self.api.blast_radius(query)
-            criticality = await self.api.criticality(query)
+            radius = await self.api(session).blast_radius(query)
+            criticality = await self.api(session).criticality(query)
             picture = blast_radius_picture(radius)
         return self.render(
             request,
@@ -447,7 +470,7 @@ class Console:
         )
 
     async def growth(self, request: Request, session: Session) -> Response:
-        growth = await self.api.growth()
+        growth = await self.api(session).growth()
         return self.render(
             request, session, "growth.html", growth=growth, chart=weekly_chart(growth["weeks"])
         )

@@ -31,6 +31,12 @@ class ConsoleBackend:
         self.client = AdminClient(base_url, key, timeout=timeout, component="console")
         self.base_url = base_url
         self.tenant_id = key.tenant_id
+        self.key_id = key.key_id
+        self._timeout = timeout
+
+    def signing_with(self, key: SigningKey) -> ConsoleBackend:
+        """The same API, signed with another key of the organization (a person's)."""
+        return ConsoleBackend(self.base_url, key, timeout=self._timeout)
 
     def _call(
         self, method: str, path: str, payload: dict[str, Any] | None, key: str | None

@@ -1,7 +1,11 @@
 """The console's doors: who may open it, from which page, and what its pages may do.
 
-- Login: a one-time token printed by `grandbo console` opens one session; the session is
-  an HttpOnly, SameSite=Strict cookie the browser sends to this console only.
+- Login: a one-time token printed by `grandbo console` opens one session, the operator's
+  (signing with the key the console was started with); a person's own sign-in link
+  (`grandbo people link`) opens a session of theirs as often as it is followed, until it
+  expires or they are removed or renewed, and that session signs with their key and ends
+  the moment the keyring no longer holds it. Each session is an HttpOnly, SameSite=Strict
+  cookie the browser sends to this console only; signing out ends that session only.
 - Every state-changing request carries the session's CSRF token in its form and an
   Origin of the console itself; a request naming any other Host is refused, so a page
   that rebinds its own DNS name to 127.0.0.1 reaches nothing (DNS rebinding).
@@ -15,12 +19,16 @@ import hmac
 import secrets
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp
+
+from grandbo.api.auth import Keyring, SigningKey
+from grandbo.api.people import is_sign_in_token, still_holds, verify_sign_in_token
+from grandbo.errors import AuthenticationError, GrandboError
 
 SESSION_COOKIE = "grandbo_console"
 SESSION_TTL_S = 12 * 3600
@@ -47,6 +55,8 @@ class Session:
     session_id: str
     csrf_token: str
     expires_at: float
+    # the person's key the session signs with; None: the operator's (the console's own)
+    key: SigningKey | None = None
 
 
 class ConsoleDoors:
@@ -58,6 +68,8 @@ class ConsoleDoors:
         *,
         login_token: str | None = None,
         cookie_name: str = SESSION_COOKIE,
+        keyring: Callable[[], Keyring] | None = None,
+        tenant_id: str | None = None,
     ) -> None:
         self.hosts = frozenset(host.lower() for host in hosts)
         self.cookie_name = cookie_name
@@ -68,9 +80,43 @@ class ConsoleDoors:
         self.login_token: str | None = login_token or secrets.token_urlsafe(32)
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+        # the keyring as it stands now (people's sign-in links; None: the operator's only)
+        self._keyring = keyring
+        self._tenant_id = tenant_id  # people of this organization only
+
+    def _current_keyring(self) -> Keyring | None:
+        if self._keyring is None:
+            return None
+        try:
+            return self._keyring()
+        except GrandboError:  # no keyring file, or none readable: no person signs in
+            return None
+
+    def _person_session(self, token: str) -> Session | None:
+        keyring = self._current_keyring()
+        if keyring is None:
+            return None
+        try:
+            key = verify_sign_in_token(keyring, token)
+        except AuthenticationError:
+            return None
+        if self._tenant_id is not None and key.tenant_id != self._tenant_id:
+            return None
+        session = Session(
+            secrets.token_urlsafe(32),
+            secrets.token_urlsafe(32),
+            time.time() + SESSION_TTL_S,
+            key,
+        )
+        with self._lock:
+            self._sessions[session.session_id] = session
+        return session
 
     def log_in(self, token: str) -> Session | None:
-        """A new session if `token` is the login token, which is then spent."""
+        """A new session: a person's, if `token` is their sign-in link's (which works
+        again); else the operator's, if it is the one-time login token (then spent)."""
+        if is_sign_in_token(token):
+            return self._person_session(token)
         with self._lock:
             expected = self.login_token
             if expected is None or not hmac.compare_digest(token.encode(), expected.encode()):
@@ -95,7 +141,12 @@ class ConsoleDoors:
             if session.expires_at < time.time():
                 del self._sessions[cookie]
                 return None
-            return session
+        if session.key is not None:
+            keyring = self._current_keyring()
+            if keyring is None or not still_holds(keyring, session.key):
+                self.log_out(session)  # removed, renewed or re-roled: signed out for good
+                return None
+        return session
 
     def log_out(self, session: Session) -> None:
         with self._lock:

@@ -1,0 +1,104 @@
+"""`grandbo people add|list|remove|revoke|link`: the organization's people in the local
+keyring, each with their own key, role and console sign-in link (`grandbo.api.people`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from grandbo.api.auth import SigningKey
+from grandbo.api.people import DEFAULT_LINK_DAYS, ROLES, mint_sign_in_token
+from grandbo.commands.common import keyring_path, settings_from
+from grandbo.local import people as local_people
+from grandbo.local.demo import DEMO_TENANT
+
+DEFAULT_CONSOLE = "http://127.0.0.1:8790"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "people",
+        help="the organization's people: their roles, keys and console sign-in links",
+        description="viewer reads; curator also corrects, retires, merges, splits and "
+        "gives verdicts; admin also redacts, purges, changes settings and manages people.",
+    )
+    actions = parser.add_subparsers(dest="people_command", required=True)
+
+    def action(name: str, help_text: str, *, email: bool = True) -> argparse.ArgumentParser:
+        p = actions.add_parser(name, help=help_text)
+        if email:
+            p.add_argument("email", help="the person's e-mail address")
+        p.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+        return p
+
+    def with_link(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--console", default=DEFAULT_CONSOLE, help="the console's address")
+        p.add_argument(
+            "--days", type=int, default=DEFAULT_LINK_DAYS, help="how long the link works"
+        )
+
+    add = action("add", "add a person (or change their role) with a new key and link")
+    add.add_argument("--role", required=True, choices=ROLES, help="what they may do")
+    with_link(add)
+    listing = action("list", "the organization's people and service keys", email=False)
+    listing.add_argument("--json", action="store_true", help="as JSON")
+    action("remove", "remove a person: their next request is refused")
+    action("revoke", "renew a person's key: their links and sessions end")
+    link = action("link", "a new console sign-in link for a person")
+    with_link(link)
+
+
+def _link(args: argparse.Namespace, key: SigningKey) -> str:
+    token = mint_sign_in_token(key, days=args.days)
+    return f"{args.console.rstrip('/')}/login?token={token}"
+
+
+def _row(key: SigningKey) -> dict[str, object]:
+    return {
+        "email": key.person,
+        "role": key.person_role,
+        "key_id": key.key_id,
+    }
+
+
+def cmd_people(args: argparse.Namespace) -> int:
+    path = keyring_path(settings_from(args))
+    command = args.people_command
+    if command == "list":
+        people = local_people.people(path, args.tenant)
+        services = local_people.services(path, args.tenant)
+        if args.json:
+            document = {
+                "organization": args.tenant,
+                "people": [_row(key) for key in people],
+                "services": [
+                    {"key_id": k.key_id, "roles": k.roles, "stands_for": k.stands_for}
+                    for k in services
+                ],
+            }
+            print(json.dumps(document, indent=2))
+            return 0
+        for key in people:
+            print(f"{key.person}\t{key.person_role}\t{key.key_id}")
+        for key in services:
+            what = key.stands_for or "a service, not a person"
+            print(f"(service)\t{','.join(key.roles)}\t{key.key_id}\t{what}")
+        if not people:
+            print(f"no people in {args.tenant} yet: grandbo people add EMAIL --role ROLE")
+        return 0
+    if command == "add":
+        key = local_people.add_person(path, args.tenant, args.email, args.role)
+        print(f"{key.person} is {key.person_role} of {args.tenant} (key {key.key_id})")
+        print(f"  console sign-in link (works for {args.days} days): {_link(args, key)}")
+        return 0
+    if command == "remove":
+        key = local_people.remove_person(path, args.tenant, args.email)
+        print(f"removed {key.person} from {args.tenant}: their next request is refused")
+        return 0
+    if command == "revoke":
+        key = local_people.renew_person(path, args.tenant, args.email)
+        print(f"renewed {key.person}'s key: their links and sessions have ended")
+        return 0
+    key = local_people.person(path, args.tenant, args.email)
+    print(_link(args, key))
+    return 0
