@@ -47,6 +47,7 @@ from grandbo.api.models import (
     RedactionRequest,
     RepairRequest,
     RetireEntryRequest,
+    RetrievalIncidentsRequest,
     RetrievalsRequest,
     SettingsRequest,
     TopologyReadRequest,
@@ -496,6 +497,18 @@ def retrievals(request: RetrievalsRequest) -> dict[str, Any]:
         limit=request.limit,
     )
     return page.model_dump(mode="json")
+
+
+@app.post("/v1/admin/retrievals/incidents")
+def retrieval_incidents(request: RetrievalIncidentsRequest) -> dict[str, Any]:
+    """The incidents whose agent asked memory (the retrieval log's), the latest first: how
+    many questions each asked, how many memory could not answer, and when."""
+    caller: Caller = app.context["caller"]
+    container = runtime()
+    container.retrieval_writer.flush(2.0)
+    log = container.service().repository
+    incidents = log.retrieval_incidents(caller.tenant_id, request.limit)
+    return {"incidents": [incident.model_dump(mode="json") for incident in incidents]}
 
 
 @app.get("/v1/admin/entries/<entry_id>/history")

@@ -23,6 +23,7 @@ import pytest
 import uvicorn
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
+from grandbo.api.auth import KeyringFile
 from grandbo.console.app import create_console
 from grandbo.console.backend import ConsoleBackend
 from grandbo.console.security import ConsoleDoors
@@ -88,14 +89,30 @@ def provider() -> FakeEmbeddingProvider:
 
 
 @pytest.fixture
+def keyring_file(tmp_path: Path) -> Path:
+    """The keyring the console's gateway and its doors read (people are added to it)."""
+    return tmp_path / "keyring.json"
+
+
+@pytest.fixture
 def console(
-    database: DatabaseUrls, tenant: str, other_tenant: str, provider: FakeEmbeddingProvider
+    database: DatabaseUrls,
+    tenant: str,
+    other_tenant: str,
+    provider: FakeEmbeddingProvider,
+    keyring_file: Path,
 ) -> Iterator[ConsoleServer]:
-    gateway, api_server = start_gateway(database, (tenant, other_tenant), provider)
+    gateway, api_server = start_gateway(
+        database, (tenant, other_tenant), provider, keyring_file=keyring_file
+    )
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    doors = ConsoleDoors({f"127.0.0.1:{port}", f"localhost:{port}"})
+    doors = ConsoleDoors(
+        {f"127.0.0.1:{port}", f"localhost:{port}"},
+        keyring=KeyringFile(keyring_file).current,
+        tenant_id=tenant,
+    )
     backend = ConsoleBackend(
         f"http://{gateway.host}:{gateway.port}", gateway.keys[f"{tenant}-admin"]
     )

@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 from functions.embed_worker.handler import lambda_handler as embed_worker
 
-from grandbo.api.auth import Keyring, SigningKey, mint_query_token, new_secret, sign_admin_request
+from grandbo.api.auth import (
+    Keyring,
+    SigningKey,
+    keyring_document,
+    mint_query_token,
+    new_secret,
+    sign_admin_request,
+)
 from grandbo.api.client import user_agent
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.fake import FakeEmbeddingProvider
@@ -131,16 +138,21 @@ def start_gateway(
     provider: EmbeddingProvider,
     embed_queue: EmbedQueue | None = None,
     extra_keys: tuple[SigningKey, ...] = (),
+    keyring_file: Path | None = None,
 ) -> tuple[Gateway, Any]:
+    """The local gateway over the test database; with `keyring_file`, its keys written
+    there and read back from it at every request (people added to it sign in at once)."""
     keys = {**keys_for(*tenants), **{key.key_id: key for key in extra_keys}}
     queue = InProcessEmbedQueue()
+    env = {"DATABASE_URL": database.app, "GRANDBO_EMBEDDING_PROVIDER": "fake"}
+    if keyring_file is not None:
+        keyring_file.write_text(keyring_document(list(keys.values())))
+        env["GRANDBO_KEYRING_FILE"] = str(keyring_file)
     runtime = LambdaRuntime(
-        LambdaEnvironment.model_validate(
-            {"DATABASE_URL": database.app, "GRANDBO_EMBEDDING_PROVIDER": "fake"}
-        ),
+        LambdaEnvironment.model_validate(env),
         provider=provider,
         embed_queue=embed_queue or queue,
-        keyring=Keyring(list(keys.values())),
+        keyring=None if keyring_file is not None else Keyring(list(keys.values())),
         containers=4,
     )
     install_runtime(runtime)

@@ -6,16 +6,25 @@ sweeper forgets retrievals past their retention."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
+from grandbo.api.auth import mint_query_token
 from grandbo.memory.retrievals import RETRIEVAL_DAYS
 from grandbo.runtime.retrieval_writer import RetrievalWriter
 
 from .conftest import Gateway
 from .test_incident_closed import TOPIC, incident_event
+
+_LESSON = {
+    "title": "Checkout pool exhausted by a retry storm",
+    "summary": "Checkout requests time out because the database connection pool is exhausted "
+    "by retries; capping retries with jittered back-off fixed it.",
+    "service": "checkout",
+}
 
 
 def _rows(admin_conn: psycopg.Connection[Any], tenant: str) -> int:
@@ -51,9 +60,11 @@ def test_a_query_naming_its_incident_is_listed_under_it_with_ids_only(
         h["confidence"] for h in answer.body["hits"]
     ]
     assert logged["latency_ms"] > 0
-    # ids only: no entry's title or summary is kept in the log
+    # ids only: no entry's title or summary is kept in the log (the page's `entries` are
+    # the entries as they stand when it is read: titles, never a summary)
     texts = [h["title"] for h in answer.body["hits"]] + [h["summary"] for h in answer.body["hits"]]
-    assert not any(text in str(page) for text in texts)
+    assert not any(text in str(page["retrievals"]) for text in texts)
+    assert not any(h["summary"] in str(page) for h in answer.body["hits"])
     # newest first, both queries; another organization sees none of them
     everything = _log(gateway, tenant)["retrievals"]
     assert [r["incident_id"] for r in everything] == [None, "INC-7"]
@@ -261,3 +272,72 @@ def test_an_organization_sets_how_long_its_retrievals_are_kept(
     assert gateway.door("/local/backfill", b"{}").status == 200
     (left,) = _log(gateway, tenant)["retrievals"]
     assert left["topic"].endswith("(1)")
+
+
+def test_an_incident_reads_back_with_its_hits_entries_and_verdicts(
+    gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    """What the console's incident page reads: each hit's entry as it stands now (a
+    redacted one with no title), the incident's verdicts with their notes, and the list of
+    incidents with how many questions each asked and how many went unanswered."""
+    created = gateway.admin(tenant, "POST", "/v1/admin/entries", _LESSON)
+    assert created.status == 201, created.body
+    entry_id = created.body["entry"]["entry_id"]
+    gateway.drain()
+    asked = "checkout requests time out because the database connection pool is exhausted"
+    answer = gateway.query(tenant, {"topic": asked, "incident_id": "INC-40"})
+    assert [hit["entry_id"] for hit in answer.body["hits"]] == [entry_id]
+    unknown = "the kafka consumer group rebalanced endlessly after a broker upgrade"
+    gateway.query(tenant, {"topic": unknown, "incident_id": "INC-40"})
+    gateway.query(other_tenant, {"topic": asked, "incident_id": "INC-40"})
+    token = mint_query_token(gateway.keys[f"{tenant}-query"])
+    verdict = {"verdict": "misleading", "incident_id": "INC-40", "note": "it was DNS, not the pool"}
+    reply = gateway.request(
+        "POST",
+        f"/v1/memory/entries/{entry_id}/feedback",
+        json.dumps(verdict).encode(),
+        {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    assert reply.status in (200, 201), reply.body
+
+    page = _log(gateway, tenant, incident_id="INC-40")
+    assert [r["topic"] for r in page["retrievals"]] == [unknown, asked]
+    assert page["entries"][entry_id] == {"title": _LESSON["title"], "status": "active"}
+    [given] = page["verdicts"]
+    assert given["entry_id"] == entry_id
+    assert given["verdict"] == "misleading"
+    assert given["note"] == "it was DNS, not the pool"
+
+    incidents = gateway.admin(tenant, "POST", "/v1/admin/retrievals/incidents", {})
+    assert incidents.status == 200, incidents.body
+    [incident] = incidents.body["incidents"]
+    assert (incident["incident_id"], incident["asked"], incident["unanswered"]) == ("INC-40", 2, 1)
+    # another organization's question of the same incident id is its own
+    theirs = gateway.admin(other_tenant, "POST", "/v1/admin/retrievals/incidents", {})
+    assert [i["asked"] for i in theirs.body["incidents"]] == [1]
+
+    redacted = gateway.admin(
+        tenant, "POST", f"/v1/admin/entries/{entry_id}/redaction", {"reason": "a name in it"}
+    )
+    assert redacted.status == 200, redacted.body
+    page = _log(gateway, tenant, incident_id="INC-40")
+    assert page["entries"][entry_id] == {"title": None, "status": "redacted"}
+    assert _LESSON["title"] not in json.dumps(page)
+
+
+def test_unanswered_questions_are_grouped_by_similar_topics(gateway: Gateway, tenant: str) -> None:
+    asked = [
+        "the kafka consumer group rebalanced endlessly after a broker upgrade",
+        "kafka consumer group rebalancing loop during the broker rolling upgrade",
+        "certificate expired on the internal payments gateway",
+        "the consumer group of kafka kept rebalancing",
+    ]
+    for n, topic in enumerate(asked):
+        assert gateway.query(tenant, {"topic": topic, "incident_id": f"INC-{n}"}).status == 200
+    page = _log(gateway, tenant, unanswered=True)
+    groups = page["groups"]
+    assert [len(g["retrieval_ids"]) for g in groups] == [3, 1]
+    assert {"kafka", "consumer", "group"} <= set(groups[0]["words"])
+    assert sorted(groups[0]["incidents"]) == ["INC-0", "INC-1", "INC-3"]
+    by_id = {r["retrieval_id"]: r["topic"] for r in page["retrievals"]}
+    assert [by_id[i] for i in groups[1]["retrieval_ids"]] == [asked[2]]

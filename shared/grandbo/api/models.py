@@ -263,6 +263,12 @@ class RetrievalsRequest(_Body):
     limit: Annotated[StrictInt, Field(ge=1, le=200)] = 50
 
 
+class RetrievalIncidentsRequest(_Body):
+    """The incidents whose agent asked memory, the latest asked first."""
+
+    limit: Annotated[StrictInt, Field(ge=1, le=200)] = 50
+
+
 class MergeRequest(_Body):
     """Record this entry as a recurrence of `into` (an event; `split` reverses it)."""
 

@@ -304,7 +304,14 @@ class Console:
 
     async def new_entry(self, request: Request, session: Session) -> Response:
         if request.method == "GET":
-            return self.render(request, session, "new_entry.html", form_key=secrets.token_hex(16))
+            # prefilled from a question memory could not answer (the unanswered page)
+            given = {
+                name: request.query_params.get(name, "")[:2000]
+                for name in ("title", "summary", "incident_id", "service")
+            }
+            return self.render(
+                request, session, "new_entry.html", form_key=secrets.token_hex(16), given=given
+            )
         form = await request.form()
         entry: dict[str, Any] = {
             "title": _text(form, "title"),
@@ -378,6 +385,60 @@ class Console:
             await self.api(session).mark_distinct(entry_id, _uuid(_text(form, "other"), "other"))
             return _done(back, "distinct")
         raise ConsoleError(404, f"no such action: {action}")
+
+    # -- the retrieval log: what the agent asked, and what memory could not answer -----
+
+    async def incidents(self, request: Request, session: Session) -> Response:
+        """The incidents whose agent asked memory; with `id`, one incident's questions and
+        answers, with the verdicts given on them and their notes."""
+        incident_id = request.query_params.get("id", "").strip()
+        if not incident_id:
+            listed = await self.api(session).retrieval_incidents(100)
+            return self.render(request, session, "incidents.html", incidents=listed["incidents"])
+        if len(incident_id) > 200:
+            raise ConsoleError(400, "an incident id is at most 200 characters", "id")
+        page = await self.api(session).retrievals({"incident_id": incident_id, "limit": 200})
+        verdicts: dict[str, list[dict[str, Any]]] = {}
+        for verdict in page["verdicts"]:
+            verdicts.setdefault(verdict["entry_id"], []).append(verdict)
+        served = {hit["entry_id"] for r in page["retrievals"] for hit in r["hits"]}
+        return self.render(
+            request,
+            session,
+            "incident.html",
+            incident_id=incident_id,
+            page=page,
+            verdicts=verdicts,
+            unserved=[v for v in page["verdicts"] if v["entry_id"] not in served],
+        )
+
+    async def unanswered(self, request: Request, session: Session) -> Response:
+        """The questions memory could not answer (no hit, or none confident), grouped by
+        similar topics: each group a lesson a curator may write."""
+        filters: dict[str, Any] = {"unanswered": True, "limit": 100}
+        before = request.query_params.get("before", "").strip()
+        if before:
+            filters["before"] = before
+        page = await self.api(session).retrievals(filters)
+        by_id = {
+            r["retrieval_id"]: {
+                **r,
+                "best": max((hit["confidence"] or 0.0 for hit in r["hits"]), default=None),
+            }
+            for r in page["retrievals"]
+        }
+        groups = [
+            {**group, "questions": [by_id[i] for i in group["retrieval_ids"]]}
+            for group in page["groups"]
+        ]
+        return self.render(
+            request,
+            session,
+            "unanswered.html",
+            groups=groups,
+            total=len(page["retrievals"]),
+            next_query=None if not page["next"] else urlencode({"before": page["next"]}),
+        )
 
     # -- review, health, settings ----------------------------------------------------
 
@@ -559,6 +620,8 @@ def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
         Route("/entries/{entry_id:uuid}", page(console.entry)),
         Route("/entries/{entry_id:uuid}/{action}", page(console.act), methods=["POST"]),
         Route("/review", page(console.review)),
+        Route("/incidents", page(console.incidents)),
+        Route("/unanswered", page(console.unanswered)),
         Route("/health", page(console.health), methods=["GET", "POST"]),
         Route("/settings", page(console.settings), methods=["GET", "POST"]),
         Route("/topology", page(console.topology)),

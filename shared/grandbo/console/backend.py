@@ -88,6 +88,12 @@ class ConsoleBackend:
     def growth(self) -> dict[str, Any]:
         return self._get("/v1/admin/growth")
 
+    def retrievals(self, filters: dict[str, Any]) -> dict[str, Any]:
+        return self._post("/v1/admin/retrievals", filters)
+
+    def retrieval_incidents(self, limit: int = 50) -> dict[str, Any]:
+        return self._post("/v1/admin/retrievals/incidents", {"limit": limit})
+
     def blast_radius(self, query: dict[str, Any]) -> dict[str, Any]:
         return self._post("/v1/admin/topology/blast-radius", query)
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from grandbo.errors import InvalidInputError
 from grandbo.memory.models import MemoryQueryResult
+from grandbo.text.tags import tag_words
 
 # how long an organization's retrievals are kept (the sweeper forgets older ones)
 RETRIEVAL_DAYS = 30
@@ -88,11 +89,99 @@ class RetrievalRecord(_Asked):
         )
 
 
+class HitEntry(BaseModel):
+    """A hit's entry as it stands when the log is read (the log holds its id only): a
+    redacted entry shows as such, with no text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    title: str | None
+    status: str
+
+
+class IncidentVerdict(BaseModel):
+    """A verdict given on an entry during the incident, with its note."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry_id: UUID
+    verdict: str
+    note: str | None
+    actor: str
+    recorded_at: datetime
+
+
+class TopicGroup(BaseModel):
+    """Questions of similar topics (sharing at least half the words of the shorter one with
+    the group's first): one missing lesson, likely."""
+
+    model_config = ConfigDict(frozen=True)
+
+    words: list[str] = Field(description="the words every question of the group shares")
+    retrieval_ids: list[UUID]
+    incidents: list[str]
+
+
+# how much of the shorter topic's words two questions share to be grouped
+GROUP_OVERLAP = 0.5
+
+
+def group_by_topic(retrievals: list[Retrieval]) -> list[TopicGroup]:
+    """Questions grouped by the words of their topics (stemmed, without stop words), each
+    with the first question of a group that shares at least GROUP_OVERLAP of the shorter
+    topic's words; the largest groups first, then the latest asked."""
+    groups: list[tuple[list[str], set[str], list[Retrieval]]] = []
+    for retrieval in retrievals:
+        words = tag_words(retrieval.topic)
+        stems = set(words)
+        for _, first, members in groups:
+            shorter = min(len(first), len(stems)) or 1
+            if len(first & stems) / shorter >= GROUP_OVERLAP:
+                members.append(retrieval)
+                break
+        else:
+            groups.append((list(words.values()), stems, [retrieval]))
+    answer = []
+    for shown, _, members in groups:
+        shared = set.intersection(*(set(tag_words(m.topic)) for m in members))
+        first_words = tag_words(members[0].topic)
+        answer.append(
+            TopicGroup(
+                words=[first_words[stem] for stem in first_words if stem in shared] or shown,
+                retrieval_ids=[m.retrieval_id for m in members],
+                incidents=list(dict.fromkeys(m.incident_id for m in members if m.incident_id)),
+            )
+        )
+    return sorted(answer, key=lambda group: -len(group.retrieval_ids))
+
+
 class RetrievalPage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     retrievals: list[Retrieval]
     next: str | None = Field(description="`before` for the next page (None: the last)")
+    entries: dict[UUID, HitEntry] = Field(
+        default_factory=dict, description="each hit's entry as it stands now (title, status)"
+    )
+    verdicts: list[IncidentVerdict] = Field(
+        default_factory=list, description="the incident's verdicts (with `incident_id` only)"
+    )
+    groups: list[TopicGroup] = Field(
+        default_factory=list,
+        description="the page's questions grouped by similar topics (with `unanswered` only)",
+    )
+
+
+class IncidentAsked(BaseModel):
+    """An incident whose agent asked memory: how often, how often in vain, and when."""
+
+    model_config = ConfigDict(frozen=True)
+
+    incident_id: str
+    asked: int
+    unanswered: int
+    first_at: datetime
+    last_at: datetime
 
 
 class RetrievalReads(Protocol):
@@ -104,6 +193,10 @@ class RetrievalReads(Protocol):
         before: tuple[datetime, UUID] | None = None,
         limit: int = 50,
     ) -> list[Retrieval]: ...
+
+    def hit_entries(self, tenant_id: str, ids: list[UUID]) -> dict[UUID, HitEntry]: ...
+
+    def incident_verdicts(self, tenant_id: str, incident_id: str) -> list[IncidentVerdict]: ...
 
 
 def _cursor(retrieval: Retrieval) -> str:
@@ -144,4 +237,11 @@ def retrieval_page(
         cursor = _cursor(scanned[-1])
     else:
         cursor = None
-    return RetrievalPage(retrievals=chosen, next=cursor)
+    ids = list({hit.entry_id for r in chosen for hit in r.hits})
+    return RetrievalPage(
+        retrievals=chosen,
+        next=cursor,
+        entries=log.hit_entries(tenant_id, ids),
+        verdicts=[] if incident_id is None else log.incident_verdicts(tenant_id, incident_id),
+        groups=group_by_topic(chosen) if unanswered else [],
+    )

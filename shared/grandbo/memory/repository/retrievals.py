@@ -13,7 +13,11 @@ import psycopg
 from grandbo.errors import StoreUnavailableError
 from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS
 from grandbo.memory.retrievals import (
+    LOW_CONFIDENCE,
     RETRIEVAL_DAYS,
+    HitEntry,
+    IncidentAsked,
+    IncidentVerdict,
     Retrieval,
     RetrievalHit,
     RetrievalRecord,
@@ -79,6 +83,50 @@ class RetrievalLog(TenantScopedRepository):
                 Retrieval(**{**row, "hits": [RetrievalHit.model_validate(h) for h in row["hits"]]})
                 for row in cur.fetchall()
             ]
+
+    def hit_entries(self, tenant_id: str, ids: list[UUID]) -> dict[UUID, HitEntry]:
+        """The entries of these ids as they stand now: title and status (a redacted
+        entry's title is gone with its text)."""
+        if not ids:
+            return {}
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT entry_id, CASE WHEN status = 'redacted' THEN NULL ELSE title END"
+                " AS title, status FROM org_memory_entries"
+                " WHERE tenant_id = %s AND entry_id = ANY(%s)",
+                (tenant_id, ids),
+            )
+            return {
+                row["entry_id"]: HitEntry(title=row["title"], status=row["status"]) for row in cur
+            }
+
+    def incident_verdicts(self, tenant_id: str, incident_id: str) -> list[IncidentVerdict]:
+        """The verdicts given during the incident, oldest first (at most 500)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT entry_id, payload->>'verdict' AS verdict, payload->>'note' AS note,"
+                " actor, recorded_at FROM org_memory_events"
+                " WHERE tenant_id = %s AND event_type = 'feedback_recorded'"
+                "   AND payload->>'incident_id' = %s"
+                " ORDER BY recorded_at, event_id LIMIT 500",
+                (tenant_id, incident_id),
+            )
+            return [IncidentVerdict.model_validate(row) for row in cur]
+
+    def retrieval_incidents(self, tenant_id: str, limit: int) -> list[IncidentAsked]:
+        """The incidents whose agent asked memory, the latest asked first."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT incident_id, count(*) AS asked,"
+                " count(*) FILTER (WHERE coalesce((SELECT max(coalesce("
+                "   (h->>'confidence')::float8, 0)) FROM jsonb_array_elements(hits) h), 0) < %s)"
+                " AS unanswered, min(at) AS first_at, max(at) AS last_at"
+                " FROM org_memory_retrievals"
+                " WHERE tenant_id = %s AND incident_id IS NOT NULL"
+                " GROUP BY incident_id ORDER BY max(at) DESC, incident_id LIMIT %s",
+                (LOW_CONFIDENCE, tenant_id, limit),
+            )
+            return [IncidentAsked.model_validate(row) for row in cur]
 
     def forget_retrievals(self, tenant_id: str) -> int:
         """Delete the organization's retrievals past its retention; how many."""

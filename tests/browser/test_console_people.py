@@ -1,0 +1,135 @@
+"""People in Chromium (issue 36, point 1): several people signed in at once, each with
+their own link and session; each action names its person; a viewer is refused a write;
+one person's sign-out ends only their session; a removed person is signed out at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page
+
+from grandbo.api.people import mint_sign_in_token
+from grandbo.local import people
+
+from .conftest import ConsoleServer, Tab
+
+LESSON = {
+    "title": "Checkout pool exhausted by a connection leak",
+    "summary": "The checkout service leaked database connections on a retry path until the "
+    "pool was exhausted and requests timed out waiting for a connection.",
+}
+
+
+class Team:
+    """Browser contexts of their own (cookies apart), one per person signed in."""
+
+    def __init__(self, browser: Browser, console: ConsoleServer, keyring: Path) -> None:
+        self.browser = browser
+        self.console = console
+        self.keyring = keyring
+        self.contexts: list[BrowserContext] = []
+        self.problems: list[str] = []
+
+    def person(self, email: str, role: str) -> str:
+        key = people.add_person(self.keyring, self.console.tenant, email, role)  # type: ignore[arg-type]
+        return f"{self.console.url}/login?token={mint_sign_in_token(key)}"
+
+    def signed_in(self, link: str) -> Page:
+        context = self.browser.new_context(viewport={"width": 1200, "height": 800})
+        context.set_default_timeout(10_000)
+        self.contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
+        page.goto(link)
+        assert page.url == self.console.url + "/", page.url
+        return page
+
+
+@pytest.fixture
+def team(browser: Browser, console: ConsoleServer, keyring_file: Path) -> Iterator[Team]:
+    crowd = Team(browser, console, keyring_file)
+    yield crowd
+    for context in crowd.contexts:
+        context.close()
+    assert crowd.problems == []
+
+
+def test_people_signed_in_at_once_act_as_themselves(team: Team, tmp_path: Path) -> None:
+    console = team.console
+    admin_link = team.person("ada@example.com", "admin")
+    curator_link = team.person("cy@example.com", "curator")
+    viewer_link = team.person("vi@example.com", "viewer")
+    ada, cy, vi = (team.signed_in(link) for link in (admin_link, curator_link, viewer_link))
+    for page, who, role in ((ada, "ada", "admin"), (cy, "cy", "curator"), (vi, "vi", "viewer")):
+        page.reload()
+        header = page.locator("header .who").inner_text()
+        assert f"{who}@example.com" in header
+        assert f"role {role}" in header
+
+    # the curator writes a lesson in the console: its event names them
+    cy.goto(console.url + "/entries/new")
+    cy.fill("input[name=title]", LESSON["title"])
+    cy.fill("textarea[name=summary]", LESSON["summary"])
+    cy.click("form.entry-form button[type=submit]")
+    assert "Entry created" in cy.locator("p.done").inner_text()
+    entry_id = cy.url.split("/entries/")[1].split("?")[0]
+    assert "by person:cy@example.com" in cy.locator("ol.history li.event").first.inner_text()
+    Tab(cy, team.contexts[1], console, []).shot("people-curator-entry", tmp_path)
+
+    # the viewer sees it and is refused a correction, the role named; nothing is stored
+    vi.goto(f"{console.url}/entries/{entry_id}")
+    vi.fill("#correct input[name=title]", "A viewer's edit")
+    vi.click("#correct button[type=submit]")
+    refusal = vi.locator("p.error").inner_text()
+    assert "role viewer may not" in refusal
+    assert "curator" in refusal
+    Tab(vi, team.contexts[2], console, []).shot("people-viewer-refused", tmp_path)
+    stored = console.api("GET", f"/v1/admin/entries/{entry_id}").body
+    assert stored["revision"] == 1
+
+    # the admin retires it: the history names each person who acted
+    ada.goto(f"{console.url}/entries/{entry_id}")
+    ada.fill("#retire input[name=reason]", "a better diagnosis replaced it")
+    ada.click("#retire button[type=submit]")
+    history = console.api("GET", f"/v1/admin/entries/{entry_id}/history").body
+    assert [e["actor"] for e in history["events"]] == [
+        "person:cy@example.com",
+        "person:ada@example.com",
+    ]
+
+    # the viewer signs out: only their session ends, and their link opens a new one
+    vi.click("header form[action='/logout'] button")
+    assert vi.url == console.url + "/login"
+    cy.goto(console.url + "/entries")
+    assert cy.url == console.url + "/entries"
+    vi.goto(viewer_link)
+    assert vi.url == console.url + "/"
+
+    # the curator is removed: their next page is the sign-in page, their link refused
+    people.remove_person(team.keyring, console.tenant, "cy@example.com")
+    cy.goto(console.url + "/entries")
+    assert cy.url == console.url + "/login"
+    response = cy.goto(curator_link)
+    assert response is not None
+    assert response.status == 403
+    # and the others are still signed in
+    ada.goto(console.url + "/entries")
+    assert ada.url == console.url + "/entries"
+    Tab(ada, team.contexts[0], console, []).shot("people-admin-entries", tmp_path)
+
+
+def test_a_renewed_key_or_another_organizations_person_opens_nothing(team: Team) -> None:
+    console = team.console
+    link = team.person("mo@example.com", "curator")
+    page = team.signed_in(link)
+    people.renew_person(team.keyring, console.tenant, "mo@example.com")
+    page.goto(console.url + "/")
+    assert page.url == console.url + "/login"
+    assert page.goto(link).status == 403  # type: ignore[union-attr]
+    # a person of another organization in the same keyring is not this console's
+    other = people.add_person(team.keyring, console.other_tenant, "eve@example.com", "admin")
+    refused = page.goto(f"{console.url}/login?token={mint_sign_in_token(other)}")
+    assert refused is not None
+    assert refused.status == 403
