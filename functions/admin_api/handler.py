@@ -155,13 +155,16 @@ def repair_health(request: RepairRequest) -> dict[str, Any]:
 
 @app.get("/v1/admin/review")
 def entries_for_review() -> dict[str, Any]:
-    """Entries investigations called misleading more than the threshold: re-read, correct
-    or retire each."""
+    """Entries investigations called misleading more than the threshold, and lessons the
+    topology changed under (`stale`): re-read, correct or retire each."""
     caller: Caller = app.context["caller"]
-    entries = runtime().service().entries_for_review(caller.tenant_id)
+    service = runtime().service()
+    entries = service.entries_for_review(caller.tenant_id)
+    stale = Curation(service).stale_lessons(caller.tenant_id)
     return {
         "misleading_more_than": MISLEADING_REVIEW_THRESHOLD,
         "entries": [entry.model_dump(mode="json") for entry in entries],
+        "stale": [lesson.model_dump(mode="json") for lesson in stale],
     }
 
 

@@ -89,6 +89,10 @@ def test_a_suggested_pair_merged_then_split(tab: Tab, tmp_path: Path) -> None:
     assert pair.get_attribute("data-canonical") == older["entry_id"]
     tab.shot("review", tmp_path)
     pair.locator("button.merge").click()
+    # the merge is previewed first, then confirmed
+    assert page.locator("section.merged p.title").inner_text() == LOOK_ALIKE["title"]
+    assert _entry(console, newer["entry_id"])["status"] == "active"
+    page.click("#confirm-merge button[type=submit]")
     assert "Merged" in page.locator("p.done").inner_text()
     assert page.locator("div.pair").count() == 0
     assert _entry(console, newer["entry_id"])["merged_into"] == older["entry_id"]
@@ -151,6 +155,7 @@ def test_the_catalog_filters_and_pages(tab: Tab, tmp_path: Path) -> None:
     assert page.locator("table.entries tbody tr").count() == 3
     page.fill("input[name=service]", "batch")
     page.click("form.filters button")
+    page.wait_for_url("**service=batch**")
     rows = page.locator("table.entries tbody tr")
     assert [rows.nth(i).get_attribute("data-entry") for i in range(rows.count())] == [
         e["entry_id"] for e in made if e["service"] == "batch"

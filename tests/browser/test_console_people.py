@@ -78,10 +78,23 @@ def test_people_signed_in_at_once_act_as_themselves(team: Team, tmp_path: Path) 
     assert "by person:cy@example.com" in cy.locator("ol.history li.event").first.inner_text()
     Tab(cy, team.contexts[1], console, []).shot("people-curator-entry", tmp_path)
 
-    # the viewer sees it and is refused a correction, the role named; nothing is stored
+    # the viewer sees it with no action offered, and a correction sent anyway (the form
+    # another page showed them) is refused, the role named; nothing is stored
     vi.goto(f"{console.url}/entries/{entry_id}")
-    vi.fill("#correct input[name=title]", "A viewer's edit")
-    vi.click("#correct button[type=submit]")
+    assert vi.locator("#correct").count() == 0
+    assert vi.locator("#merge").count() == 0
+    assert "viewer, reads only" in vi.locator("main").inner_text()
+    csrf = vi.locator("header form[action='/logout'] input[name=csrf]").input_value()
+    vi.goto(f"{console.url}/entries/{entry_id}")
+    vi.evaluate(
+        """([url, csrf]) => { const f = document.createElement('form'); f.method = 'post';
+        f.action = url; for (const [k, v] of [['csrf', csrf], ['title', 'A viewer edit'],
+        ['summary', 'A viewer edit of the summary text.']]) { const i =
+        document.createElement('input'); i.name = k; i.value = v; f.appendChild(i); }
+        document.body.appendChild(f); f.submit(); }""",
+        [f"{console.url}/entries/{entry_id}/correct", csrf],
+    )
+    vi.wait_for_selector("p.error")
     refusal = vi.locator("p.error").inner_text()
     assert "role viewer may not" in refusal
     assert "curator" in refusal

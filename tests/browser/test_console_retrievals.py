@@ -73,6 +73,7 @@ def test_an_incident_shows_what_was_asked_answered_and_judged(tab: Tab, tmp_path
     row.locator("a").click()
     assert page.url.endswith("/incidents?id=INC-77")
     asked = page.locator("ol.retrievals > li")
+    asked.first.wait_for()
     assert asked.count() == 2
     assert asked.nth(0).locator("blockquote.topic").inner_text() == UNKNOWN[0]
     assert "not answered" in asked.nth(0).inner_text()

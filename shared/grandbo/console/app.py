@@ -9,7 +9,6 @@ JavaScript, and the Content-Security-Policy allows none (`grandbo.console.securi
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -20,10 +19,15 @@ from uuid import UUID
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -31,6 +35,18 @@ from grandbo.api.client import GrandboHTTPError
 from grandbo.api.models import QueryRequest
 from grandbo.console.backend import ConsoleBackend, UnreadableAnswerError
 from grandbo.console.charts import ScoreBar, blast_radius_picture, weekly_chart
+from grandbo.console.diff import revision_diffs
+from grandbo.console.forms import (
+    ConsoleError,
+    entry_id_of,
+    form_key_of,
+    probability,
+    redirect_done,
+    tags_of,
+    text_of,
+    whole_number,
+)
+from grandbo.console.review import MAX_BULK, review_list
 from grandbo.console.security import (
     CSRF_FIELD,
     SESSION_TTL_S,
@@ -50,9 +66,12 @@ DONE = {
     "split": "Recurrence split back out: it is its own entry again (never merged again).",
     "never-merge": "Merge policy recorded.",
     "merged": "Merged: the entry is a recurrence of the other now (split reverses it).",
+    "redacted": "Redacted: the entry's text is gone for good; its tombstone stays.",
     "distinct": "Recorded as two lessons: the pair is not suggested again.",
     "settings": "Settings saved.",
 }
+# what a person types to confirm a redaction
+REDACT_WORD = "REDACT"
 # the query's scopes, from the API's own request model (one source: a scope the API adds
 # is offered here too)
 SCOPES: tuple[str, ...] = tuple(
@@ -60,16 +79,6 @@ SCOPES: tuple[str, ...] = tuple(
     for option in get_args(QueryRequest.model_fields["scope"].annotation)
     for value in get_args(option)
 )
-
-
-class ConsoleError(Exception):
-    """A request the console refuses itself (a bad form value), as a page."""
-
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.field = field
 
 
 def _environment() -> jinja2.Environment:
@@ -243,7 +252,10 @@ class Console:
         topic = params.get("topic", "").strip()
         if not topic:
             return None
-        query: dict[str, Any] = {"topic": topic, "limit": _int(params.get("limit"), "limit", 5)}
+        query: dict[str, Any] = {
+            "topic": topic,
+            "limit": whole_number(params.get("limit"), "limit", 5),
+        }
         if params.get("service"):
             query["service"] = params["service"]
         if params.get("scope"):
@@ -271,7 +283,7 @@ class Console:
         raw_entry = request.query_params.get("entry_id", "").strip()
         explanation = None
         if query is not None and raw_entry:
-            explanation = await self.api(session).explain(query, _uuid(raw_entry, "entry_id"))
+            explanation = await self.api(session).explain(query, entry_id_of(raw_entry, "entry_id"))
         return self.render(
             request,
             session,
@@ -314,30 +326,54 @@ class Console:
             )
         form = await request.form()
         entry: dict[str, Any] = {
-            "title": _text(form, "title"),
-            "summary": _text(form, "summary"),
-            "tags": _tags(form),
-            "kind": _text(form, "kind") or "durable",
+            "title": text_of(form, "title"),
+            "summary": text_of(form, "summary"),
+            "tags": tags_of(form),
+            "kind": text_of(form, "kind") or "durable",
         }
         for optional in ("service", "incident_id"):
-            if _text(form, optional):
-                entry[optional] = _text(form, optional)
+            if text_of(form, optional):
+                entry[optional] = text_of(form, optional)
         # one key per form shown: a resubmitted form is a no-op, not a second entry
-        created = await self.api(session).create(entry, key=_form_key(form))
-        return _done(f"/entries/{created['entry']['entry_id']}", "created")
+        created = await self.api(session).create(entry, key=form_key_of(form))
+        return redirect_done(f"/entries/{created['entry']['entry_id']}", "created")
 
     async def entry(self, request: Request, session: Session) -> Response:
-        entry_id: UUID = request.path_params["entry_id"]
+        return await self._entry_page(request, session, request.path_params["entry_id"])
+
+    async def _entry_page(
+        self,
+        request: Request,
+        session: Session,
+        entry_id: UUID,
+        *,
+        typed: dict[str, Any] | None = None,
+        status: int = 200,
+    ) -> Response:
+        """The entry, its history with a word diff per revision, and its actions; with
+        `typed`, the correction a person typed over a revision someone else changed since
+        (a 409), kept in the form beside the text that is current now."""
         history = await self.api(session).history(entry_id)
         entry = history["entry"]
         return self.render(
             request,
             session,
             "entry.html",
+            status,
             history=history,
             entry=entry,
             given_tags=_given_tags(entry),
             form_key=secrets.token_hex(16),
+            diffs=revision_diffs(history["events"]),
+            typed=typed,
+            current_author=next(
+                (
+                    e["actor"]
+                    for e in reversed(history["events"])
+                    if e["revision"] == entry["revision"]
+                ),
+                None,
+            ),
         )
 
     async def act(self, request: Request, session: Session) -> Response:
@@ -345,46 +381,110 @@ class Console:
         entry_id: UUID = request.path_params["entry_id"]
         action = request.path_params["action"]
         form = await request.form()
-        back = _text(form, "back") or f"/entries/{entry_id}"
+        back = text_of(form, "back") or f"/entries/{entry_id}"
         if not back.startswith("/") or back.startswith("//"):
             back = f"/entries/{entry_id}"
         if action == "correct":
             text: dict[str, Any] = {
-                "title": _text(form, "title"),
-                "summary": _text(form, "summary"),
-                "tags": _tags(form),
+                "title": text_of(form, "title"),
+                "summary": text_of(form, "summary"),
+                "tags": tags_of(form),
             }
             # the form shows the service: a field left empty clears it (a correction keeps
             # what it does not name, and the form names every field it shows)
-            text["service"] = _text(form, "service") or None
-            if _text(form, "expected_revision"):
-                text["expected_revision"] = _int(form.get("expected_revision"), "expected_revision")
-            await self.api(session).correct(entry_id, text, key=_form_key(form))
-            return _done(back, "corrected")
+            text["service"] = text_of(form, "service") or None
+            if text_of(form, "expected_revision"):
+                text["expected_revision"] = whole_number(
+                    form.get("expected_revision"), "expected_revision"
+                )
+            try:
+                await self.api(session).correct(entry_id, text, key=form_key_of(form))
+            except GrandboHTTPError as exc:
+                if exc.status != 409 or exc.body.get("error") != "revision_conflict":
+                    raise
+                # someone else's revision came first: what this person typed is kept
+                typed = {**text, "tags": ", ".join(text["tags"])}
+                return await self._entry_page(request, session, entry_id, typed=typed, status=409)
+            return redirect_done(back, "corrected")
         if action == "retire":
-            retirement: dict[str, Any] = {"reason": _text(form, "reason")}
-            if _text(form, "superseded_by"):
+            retirement: dict[str, Any] = {"reason": text_of(form, "reason")}
+            if text_of(form, "superseded_by"):
                 retirement["superseded_by"] = str(
-                    _uuid(_text(form, "superseded_by"), "superseded_by")
+                    entry_id_of(text_of(form, "superseded_by"), "superseded_by")
                 )
             await self.api(session).retire(entry_id, retirement)
-            return _done(back, "retired")
+            return redirect_done(back, "retired")
         if action == "promote":
             await self.api(session).promote(entry_id)
-            return _done(back, "promoted")
+            return redirect_done(back, "promoted")
         if action == "split":
             await self.api(session).split(entry_id)
-            return _done(back, "split")
+            return redirect_done(back, "split")
         if action == "never-merge":
-            await self.api(session).set_never_merge(entry_id, _text(form, "never_merge") == "true")
-            return _done(back, "never-merge")
+            await self.api(session).set_never_merge(
+                entry_id, text_of(form, "never_merge") == "true"
+            )
+            return redirect_done(back, "never-merge")
         if action == "merge":
-            await self.api(session).merge(entry_id, _uuid(_text(form, "into"), "into"))
-            return _done(back, "merged")
+            into = entry_id_of(text_of(form, "into"), "into")
+            if text_of(form, "confirm") != "yes":
+                return await self._merge_preview(request, session, entry_id, into, back)
+            await self.api(session).merge(entry_id, into)
+            return redirect_done(back, "merged")
+        if action == "redact":
+            reason = text_of(form, "reason")
+            if not reason:
+                raise ConsoleError(400, "a redaction needs its reason", "reason")
+            if text_of(form, "confirm") != REDACT_WORD:
+                raise ConsoleError(
+                    400, f"type {REDACT_WORD} to confirm: the text is removed for good", "confirm"
+                )
+            await self.api(session).redact(entry_id, reason)
+            return redirect_done(back, "redacted")
         if action == "distinct":
-            await self.api(session).mark_distinct(entry_id, _uuid(_text(form, "other"), "other"))
-            return _done(back, "distinct")
+            await self.api(session).mark_distinct(
+                entry_id, entry_id_of(text_of(form, "other"), "other")
+            )
+            return redirect_done(back, "distinct")
         raise ConsoleError(404, f"no such action: {action}")
+
+    async def _merge_preview(
+        self, request: Request, session: Session, entry_id: UUID, into: UUID, back: str
+    ) -> Response:
+        """Both texts side by side, and what the agent is answered afterwards, before a
+        merge is confirmed."""
+        if into == entry_id:
+            raise ConsoleError(400, "an entry is not merged into itself", "into")
+        merged = (await self.api(session).history(entry_id))["entry"]
+        kept = (await self.api(session).history(into))["entry"]
+        return self.render(
+            request,
+            session,
+            "merge_preview.html",
+            merged=merged,
+            kept=kept,
+            seen_after=kept["seen_count"] + merged["seen_count"],
+            back=back,
+        )
+
+    async def picker(self, request: Request, session: Session) -> Response:
+        """Entries whose title or summary holds the text typed so far (the id pickers'
+        suggestions): id, title, status; at most ten, the newest first."""
+        typed = request.query_params.get("text", "").strip()[:200]
+        if len(typed) < 2:
+            return JSONResponse({"entries": []})
+        filters: dict[str, Any] = {"text": typed, "limit": 10}
+        if request.query_params.get("status") in ("active",):
+            filters["status"] = "active"
+        page = await self.api(session).catalog(filters)
+        return JSONResponse(
+            {
+                "entries": [
+                    {"entry_id": e["entry_id"], "title": e["title"], "status": e["status"]}
+                    for e in page["entries"]
+                ]
+            }
+        )
 
     # -- the retrieval log: what the agent asked, and what memory could not answer -----
 
@@ -442,18 +542,76 @@ class Console:
 
     # -- review, health, settings ----------------------------------------------------
 
-    async def review(self, request: Request, session: Session) -> Response:
-        health = await self.api(session).health()
+    async def review(
+        self,
+        request: Request,
+        session: Session,
+        *,
+        outcome: list[dict[str, Any]] | None = None,
+    ) -> Response:
+        """What asks a person's judgement: entries called misleading, lessons the topology
+        changed under, possible duplicates (each with its total, a page of 25, grouped by
+        service, and a bulk action), expired and unembedded entries."""
+        api = self.api(session)
+        health = await api.health()
         findings = {f["check"]: f for f in health.get("findings", [])}
+        review = await api.review()
+        duplicates = await api.duplicates()
+        params = request.query_params
+
+        def page_of(name: str) -> int:
+            return whole_number(params.get(f"{name}_page"), f"{name}_page", 1)
+
         return self.render(
             request,
             session,
             "review.html",
-            misleading=await self.api(session).review(),
-            duplicates=await self.api(session).duplicates(),
+            misleading=review,
+            misleading_list=review_list(
+                review["entries"], page_of("misleading"), lambda e: e.get("service")
+            ),
+            stale_list=review_list(
+                review.get("stale", []), page_of("stale"), lambda s: s["entry"].get("service")
+            ),
+            duplicates=duplicates,
+            duplicate_list=review_list(
+                duplicates["pairs"], page_of("duplicates"), lambda p: p["canonical"].get("service")
+            ),
             expired=findings.get("expired_active"),
             unembedded=findings.get("unembedded"),
+            outcome=outcome,
+            max_bulk=MAX_BULK,
         )
+
+    async def review_bulk(self, request: Request, session: Session) -> Response:
+        """One action on several entries or pairs chosen on the review page: each is its own
+        signed request, and the page says how each went."""
+        form = await request.form()
+        action = text_of(form, "action")
+        chosen = [str(value) for value in form.getlist("chosen")][: MAX_BULK + 1]
+        if not chosen:
+            raise ConsoleError(400, "choose at least one", "chosen")
+        if len(chosen) > MAX_BULK:
+            raise ConsoleError(400, f"at most {MAX_BULK} at once", "chosen")
+        api = self.api(session)
+        outcome: list[dict[str, Any]] = []
+        if action == "retire":
+            reason = text_of(form, "reason")
+            if not reason:
+                raise ConsoleError(400, "a retirement needs its reason", "reason")
+            for value in chosen:
+                entry_id = entry_id_of(value, "chosen")
+                outcome.append(await _attempt(api.retire(entry_id, {"reason": reason}), value))
+        elif action == "distinct":
+            for value in chosen:
+                first, _, second = value.partition(":")
+                call = api.mark_distinct(
+                    entry_id_of(first, "chosen"), entry_id_of(second, "chosen")
+                )
+                outcome.append(await _attempt(call, value))
+        else:
+            raise ConsoleError(400, "the bulk action is retire or distinct", "action")
+        return await self.review(request, session, outcome=outcome)
 
     async def health(self, request: Request, session: Session) -> Response:
         repaired = None
@@ -475,24 +633,24 @@ class Console:
         calibration = None
         if request.method == "POST":
             form = await request.form()
-            what = _text(form, "what")
+            what = text_of(form, "what")
             if what == "calibrate":
                 calibration = await self.api(session).calibrate(
-                    _int(form.get("sample"), "sample", 60)
+                    whole_number(form.get("sample"), "sample", 60)
                 )
             elif what == "floor":
-                await self.api(session).set_min_confidence(_probability(form.get("min_confidence")))
-                return _done("/settings", "settings")
+                await self.api(session).set_min_confidence(probability(form.get("min_confidence")))
+                return redirect_done("/settings", "settings")
             elif what == "floor-reset":
                 await self.api(session).set_min_confidence(None)
-                return _done("/settings", "settings")
+                return redirect_done("/settings", "settings")
             elif what == "recalibration-reset":
                 await self.api(session).reset_recalibration()
-                return _done("/settings", "settings")
+                return redirect_done("/settings", "settings")
             else:
-                days = _int(form.get("episodic_ttl_days"), "episodic_ttl_days")
+                days = whole_number(form.get("episodic_ttl_days"), "episodic_ttl_days")
                 await self.api(session).set_episodic_ttl_days(days)
-                return _done("/settings", "settings")
+                return redirect_done("/settings", "settings")
         return self.render(
             request,
             session,
@@ -511,7 +669,7 @@ class Console:
             query: dict[str, Any] = {
                 "type": params.get("type") or "Service",
                 "id": service,
-                "hops": _int(params.get("hops"), "hops", 3),
+                "hops": whole_number(params.get("hops"), "hops", 3),
             }
             if params.get("as_of"):
                 query["as_of"] = params["as_of"]
@@ -545,61 +703,13 @@ def _given_tags(entry: dict[str, Any]) -> list[str]:
     )
 
 
-def _done(path: str, what: str) -> RedirectResponse:
-    separator = "&" if "?" in path else "?"
-    return RedirectResponse(f"{path}{separator}done={what}", status_code=303)
-
-
-def _text(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
-
-
-def _tags(form: FormData) -> list[str]:
-    return [tag.strip() for tag in _text(form, "tags").split(",") if tag.strip()]
-
-
-# the keys the console's own forms carry (secrets.token_hex): anything else is refused,
-# never sent on as a header (a line break in it would end the request's headers)
-_FORM_KEY = re.compile(r"[0-9a-f]{8,64}")
-# what `int` takes, without the other scripts' digits, `_` separators or inner spaces
-_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]{1,32}")
-# a plain decimal (0, 0.05, .5, 1.0): no exponent, sign, NaN or other scripts' digits
-_DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{0,12})?|\.[0-9]{1,12}")
-
-
-def _form_key(form: FormData) -> str:
-    """The Idempotency-Key of the form shown (a fresh one for a form without it)."""
-    key = _text(form, "idempotency_key") or secrets.token_hex(16)
-    if not _FORM_KEY.fullmatch(key):
-        raise ConsoleError(
-            400, "the form's idempotency key is not one it was given", "idempotency_key"
-        )
-    return f"console:{key}"
-
-
-def _int(value: object, field: str, default: int | None = None) -> int:
-    if value in (None, "") and default is not None:
-        return default
-    text = str(value).strip()
-    if not _WHOLE_NUMBER.fullmatch(text):
-        raise ConsoleError(400, f"{field} must be a whole number", field)
-    return int(text)
-
-
-def _probability(value: object) -> float:
-    """A floor typed in the form: a decimal number from 0 to 1."""
-    text = str(value or "").strip()
-    if not _DECIMAL.fullmatch(text) or not 0.0 <= float(text) <= 1.0:
-        raise ConsoleError(400, "min_confidence must be a number from 0 to 1", "min_confidence")
-    return float(text)
-
-
-def _uuid(value: str, field: str) -> UUID:
+async def _attempt(call: Awaitable[dict[str, Any]], chosen: str) -> dict[str, Any]:
+    """One action of a bulk one: done, or the API's refusal of it (the others go on)."""
     try:
-        return UUID(value)
-    except ValueError:
-        raise ConsoleError(400, f"{field} must be an entry id (a UUID)", field) from None
+        await call
+    except GrandboHTTPError as exc:
+        return {"chosen": chosen, "done": False, "message": str(exc.body.get("message", exc))}
+    return {"chosen": chosen, "done": True, "message": ""}
 
 
 async def _favicon(request: Request) -> Response:
@@ -619,7 +729,9 @@ def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
         Route("/entries/new", page(console.new_entry), methods=["GET", "POST"]),
         Route("/entries/{entry_id:uuid}", page(console.entry)),
         Route("/entries/{entry_id:uuid}/{action}", page(console.act), methods=["POST"]),
+        Route("/picker", page(console.picker)),
         Route("/review", page(console.review)),
+        Route("/review/bulk", page(console.review_bulk), methods=["POST"]),
         Route("/incidents", page(console.incidents)),
         Route("/unanswered", page(console.unanswered)),
         Route("/health", page(console.health), methods=["GET", "POST"]),

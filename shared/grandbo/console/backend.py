@@ -111,6 +111,9 @@ class ConsoleBackend:
     def retire(self, entry_id: UUID, retirement: dict[str, Any]) -> dict[str, Any]:
         return self._post(f"/v1/admin/entries/{entry_id}/retirement", retirement)
 
+    def redact(self, entry_id: UUID, reason: str) -> dict[str, Any]:
+        return self._post(f"/v1/admin/entries/{entry_id}/redaction", {"reason": reason})
+
     def promote(self, entry_id: UUID) -> dict[str, Any]:
         return self._post(f"/v1/admin/entries/{entry_id}/promotion")
 

@@ -10,7 +10,8 @@
   Origin of the console itself; a request naming any other Host is refused, so a page
   that rebinds its own DNS name to 127.0.0.1 reaches nothing (DNS rebinding).
 - Every answer forbids framing, inline script and any source but the console's own
-  (Content-Security-Policy), sniffing, referrers and caching.
+  (Content-Security-Policy: the one script is the console's static picker.js, which
+  only fetches the console's own /picker), sniffing, referrers and caching.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ SESSION_COOKIE = "grandbo_console"
 SESSION_TTL_S = 12 * 3600
 CSRF_FIELD = "csrf"
 CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
+    "img-src 'self'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'"
 )
 SECURITY_HEADERS = {

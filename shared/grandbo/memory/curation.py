@@ -33,6 +33,7 @@ from grandbo.memory.models import (
     Kind,
     MemoryEntry,
     Origin,
+    Staleness,
     WriteContext,
     WriteOutcome,
 )
@@ -50,10 +51,23 @@ SUGGESTION_TAG_OVERLAP = 0.3
 # the latest entries whose nearest neighbours are compared, and how many each
 SUGGESTION_SCAN = 500
 SUGGESTION_NEIGHBOURS = 3
-MAX_SUGGESTIONS = 50
+MAX_SUGGESTIONS = 500
 SUGGESTION_RULE = DuplicateRule(
     max_distance=SUGGESTION_DISTANCE, min_tag_overlap=SUGGESTION_TAG_OVERLAP
 )
+
+
+# the stale lessons the review lists at most (each is checked against the topology)
+MAX_STALE_LESSONS = 200
+
+
+class StaleLesson(BaseModel):
+    """An active entry the topology changed under, and what changed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry: MemoryEntry
+    staleness: Staleness
 
 
 class CatalogPage(BaseModel):
@@ -277,6 +291,17 @@ class Curation:
                 current = current.model_copy(update={"created": created})
             by_week[week] = current
         return Growth(weeks=list(by_week.values()))
+
+    def stale_lessons(self, tenant_id: str) -> list[StaleLesson]:
+        """Active entries the topology changed under (retired or renamed service, a named
+        dependency gone), each with what changed, at most MAX_STALE_LESSONS."""
+        found = self.memory.stale_entries(tenant_id)[:MAX_STALE_LESSONS]
+        entries = self.repository.entries_by_id(tenant_id, [entry_id for entry_id, _ in found])
+        return [
+            StaleLesson(entry=entries[entry_id], staleness=stale)
+            for entry_id, stale in found
+            if entry_id in entries
+        ]
 
     def duplicate_suggestions(self, tenant_id: str) -> DuplicateSuggestions:
         """Pairs of active entries a person may merge or mark distinct, closest first."""

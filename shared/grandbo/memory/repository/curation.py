@@ -171,6 +171,10 @@ class CurationReads(EntryReads):
             ids = list({entry_id for a, b, _ in pairs for entry_id in (a, b)})
             return self._entries(cur, tenant_id, ids), pairs
 
+    def entries_by_id(self, tenant_id: str, ids: Sequence[UUID]) -> dict[UUID, MemoryEntry]:
+        with self._tenant_scope(tenant_id) as cur:
+            return self._entries(cur, tenant_id, ids)
+
     def _entries(self, cur: Cursor, tenant_id: str, ids: Sequence[UUID]) -> dict[UUID, MemoryEntry]:
         if not ids:
             return {}
