@@ -50,6 +50,7 @@ from grandbo.api.models import (
     RetrievalIncidentsRequest,
     RetrievalsRequest,
     SettingsRequest,
+    TopologyNodesRequest,
     TopologyReadRequest,
     TopologyRequest,
 )
@@ -371,6 +372,35 @@ def admin_criticality(request: TopologyReadRequest) -> dict[str, Any]:
         )
     )
     return result.model_dump(mode="json")
+
+
+@app.post("/v1/admin/topology/dependencies")
+def admin_dependencies(request: TopologyReadRequest) -> dict[str, Any]:
+    """What the node depends on, nearest first (`affected`), for the key's organization."""
+    caller: Caller = app.context["caller"]
+    reached = (
+        runtime()
+        .topology()
+        .dependencies(
+            caller.tenant_id,
+            request.type,
+            request.id,
+            hops=request.hops,
+            as_of=request.as_of,
+            namespaces=request.namespaces,
+        )
+    )
+    return reached.model_dump(mode="json")
+
+
+@app.post("/v1/admin/topology/nodes")
+def admin_topology_nodes(request: TopologyNodesRequest) -> dict[str, Any]:
+    """The organization's topology nodes by type and id (the console's service list)."""
+    caller: Caller = app.context["caller"]
+    nodes = (
+        runtime().topology().node_list(caller.tenant_id, as_of=request.as_of, limit=request.limit)
+    )
+    return {"nodes": [node.model_dump(mode="json") for node in nodes]}
 
 
 @app.post("/v1/admin/purge")

@@ -37,14 +37,36 @@ def test_a_blast_radius_as_a_graph(tab: Tab, tmp_path: Path) -> None:
     radius = console.api(
         "POST", "/v1/admin/topology/blast-radius", {"id": "postgres", "hops": 3}
     ).body
-    assert page.locator("strong.affected").inner_text() == str(len(radius["affected"]))
-    graph = page.locator("svg.graph")
+    heading = page.locator("#dependents h2").inner_text()
+    assert f"({len(radius['affected'])})" in heading
+    graph = page.locator("#dependents svg.graph")
     assert graph.locator("circle.node").count() == len(radius["affected"])
     labels = graph.locator("text.label").all_text_contents()
     for node in radius["affected"]:
         assert f"{node['external_id']} ({node['distance']})" in labels
     assert graph.locator("line.edge").count() == len(radius["affected"])
+    # postgres depends on nothing: the view says so in words
+    assert (
+        "postgres depends on nothing within 3 hop(s)" in page.locator("#dependencies").inner_text()
+    )
+    # the service list names every node, and each leads to its own view
+    listed = page.locator("nav.services li a").all_inner_texts()
+    assert listed == ["checkout", "ledger", "payments", "postgres", "web"]
+    page.locator("nav.services").get_by_role("link", name="checkout").click()
+    page.wait_for_url("**id=checkout**")
+    dependencies = page.locator("#dependencies table.affected tbody tr td:first-child")
+    assert dependencies.all_inner_texts() == ["payments", "postgres"]
+    dependents = page.locator("#dependents table.affected tbody tr td:first-child")
+    assert dependents.all_inner_texts() == ["web"]
+    tab.shot("topology-checkout", tmp_path)
+    page = tab.open("/topology?" + urlencode({"id": "postgres", "hops": 3}))
     tab.shot("topology", tmp_path)
+    # the learned view of a node no incident has tied to another says so, in words
+    page = tab.open("/topology?" + urlencode({"id": "postgres", "namespaces": "learned"}))
+    assert (
+        "No incident has tied postgres to another service yet"
+        in page.locator("#dependents").inner_text()
+    )
     page = tab.open("/topology?" + urlencode({"id": "postgres", "namespaces": "both"}))
     both = console.api(
         "POST", "/v1/admin/topology/blast-radius", {"id": "postgres", "namespaces": "both"}
@@ -76,3 +98,24 @@ def test_growth_per_week(tab: Tab, tmp_path: Path) -> None:
     assert last.get_attribute("data-total") == "3"
     assert last.locator("rect.s-admin").count() == 1
     tab.shot("growth", tmp_path)
+
+
+def test_long_node_names_are_drawn_whole(tab: Tab) -> None:
+    console = tab.console
+    long_name = "payments-settlement-reconciliation-worker-eu-west-1"
+    batch = {
+        "namespace": "topology",
+        "nodes": [_svc("ledger-db"), _svc(long_name)],
+        "edges": [_depends(long_name, "ledger-db")],
+        "sync": True,
+    }
+    assert console.api("POST", "/v1/admin/topology", batch).status == 200
+    page = tab.open("/topology?" + urlencode({"id": "ledger-db"}))
+    graph = page.locator("#dependents svg.graph")
+    label = graph.locator("text.label", has_text=long_name)
+    assert label.text_content() == f"{long_name} (1)"
+    # the whole label lies inside the drawing: nothing of it is cut at the edge
+    box, drawing = label.bounding_box(), graph.bounding_box()
+    assert box is not None
+    assert drawing is not None
+    assert box["x"] + box["width"] <= drawing["x"] + drawing["width"]

@@ -248,6 +248,11 @@ class CatalogRequest(_Body):
     text: Annotated[StrictStr, Field(max_length=200)] | None = Field(
         default=None, description="a substring of the title or the summary, any case"
     )
+    words: Annotated[StrictStr, Field(max_length=200)] | None = Field(
+        default=None,
+        description="keywords, as a person searches: every word (split on spaces, at most "
+        "10) appears in the title, the summary or the service, any case",
+    )
     after: Annotated[StrictStr, Field(max_length=200)] | None = None
     limit: Annotated[StrictInt, Field(ge=1, le=200)] = 50
 
@@ -300,3 +305,10 @@ class TopologyReadRequest(_Body):
         default="topology",
         description="dependencies, the services that failed together in past incidents, or both",
     )
+
+
+class TopologyNodesRequest(_Body):
+    """The organization's topology nodes (at `as_of`, or now), by type and id."""
+
+    as_of: datetime | None = Field(default=None, description="ISO 8601 with a time zone")
+    limit: Annotated[StrictInt, Field(ge=1, le=5000)] = 1000

@@ -112,6 +112,8 @@ ADMIN_ROUTE_ROLES: dict[tuple[str, str], PersonRole] = {
     ("GET", "/v1/admin/duplicates"): "viewer",
     ("POST", "/v1/admin/topology/blast-radius"): "viewer",
     ("POST", "/v1/admin/topology/criticality"): "viewer",
+    ("POST", "/v1/admin/topology/dependencies"): "viewer",
+    ("POST", "/v1/admin/topology/nodes"): "viewer",
     ("POST", "/v1/admin/query"): "viewer",
     ("POST", "/v1/admin/explanation"): "viewer",
     ("POST", "/v1/admin/catalog"): "viewer",

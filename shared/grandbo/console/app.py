@@ -265,14 +265,54 @@ class Console:
         return query
 
     async def search(self, request: Request, session: Session) -> Response:
+        """The agent's search (a sentence, answered as Beacon is answered), or a person's
+        keyword search over titles, summaries and services (`mode=keywords`)."""
+        if request.query_params.get("mode") == "keywords":
+            words = request.query_params.get("topic", "").strip()[:200]
+            found = (
+                None
+                if not words
+                else await self.api(session).catalog({"words": words, "limit": 50})
+            )
+            return self.render(
+                request,
+                session,
+                "search.html",
+                mode="keywords",
+                query={"topic": words},
+                keyword_results=found,
+                answer=None,
+                bars=[],
+                query_string="",
+            )
         query = self._query(request)
-        answer = None if query is None else await self.api(session).search(query)
+        try:
+            answer = None if query is None else await self.api(session).search(query)
+        except GrandboHTTPError as exc:
+            if exc.body.get("error") != "invalid_topic":
+                raise
+            # a person's words, not the agent's sentence: offered as a keyword search
+            return self.render(
+                request,
+                session,
+                "search.html",
+                422,
+                mode="sentence",
+                query=query or {},
+                keyword_results=None,
+                answer=None,
+                bars=[],
+                query_string="",
+                refused_topic=str(exc.body.get("message", "")),
+            )
         bars = [] if answer is None else [ScoreBar.of(hit["why"]) for hit in answer["hits"]]
         return self.render(
             request,
             session,
             "search.html",
+            mode="sentence",
             query=query or {},
+            keyword_results=None,
             answer=answer,
             bars=bars,
             query_string="" if query is None else urlencode(query),
@@ -664,7 +704,7 @@ class Console:
     async def topology(self, request: Request, session: Session) -> Response:
         params = request.query_params
         service = params.get("id", "").strip()
-        radius = criticality = picture = None
+        radius = dependencies = criticality = picture = dependency_picture = None
         if service:
             query: dict[str, Any] = {
                 "type": params.get("type") or "Service",
@@ -676,16 +716,22 @@ class Console:
             if params.get("namespaces"):
                 query["namespaces"] = params["namespaces"]
             radius = await self.api(session).blast_radius(query)
+            dependencies = await self.api(session).dependencies(query)
             criticality = await self.api(session).criticality(query)
             picture = blast_radius_picture(radius)
+            dependency_picture = blast_radius_picture(dependencies)
+        nodes = (await self.api(session).topology_nodes())["nodes"]
         return self.render(
             request,
             session,
             "topology.html",
             query=dict(params),
             radius=radius,
+            dependencies=dependencies,
             criticality=criticality,
             picture=picture,
+            dependency_picture=dependency_picture,
+            nodes=nodes,
         )
 
     async def growth(self, request: Request, session: Session) -> Response:

@@ -97,6 +97,12 @@ class ConsoleBackend:
     def blast_radius(self, query: dict[str, Any]) -> dict[str, Any]:
         return self._post("/v1/admin/topology/blast-radius", query)
 
+    def dependencies(self, query: dict[str, Any]) -> dict[str, Any]:
+        return self._post("/v1/admin/topology/dependencies", query)
+
+    def topology_nodes(self) -> dict[str, Any]:
+        return self._post("/v1/admin/topology/nodes", {"limit": 1000})
+
     def criticality(self, query: dict[str, Any]) -> dict[str, Any]:
         return self._post("/v1/admin/topology/criticality", query)
 

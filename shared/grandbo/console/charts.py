@@ -20,12 +20,22 @@ class ScoreBar:
 
     lexical: float
     vector: float
+    # the parts in words: the bar's meaning is never its colours alone
+    label: str = ""
 
     @classmethod
     def of(cls, why: dict[str, Any]) -> ScoreBar:
         lexical = max(0.0, float(why.get("lexical_part") or 0.0))
         vector = max(0.0, float(why.get("vector_part") or 0.0))
-        return cls(round(min(lexical, 1.0) * BAR_WIDTH, 1), round(min(vector, 1.0) * BAR_WIDTH, 1))
+        label = (
+            f"fused score {lexical + vector:.4f}: lexical part {lexical:.4f} (solid), "
+            f"vector part {vector:.4f} (striped)"
+        )
+        return cls(
+            round(min(lexical, 1.0) * BAR_WIDTH, 1),
+            round(min(vector, 1.0) * BAR_WIDTH, 1),
+            label,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +115,11 @@ class GraphPicture:
     points: list[GraphPoint]
     lines: list[tuple[float, float, float, float]]
     rings: list[tuple[int, float]] = field(default_factory=list)
+    width: float = 0.0  # the drawing's width: every label whole, to its last character
+
+
+# a label's width per character at the console's 12 px sans-serif, with room to spare
+_LABEL_CHAR_PX = 8.0
 
 
 def blast_radius_picture(radius: dict[str, Any], *, size: float = 520.0) -> GraphPicture:
@@ -135,4 +150,9 @@ def blast_radius_picture(radius: dict[str, Any], *, size: float = 520.0) -> Grap
             (x1, y1), (x2, y2) = where[path[-2]], where[path[-1]]
             lines.append((x1, y1, x2, y2))
     rings = [(d, round(d * ring_step, 1)) for d in range(1, hops + 1)]
-    return GraphPicture(size=size, centre=centre, points=points, lines=lines, rings=rings)
+    label_ends = [p.x + 8 + _LABEL_CHAR_PX * (len(p.external_id) + 4) for p in points]
+    label_ends.append(centre.x + _LABEL_CHAR_PX * len(centre.external_id))
+    width = round(max([size, *label_ends]) + 10, 1)
+    return GraphPicture(
+        size=size, centre=centre, points=points, lines=lines, rings=rings, width=width
+    )

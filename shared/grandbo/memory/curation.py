@@ -207,6 +207,17 @@ def _path(idempotency_key: str, actor: str) -> str:
     return "import" if actor.startswith("import") else "unknown"
 
 
+MAX_KEYWORDS = 10
+
+
+def _keywords(words: str | None) -> tuple[str, ...]:
+    """A person's search words, each once, in order (InvalidInputError past MAX_KEYWORDS)."""
+    found = tuple(dict.fromkeys((words or "").split()))
+    if len(found) > MAX_KEYWORDS:
+        raise InvalidInputError("words", f"at most {MAX_KEYWORDS} words")
+    return found
+
+
 class Curation:
     """The curation reads and verdicts over one memory service."""
 
@@ -223,6 +234,7 @@ class Curation:
         service: str | None = None,
         origin: str | None = None,
         text: str | None = None,
+        words: str | None = None,
         after: str | None = None,
         limit: int = 50,
     ) -> CatalogPage:
@@ -235,6 +247,7 @@ class Curation:
             service=validate_service(service),
             origin=_choice("origin", origin, Origin),
             text=(text or "").strip() or None,
+            words=_keywords(words),
         )
         rows = self.repository.entry_catalog(tenant, where, _parse_cursor(after), limit + 1)
         page = rows[:limit]

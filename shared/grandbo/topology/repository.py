@@ -297,6 +297,20 @@ class TopologyRepository(TenantScopedRepository):
                 for row in cur
             }
 
+    def node_list(self, tenant_id: str, as_of: datetime | None, limit: int) -> list[GraphNode]:
+        """The nodes (valid at `as_of`, or current) by type and id, at most `limit`."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT n.node_type, n.external_id, n.name FROM topology_nodes n"
+                    " WHERE n.tenant_id = %(tenant)s AND "
+                )
+                + _VALID_NODE
+                + sql.SQL(" ORDER BY n.node_type, n.external_id LIMIT %(limit)s"),
+                {"tenant": tenant_id, "as_of": as_of, "limit": limit},
+            )
+            return [GraphNode.model_validate(row) for row in cur]
+
     def neighbours(
         self,
         tenant_id: str,

@@ -176,14 +176,48 @@ class TopologyService:
     ) -> BlastRadius:
         """Everything affected if the node fails, up to `hops` away, nearest first: its
         dependents (topology), the services that failed with it (learned), or both."""
+        return self._reach(
+            tenant_id, node_type, external_id, Direction.DEPENDENTS, hops, as_of, namespaces
+        )
+
+    def dependencies(
+        self,
+        tenant_id: str,
+        node_type: object,
+        external_id: object,
+        *,
+        hops: object = MAX_HOPS,
+        as_of: datetime | None = None,
+        namespaces: object = Namespaces.TOPOLOGY,
+    ) -> BlastRadius:
+        """What the node depends on, up to `hops` away, nearest first (`affected` lists
+        them: what could be failing under it); learned edges have no direction."""
+        return self._reach(
+            tenant_id, node_type, external_id, Direction.DEPENDENCIES, hops, as_of, namespaces
+        )
+
+    def node_list(
+        self, tenant_id: str, *, as_of: datetime | None = None, limit: int = MAX_AFFECTED
+    ) -> list[GraphNode]:
+        """The organization's nodes (at `as_of`, or now), by type and id."""
+        return self.repository.node_list(require_tenant(tenant_id), utc_or_none(as_of), limit)
+
+    def _reach(
+        self,
+        tenant_id: str,
+        node_type: object,
+        external_id: object,
+        direction: Direction,
+        hops: object,
+        as_of: datetime | None,
+        namespaces: object,
+    ) -> BlastRadius:
         tenant = require_tenant(tenant_id)
         depth = parse_hops(hops)
         when = utc_or_none(as_of)
         which = parse_namespaces(namespaces)
         key, root = self._root(tenant, node_type, external_id, when)
-        reached, truncated = self._walk(
-            tenant, key, Direction.DEPENDENTS, depth, MAX_AFFECTED, when, which
-        )
+        reached, truncated = self._walk(tenant, key, direction, depth, MAX_AFFECTED, when, which)
         details = self.repository.nodes(tenant, list(reached), when)
         affected = [
             AffectedNode(

@@ -28,6 +28,7 @@ class CatalogFilter:
     service: str | None = None
     origin: str | None = None
     text: str | None = None  # a substring of the title or the summary, any case
+    words: tuple[str, ...] = ()  # each in the title, the summary or the service, any case
 
 
 def _like(text: str) -> str:
@@ -96,6 +97,11 @@ class CurationReads(EntryReads):
         if where.text:
             conditions.append(sql.SQL("(title ILIKE %s OR summary ILIKE %s)"))
             params += [_like(where.text)] * 2
+        for word in where.words:
+            conditions.append(
+                sql.SQL("(title ILIKE %s OR summary ILIKE %s OR coalesce(service, '') ILIKE %s)")
+            )
+            params += [_like(word)] * 3
         if after is not None:
             conditions.append(sql.SQL("(created_at, entry_id) < (%s, %s)"))
             params += list(after)
