@@ -337,23 +337,25 @@ def record_topology(request: TopologyRequest) -> dict[str, Any]:
     return runtime().topology().record(caller.tenant_id, batch, sync=request.sync)
 
 
+def _reach(request: TopologyReadRequest, *, dependencies: bool) -> dict[str, Any]:
+    caller: Caller = app.context["caller"]
+    topology = runtime().topology()
+    walk = topology.dependencies if dependencies else topology.blast_radius
+    reached = walk(
+        caller.tenant_id,
+        request.type,
+        request.id,
+        hops=request.hops,
+        as_of=request.as_of,
+        namespaces=request.namespaces,
+    )
+    return reached.model_dump(mode="json")
+
+
 @app.post("/v1/admin/topology/blast-radius")
 def admin_blast_radius(request: TopologyReadRequest) -> dict[str, Any]:
     """What the query route's blast radius answers, for the key's organization."""
-    caller: Caller = app.context["caller"]
-    radius = (
-        runtime()
-        .topology()
-        .blast_radius(
-            caller.tenant_id,
-            request.type,
-            request.id,
-            hops=request.hops,
-            as_of=request.as_of,
-            namespaces=request.namespaces,
-        )
-    )
-    return radius.model_dump(mode="json")
+    return _reach(request, dependencies=False)
 
 
 @app.post("/v1/admin/topology/criticality")
@@ -377,20 +379,7 @@ def admin_criticality(request: TopologyReadRequest) -> dict[str, Any]:
 @app.post("/v1/admin/topology/dependencies")
 def admin_dependencies(request: TopologyReadRequest) -> dict[str, Any]:
     """What the node depends on, nearest first (`affected`), for the key's organization."""
-    caller: Caller = app.context["caller"]
-    reached = (
-        runtime()
-        .topology()
-        .dependencies(
-            caller.tenant_id,
-            request.type,
-            request.id,
-            hops=request.hops,
-            as_of=request.as_of,
-            namespaces=request.namespaces,
-        )
-    )
-    return reached.model_dump(mode="json")
+    return _reach(request, dependencies=True)
 
 
 @app.post("/v1/admin/topology/nodes")
