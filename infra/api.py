@@ -49,6 +49,16 @@ def cdk_json_schema(schema: dict[str, Any]) -> apigw.JsonSchema:
     return apigw.JsonSchema(**fields)
 
 
+# how each kind of route is authorized at the edge: the tenant authorizer (token); none,
+# the function verifying the HMAC over the body (signed); AWS's own signature, SigV4,
+# checked by API Gateway before the function runs (iam: people of IAM Identity Center)
+_AUTHORIZATION: dict[str, apigw.AuthorizationType | None] = {
+    "token": None,  # the authorizer's own type (CUSTOM)
+    "signed": apigw.AuthorizationType.NONE,
+    "iam": apigw.AuthorizationType.IAM,
+}
+
+
 class MemoryApi(Construct):
     def __init__(
         self,
@@ -130,7 +140,7 @@ class MemoryApi(Construct):
                 # signed routes: the HMAC covers the body, which a REQUEST authorizer never
                 # sees, so the admin function verifies the signature before anything else
                 authorizer=authorizer if route.auth == "token" else None,
-                authorization_type=None if route.auth == "token" else apigw.AuthorizationType.NONE,
+                authorization_type=_AUTHORIZATION[route.auth],
                 request_validator=validator,
                 request_parameters=parameters or None,
                 request_models=request_models,
@@ -163,6 +173,8 @@ class MemoryApi(Construct):
             self, "Firewall", stage_arn=self.api.deployment_stage.stage_arn, stage=stage
         )
         self.web_acl = self.firewall.web_acl
+        # what a permission set's policy grants its people: execute-api:Invoke on these
+        self.iam_admin_arn = self.api.arn_for_execute_api("*", "/v1/iam/admin/*", stage.name)
 
     def _resource(self, path: str) -> apigw.IResource:
         resource: apigw.IResource = self.api.root

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from grandbo.api.iam_people import IamPeople
 from grandbo.embedding.factory import PROVIDER_SPEC
 from grandbo.embedding.rerank import RERANKER_SPEC
 from infra.checkov import ENV_KMS, LOG_GROUP_KMS, SECRET_CMK, skip_checks
@@ -142,6 +144,22 @@ UNRESERVED = {
 }
 
 
+IAM_PEOPLE_CONTEXT = "iam_people"
+
+
+def iam_people_document(given: object) -> str:
+    """The stack's mapping of permission sets to organizations and roles, as the admin
+    function reads it: `-c iam_people='[{"permission_set": "GrandboAcmeCurators",
+    "tenant_id": "acme", "role": "curator"}, ...]'` (a JSON list, or nothing: no person
+    signs in with IAM). Checked here: a deployment never carries a mapping it refuses."""
+    if given in (None, ""):
+        return json.dumps({"permission_sets": []})
+    listed = json.loads(given) if isinstance(given, str) else given
+    document = json.dumps({"permission_sets": listed}, sort_keys=True)
+    IamPeople.from_json(document)  # GrandboError names what is wrong
+    return document
+
+
 class Functions(Construct):
     """The Lambdas, their environment, and least-privilege grants."""
 
@@ -200,6 +218,11 @@ class Functions(Construct):
             env["GRANDBO_XRAY_SDK"] = "true" if spec.xray_sdk else "false"
             if name in ("authorizer", "admin"):
                 env["GRANDBO_KEYRING_SECRET_ARN"] = self.keyring.secret_arn
+            if name == "admin":
+                # which Identity Center permission sets are whose people (-c iam_people)
+                env["GRANDBO_IAM_PEOPLE"] = iam_people_document(
+                    self.node.try_get_context(IAM_PEOPLE_CONTEXT)
+                )
             # the admin function answers the console's search and "why not this one?"
             # (POST /v1/admin/query, /explanation): the order Beacon gets, reranked alike
             if name in RERANKING and reranker is not None:

@@ -210,6 +210,13 @@ class GrandboStack(Stack):
         CfnOutput(self, "ApiUrl", value=self.api.api.url)
         CfnOutput(self, "DashboardName", value=dashboard_name(stage))
         CfnOutput(self, "KeyringSecretArn", value=self.functions.keyring.secret_arn)
+        CfnOutput(
+            self,
+            "AdminIamRoutesArn",
+            value=self.api.iam_admin_arn,
+            description="grant execute-api:Invoke on this in each Identity Center permission "
+            "set of Grandbo's people (docs/OPERATIONS.md)",
+        )
         CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn)
         # `grandbo smoke` checks a reader served the searches where the stage has one
         CfnOutput(

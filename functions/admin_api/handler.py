@@ -30,6 +30,7 @@ from grandbo.api.http_errors import (
     register_error_handlers,
     store_unavailable,
 )
+from grandbo.api.iam_people import IAM_PREFIX
 from grandbo.api.models import (
     CalibrationRequest,
     CatalogRequest,
@@ -77,6 +78,14 @@ from grandbo.runtime.lambda_container import runtime
 from grandbo.topology.model import TopologyBatch
 
 NONCE_RETENTION_S = 3 * SIGNATURE_WINDOW_S
+_NOT_OUR_PERSON = (
+    "this AWS identity is none of Grandbo's people: sign in through IAM Identity Center with "
+    "a permission set the stack maps to an organization (docs/OPERATIONS.md)"
+)
+# a purge's confirmation token is an HMAC of the key that asked for it
+_PURGE_NEEDS_A_KEY = (
+    "a purge is requested and confirmed with an admin signing key, not an IAM identity"
+)
 
 app = RestResolver(enable_validation=True)
 register_error_handlers(app)
@@ -100,6 +109,16 @@ def authenticate(event: APIGatewayProxyEvent) -> Caller:
     )
 
 
+def iam_caller(event: dict[str, Any]) -> tuple[Caller, dict[str, Any]]:
+    """The person of a request API Gateway authorized with AWS's signature (the route's
+    authorization type AWS_IAM: the function runs only for a verified identity), and the
+    event as the admin routes read it (its path without the /v1/iam prefix)."""
+    identity = (event.get("requestContext") or {}).get("identity") or {}
+    caller = runtime().iam_people().caller(identity.get("userArn"))
+    path = "/v1" + str(event["path"]).removeprefix(IAM_PREFIX)
+    return caller, {**event, "path": path}
+
+
 def _context(*operation: str) -> WriteContext:
     """Who writes, and the key: the caller's Idempotency-Key for this operation, or the
     request's single-use nonce (a request without a key is never a replay)."""
@@ -107,6 +126,8 @@ def _context(*operation: str) -> WriteContext:
     headers = app.current_event.headers
     key = headers.get("idempotency-key") or headers.get("Idempotency-Key")
     nonce = headers.get("x-grandbo-nonce") or headers.get("X-Grandbo-Nonce") or ""
+    if caller.via == "iam":  # no nonce: API Gateway's id of this request is its own
+        nonce = app.current_event.request_context.request_id
     if key is None:
         stored = idempotency_key(KeySpace.ADMIN, caller.key_id, "nonce", nonce)
     else:  # each signing key has its own keys: two admin tools never meet by accident
@@ -133,6 +154,20 @@ def create_entry(request: CreateEntryRequest) -> Response[Any]:
     entry = {**request.model_dump(), "origin": Origin.ADMIN}
     outcome = runtime().service().record_entry(caller.tenant_id, entry, _context("create"))
     return _written(outcome, 201, created=True)
+
+
+@app.get("/v1/admin/whoami")
+def whoami() -> dict[str, Any]:
+    """Who the request's signature says the caller is: organization, actor, role, and how
+    it proved it (a key's HMAC or AWS's signature)."""
+    caller: Caller = app.context["caller"]
+    return {
+        "organization": caller.tenant_id,
+        "actor": caller.actor,
+        "person": caller.person,
+        "role": caller.role,
+        "via": caller.via,
+    }
 
 
 @app.get("/v1/admin/health")
@@ -397,6 +432,8 @@ def admin_topology_nodes(request: TopologyNodesRequest) -> dict[str, Any]:
 def request_purge(request: PurgeRequest) -> dict[str, Any]:
     """Step one of offboarding: what a purge would delete, and its confirmation token."""
     caller: Caller = app.context["caller"]
+    if caller.via == "iam":
+        raise InvalidInputError("organization", _PURGE_NEEDS_A_KEY)
     if request.organization != caller.tenant_id:
         raise InvalidInputError("organization", "must name the organization this key belongs to")
     key = runtime().keyring().find(caller.key_id, "admin")
@@ -415,6 +452,8 @@ def request_purge(request: PurgeRequest) -> dict[str, Any]:
 def confirm_purge(request: PurgeConfirmation) -> dict[str, Any]:
     """Step two: every row of the organization deleted, events included, and counted."""
     caller: Caller = app.context["caller"]
+    if caller.via == "iam":
+        raise InvalidInputError("organization", _PURGE_NEEDS_A_KEY)
     key = runtime().keyring().find(caller.key_id, "admin")
     rows, last_event = runtime().service().purge_state(caller.tenant_id)
     try:
@@ -596,7 +635,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         return proxy_error(400, "invalid_request", "admin routes take no query string", "query")
     # Authenticate before routing or validation: an unsigned caller learns nothing else.
     try:
-        caller = authenticate(APIGatewayProxyEvent(event))
+        if str(event.get("path", "")).startswith(f"{IAM_PREFIX}/admin/"):
+            try:
+                caller, event = iam_caller(event)
+            except AuthenticationError as exc:  # verified by AWS, but none of our people
+                logger.warning("IAM caller not mapped", extra={"reason": exc.reason})
+                return proxy_error(403, "forbidden", _NOT_OUR_PERSON)
+        else:
+            caller = authenticate(APIGatewayProxyEvent(event))
     except AuthenticationError as exc:
         logger.warning("admin request not authenticated", extra={"reason": exc.reason})
         if exc.reason == REPLAYED:  # its signature held: its sender is told what to do

@@ -139,4 +139,9 @@ def test_every_edge_route_is_a_method_of_the_api_and_nothing_else_is(dev: Any) -
     methods = t.find_resources("AWS::ApiGateway::Method")
     assert len(methods) == len(ROUTES)
     by_auth = sorted(m["Properties"]["AuthorizationType"] for m in methods.values())
-    assert by_auth == sorted("CUSTOM" if route.auth == "token" else "NONE" for route in ROUTES)
+    # the iam routes take AWS's signature: "clients must use Signature Version 4 (SigV4) to
+    # sign their requests with AWS credentials. API Gateway invokes your API route only if
+    # the client has execute-api permission for the route" (as for REST APIs:
+    # https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-access-control-iam.html)
+    expected = {"token": "CUSTOM", "signed": "NONE", "iam": "AWS_IAM"}
+    assert by_auth == sorted(expected[route.auth] for route in ROUTES)

@@ -116,6 +116,9 @@ class Caller:
     key_id: str
     person: str | None = None
     person_role: PersonRole | None = None
+    # how the caller proved who it is: a signing key's HMAC, or AWS's signature (SigV4,
+    # verified by API Gateway: grandbo.api.iam_people)
+    via: Literal["key", "iam"] = "key"
 
     @classmethod
     def of(cls, key: SigningKey) -> Caller:

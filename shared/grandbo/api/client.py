@@ -436,3 +436,63 @@ class AdminClient:
             present += int(answer["present"])
             start = end
         return {**answer, "offset": 0, "inserted": inserted, "present": present}
+
+
+class IamAdminClient:
+    """The admin routes as a person signed in with their organization's identity: each
+    request to `/v1/iam/admin/...` signed with AWS's signature (SigV4, service
+    execute-api) from the caller's AWS credentials (an IAM Identity Center session:
+    `aws sso login`), which API Gateway verifies (grandbo.api.iam_people). The same
+    `call` as AdminClient: a path `/v1/admin/...` goes to its /v1/iam twin."""
+
+    def __init__(
+        self,
+        base_url: str,
+        credentials: Any,
+        region: str,
+        *,
+        timeout: float = 5.0,
+        component: str = "admin-client",
+    ) -> None:
+        base_url_parts(base_url)
+        self.base_url = base_url
+        self.credentials = credentials  # botocore Credentials (refreshable ones refresh)
+        self.region = region
+        self.timeout = timeout
+        self.component = component
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        routed = "/v1/iam/" + path.removeprefix("/v1/") if path.startswith("/v1/admin") else path
+        body = json.dumps(payload).encode() if payload is not None else b""
+        headers = {"Content-Type": "application/json"}
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        request = AWSRequest(
+            method=method, url=self.base_url.rstrip("/") + routed, data=body, headers=headers
+        )
+        SigV4Auth(self.credentials.get_frozen_credentials(), "execute-api", self.region).add_auth(
+            request
+        )
+        signed = {name: str(value) for name, value in request.headers.items()}
+        return _call(
+            self.base_url, method, routed, body or None, signed, self.timeout, self.component
+        )
+
+
+def execute_api_region(base_url: str) -> str | None:
+    """The region of an API Gateway URL (https://<id>.execute-api.<region>.amazonaws.com)."""
+    host = str(base_url_parts(base_url).hostname or "")
+    parts = host.split(".")
+    if len(parts) >= 5 and parts[1] == "execute-api":
+        return parts[2]
+    return None

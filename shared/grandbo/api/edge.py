@@ -64,6 +64,13 @@ UNAUTHORIZED = Refusal(
     401, "unauthorized", "a valid query token is required: Authorization: Bearer gbq1..."
 )
 ACCESS_DENIED = Refusal(403, "forbidden", "the caller is not allowed this route")
+# the local gateway's answer on an AWS_IAM route: only API Gateway can verify SigV4
+IAM_IN_AWS_ONLY = Refusal(
+    403,
+    "forbidden",
+    "/v1/iam routes take AWS's signature, verified by API Gateway in AWS: locally, sign "
+    "/v1/admin with a person's key (grandbo people add)",
+)
 BAD_PARAMETERS = Refusal(
     400, "invalid_request", "a required request parameter is missing", "parameters"
 )
@@ -96,7 +103,8 @@ class Route:
     function: Function
     # "token": the REQUEST authorizer on the Authorization header; "signed": none at the
     # edge (a REQUEST authorizer never sees the body the HMAC covers: the function checks)
-    auth: Literal["token", "signed"]
+    # "iam": AWS_IAM, API Gateway verifies a SigV4 signature (grandbo.api.iam_people)
+    auth: Literal["token", "signed", "iam"]
     body: type[BaseModel] | None = None
     query_parameters: tuple[str, ...] = ()
     segments: tuple[str, ...] = field(init=False, repr=False)
@@ -132,6 +140,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/topology/blast-radius", "query", "token", query_parameters=("type", "id")),
     Route("GET", "/v1/topology/criticality", "query", "token", query_parameters=("type", "id")),
     Route("ANY", "/v1/admin/{proxy+}", "admin", "signed"),
+    # the same admin routes for people signed in with their organization's identity:
+    # API Gateway verifies AWS's signature (SigV4) before the function runs
+    Route("ANY", "/v1/iam/admin/{proxy+}", "admin", "iam"),
 )
 
 

@@ -102,6 +102,7 @@ def still_holds(keyring: Keyring, key: SigningKey) -> bool:
 # person but an admin). Reads are a viewer's; the curation of entries a curator's; what
 # removes text for good, changes the organization, or moves all of it, an admin's.
 ADMIN_ROUTE_ROLES: dict[tuple[str, str], PersonRole] = {
+    ("GET", "/v1/admin/whoami"): "viewer",
     ("GET", "/v1/admin/health"): "viewer",
     ("GET", "/v1/admin/review"): "viewer",
     ("GET", "/v1/admin/entries/<entry_id>"): "viewer",

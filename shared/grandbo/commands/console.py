@@ -40,6 +40,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     console.add_argument("--url", help="a deployed API's base URL (https://.../<stage>)")
     console.add_argument("--key-file", help=f"the admin key as JSON (else ${ADMIN_KEY_ENV})")
     console.add_argument("--key-id", help="the key's id, when the file is a keyring")
+    console.add_argument(
+        "--aws",
+        action="store_true",
+        help="with --url: sign in with your AWS identity (IAM Identity Center: aws sso login), "
+        "each request signed with SigV4, instead of an admin key",
+    )
+    console.add_argument("--profile", help="with --aws: the AWS profile (else the default)")
+    console.add_argument("--region", help="with --aws: the API's region (else from --url)")
     console.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     console.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
     console.add_argument(
@@ -156,6 +164,7 @@ class RunningConsole:
     link: str
     tenant_id: str
     base_url: str
+    acting_as: str = ""  # the key's id, or the AWS identity's actor
 
     def serve_in_background(self) -> threading.Thread:
         thread = threading.Thread(
@@ -165,14 +174,42 @@ class RunningConsole:
         return thread
 
 
+def iam_backend(base_url: str, profile: str | None, region: str | None) -> Any:
+    """The console's backend signing with the caller's AWS identity (SigV4): stops here,
+    with what to do, when there are no credentials or the stack does not map them."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    from grandbo.api.client import GrandboHTTPError, execute_api_region
+    from grandbo.console.backend import ConsoleBackend
+
+    session = boto3.Session(profile_name=profile)
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise GrandboError("no AWS credentials: sign in first (aws sso login --profile ...)")
+    where = region or execute_api_region(base_url) or session.region_name
+    if not where:
+        raise GrandboError("--aws: name the API's --region (the URL does not say it)")
+    try:
+        return ConsoleBackend.over_iam(base_url, credentials, where)
+    except GrandboHTTPError as exc:
+        raise GrandboError(
+            f"{base_url} refused your AWS identity (HTTP {exc.status}): "
+            f"{exc.body.get('message', exc)}"
+        ) from None
+    except BotoCoreError as exc:
+        raise GrandboError(f"--aws: {exc}") from None
+
+
 def bind_console(
     base_url: str,
-    key: SigningKey,
+    key: SigningKey | None,
     *,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     allowed_hosts: Sequence[str] = (),
     keyring_file: Path | None = None,
+    backend: Any = None,
 ) -> RunningConsole:
     """The console's app over `base_url`, its socket bound (port 0: any free one). With a
     `keyring_file` (the local keyring), its people sign in with their own links, each a
@@ -202,16 +239,19 @@ def bind_console(
     # a cookie is not bound to a port: two consoles on one machine (the local store and a
     # deployed stack) name theirs apart, or opening one would log the browser out of the
     # other for good (its login link is spent)
+    if backend is None:
+        assert key is not None, "a console signs with a key or with an AWS identity"
+        backend = ConsoleBackend(base_url, key)
     doors = ConsoleDoors(
         hosts,
         cookie_name=f"{SESSION_COOKIE}_{bound}",
         keyring=None if keyring_file is None else KeyringFile(keyring_file).current,
-        tenant_id=key.tenant_id,
+        tenant_id=backend.tenant_id,
     )
-    app = create_console(ConsoleBackend(base_url, key), doors)
+    app = create_console(backend, doors)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     link = f"http://{shown}:{bound}/login?token={doors.login_token}"
-    return RunningConsole(server, listener, link, key.tenant_id, base_url)
+    return RunningConsole(server, listener, link, backend.tenant_id, base_url, backend.key_id)
 
 
 def check_deployed_key(base_url: str, key: SigningKey) -> None:
@@ -252,7 +292,14 @@ def check_deployed_key(base_url: str, key: SigningKey) -> None:
 
 def cmd_console(args: argparse.Namespace) -> int:
     people: Path | None = None
-    if args.url:
+    backend = None
+    if args.aws:
+        if not args.url:
+            raise GrandboError("--aws signs requests to a deployed stack: give its --url")
+        base_url, stop = args.url.rstrip("/"), None
+        backend = iam_backend(base_url, args.profile, args.region)
+        key = None
+    elif args.url:
         base_url, key, stop = args.url.rstrip("/"), _deployed_key(args), None
         check_deployed_key(base_url, key)
     else:
@@ -264,6 +311,7 @@ def cmd_console(args: argparse.Namespace) -> int:
         port=args.port,
         allowed_hosts=args.allowed_host,
         keyring_file=people,
+        backend=backend,
     )
     sign_in = (
         ""
@@ -274,7 +322,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     print(
         f"Grandbo console for organization '{console.tenant_id}' over {base_url}\n"
         f"  open {console.link}\n"
-        f"  (the operator's link, acting with key {key.key_id}: it opens one session, once; "
+        f"  (the operator's link, acting as {console.acting_as}: it opens one session, once; "
         f"Ctrl-C stops the console){sign_in}",
         flush=True,
     )

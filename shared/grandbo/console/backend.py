@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from grandbo.api.auth import SigningKey
-from grandbo.api.client import AdminClient
+from grandbo.api.client import AdminClient, IamAdminClient
 
 CONSOLE_TIMEOUT_S = 30.0  # a search embeds its topic; a calibration embeds a sample
 
@@ -28,11 +28,30 @@ class ConsoleBackend:
     """The admin API's routes, by what the console does with them."""
 
     def __init__(self, base_url: str, key: SigningKey, *, timeout: float = CONSOLE_TIMEOUT_S):
-        self.client = AdminClient(base_url, key, timeout=timeout, component="console")
+        self.client: AdminClient | IamAdminClient = AdminClient(
+            base_url, key, timeout=timeout, component="console"
+        )
         self.base_url = base_url
         self.tenant_id = key.tenant_id
         self.key_id = key.key_id
         self._timeout = timeout
+
+    @classmethod
+    def over_iam(
+        cls, base_url: str, credentials: Any, region: str, *, timeout: float = CONSOLE_TIMEOUT_S
+    ) -> ConsoleBackend:
+        """The admin API as the person whose AWS credentials sign each request (SigV4 on
+        the /v1/iam routes): their organization and role are the stack's, read back."""
+        backend = cls.__new__(cls)
+        backend.client = IamAdminClient(
+            base_url, credentials, region, timeout=timeout, component="console"
+        )
+        backend.base_url = base_url
+        backend._timeout = timeout
+        me = backend._get("/v1/admin/whoami")
+        backend.tenant_id = str(me["organization"])
+        backend.key_id = str(me["actor"])
+        return backend
 
     def signing_with(self, key: SigningKey) -> ConsoleBackend:
         """The same API, signed with another key of the organization (a person's)."""

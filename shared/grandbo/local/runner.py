@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, urlsplit
 from grandbo.api.auth import Keyring, SigningKey, keyring_document, new_secret
 from grandbo.api.edge import (
     BODY_TOO_LARGE,
+    IAM_IN_AWS_ONLY,
     NO_ROUTE,
     UNAUTHORIZED,
     Refusal,
@@ -335,6 +336,10 @@ class LocalGateway(BaseHTTPRequestHandler):
                 self._refuse(NO_ROUTE)
                 return
             context: dict[str, Any] | None = None
+            if route.auth == "iam":
+                # AWS's signature is verified by API Gateway in AWS; nothing here can
+                self._refuse(IAM_IN_AWS_ONLY)
+                return
             if route.auth == "token":
                 try:
                     policy = authorize(

@@ -26,6 +26,7 @@ import psycopg
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from grandbo.api.auth import Keyring, KeyringFile
+from grandbo.api.iam_people import IamPeople
 from grandbo.api.nonces import NonceStore
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
@@ -101,6 +102,9 @@ class LambdaEnvironment(BaseModel):
     incident_dlq_url: str | None = Field(default=None, alias="GRANDBO_INCIDENT_DLQ_URL")
     keyring_secret_arn: str | None = Field(default=None, alias="GRANDBO_KEYRING_SECRET_ARN")
     keyring_file: str | None = Field(default=None, alias="GRANDBO_KEYRING_FILE")
+    # which IAM Identity Center permission sets stand for which organization and role
+    # (grandbo.api.iam_people), as the stack keeps them
+    iam_people: str | None = Field(default=None, alias="GRANDBO_IAM_PEOPLE")
     topic_embed_timeout_s: float = Field(default=2.0, alias="GRANDBO_TOPIC_EMBED_TIMEOUT_S")
     # the optional reranker stage (off unless a deployment names one: `bedrock:<model ARN>`)
     reranker: str | None = Field(
@@ -201,6 +205,7 @@ class LambdaRuntime:
         self._keyring = keyring
         self._keyring_loaded_at = 0.0
         self._keyring_file: KeyringFile | None = None
+        self._iam_people: IamPeople | None = None
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[psycopg.Connection[Any]] = []
@@ -486,6 +491,13 @@ class LambdaRuntime:
         if slot.nonces is None:
             slot.nonces = NonceStore(conn)
         return slot.nonces
+
+    def iam_people(self) -> IamPeople:
+        """The stack's mapping of permission sets to organizations and roles (read once:
+        it changes with a deployment, which starts new containers)."""
+        if self._iam_people is None:
+            self._iam_people = IamPeople.from_json(self.environment.iam_people)
+        return self._iam_people
 
     def keyring(self) -> Keyring:
         """The signing keys: from Secrets Manager (cached 5 minutes, as the authorizer's
