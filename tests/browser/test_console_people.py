@@ -146,3 +146,32 @@ def test_a_renewed_key_or_another_organizations_person_opens_nothing(team: Team)
     refused = page.goto(f"{console.url}/login?token={mint_sign_in_token(other)}")
     assert refused is not None
     assert refused.status == 403
+
+
+def test_one_persons_form_token_does_not_act_for_another(team: Team) -> None:
+    """Sessions are per person: a form token taken from one person's page, sent with
+    another person's cookie, is refused and writes nothing."""
+    console = team.console
+    ann = team.signed_in(team.person("ann@example.com", "admin"))
+    bob = team.signed_in(team.person("bob@example.com", "admin"))
+    ann_csrf = ann.locator("header form[action='/logout'] input[name=csrf]").input_value()
+    bob_csrf = bob.locator("header form[action='/logout'] input[name=csrf]").input_value()
+    assert ann_csrf != bob_csrf
+    refused = bob.request.post(
+        f"{console.url}/settings",
+        form={"csrf": ann_csrf, "episodic_ttl_days": "3"},
+        headers={"Origin": console.url},
+    )
+    assert refused.status == 403
+    assert console.api("GET", "/v1/admin/settings").body["episodic_ttl_days"] == 30
+    # with his own token it is his change, and only his session signs out
+    accepted = bob.request.post(
+        f"{console.url}/settings",
+        form={"csrf": bob_csrf, "episodic_ttl_days": "3"},
+        headers={"Origin": console.url},
+    )
+    assert accepted.status == 200
+    assert console.api("GET", "/v1/admin/settings").body["episodic_ttl_days"] == 3
+    ann.click("header form[action='/logout'] button")
+    bob.goto(console.url + "/settings")
+    assert bob.url == console.url + "/settings"

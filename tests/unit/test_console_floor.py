@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from grandbo.console.app import ConsoleError, _probability
+from grandbo.console.forms import ConsoleError, probability
 
 
 @pytest.mark.parametrize("text", ["0", "0.05", ".5", "1.", "1", "0.0147", " 0.3 "])
 def test_a_decimal_from_0_to_1_is_taken(text: str) -> None:
-    assert _probability(text) == float(text)
+    assert probability(text) == float(text)
 
 
 @pytest.mark.parametrize(
@@ -19,6 +19,6 @@ def test_a_decimal_from_0_to_1_is_taken(text: str) -> None:
 )
 def test_anything_else_is_a_400_naming_the_field(text: object) -> None:
     with pytest.raises(ConsoleError) as refused:
-        _probability(text)
+        probability(text)
     assert refused.value.status == 400
     assert refused.value.field == "min_confidence"
