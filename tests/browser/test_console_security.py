@@ -1,15 +1,42 @@
 """The console as an attacker sees it: stored text that is markup, a forged form from
-another origin, a rebinding Host, a stolen login link, another organization's ids."""
+another origin, a rebinding Host, a stolen login link, another organization's ids. Each
+test runs with two more people of the organization signed in, in browsers of their own
+(issue 36: sessions are per person); each must still be signed in when the test ends."""
 
 from __future__ import annotations
 
 import http.client
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
+import pytest
 from playwright.sync_api import Browser
 
+from grandbo.api.people import mint_sign_in_token
+from grandbo.local import people
+
 from .conftest import ConsoleServer, Tab
+
+
+@pytest.fixture(autouse=True)
+def others_signed_in(
+    browser: Browser, console: ConsoleServer, keyring_file: Path
+) -> Iterator[None]:
+    contexts = []
+    for email, role in (("ops-admin@example.com", "admin"), ("ops-viewer@example.com", "viewer")):
+        key = people.add_person(keyring_file, console.tenant, email, role)  # type: ignore[arg-type]
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{console.url}/login?token={mint_sign_in_token(key)}")
+        assert page.url == console.url + "/"
+        contexts.append((context, page))
+    yield
+    for context, page in contexts:
+        page.goto(console.url + "/entries")
+        assert page.url == console.url + "/entries", "another person's session ended"
+        context.close()
+
 
 HOSTILE_TITLE = "<script>alert('title')</script> pool exhausted"
 HOSTILE_SUMMARY = (
