@@ -267,55 +267,40 @@ class Console:
     async def search(self, request: Request, session: Session) -> Response:
         """The agent's search (a sentence, answered as Beacon is answered), or a person's
         keyword search over titles, summaries and services (`mode=keywords`)."""
+
+        def shown(status: int = 200, **values: Any) -> HTMLResponse:
+            page: dict[str, Any] = {
+                "mode": "sentence",
+                "query": {},
+                "keyword_results": None,
+                "answer": None,
+                "bars": [],
+                "query_string": "",
+                "refused_topic": "",
+            }
+            return self.render(request, session, "search.html", status, **(page | values))
+
         if request.query_params.get("mode") == "keywords":
             words = request.query_params.get("topic", "").strip()[:200]
-            found = (
-                None
-                if not words
-                else await self.api(session).catalog({"words": words, "limit": 50})
-            )
-            return self.render(
-                request,
-                session,
-                "search.html",
-                mode="keywords",
-                query={"topic": words},
-                keyword_results=found,
-                answer=None,
-                bars=[],
-                query_string="",
-            )
+            found = None
+            if words:
+                found = await self.api(session).catalog({"words": words, "limit": 50})
+            return shown(mode="keywords", query={"topic": words}, keyword_results=found)
         query = self._query(request)
+        if query is None:
+            return shown()
         try:
-            answer = None if query is None else await self.api(session).search(query)
+            answer = await self.api(session).search(query)
         except GrandboHTTPError as exc:
             if exc.body.get("error") != "invalid_topic":
                 raise
             # a person's words, not the agent's sentence: offered as a keyword search
-            return self.render(
-                request,
-                session,
-                "search.html",
-                422,
-                mode="sentence",
-                query=query or {},
-                keyword_results=None,
-                answer=None,
-                bars=[],
-                query_string="",
-                refused_topic=str(exc.body.get("message", "")),
-            )
-        bars = [] if answer is None else [ScoreBar.of(hit["why"]) for hit in answer["hits"]]
-        return self.render(
-            request,
-            session,
-            "search.html",
-            mode="sentence",
-            query=query or {},
-            keyword_results=None,
+            return shown(422, query=query, refused_topic=str(exc.body.get("message", "")))
+        return shown(
+            query=query,
             answer=answer,
-            bars=bars,
-            query_string="" if query is None else urlencode(query),
+            bars=[ScoreBar.of(hit["why"]) for hit in answer["hits"]],
+            query_string=urlencode(query),
         )
 
     async def why(self, request: Request, session: Session) -> Response:

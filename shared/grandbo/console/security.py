@@ -60,6 +60,13 @@ class Session:
     # the person's key the session signs with; None: the operator's (the console's own)
     key: SigningKey | None = None
 
+    @classmethod
+    def new(cls, key: SigningKey | None = None) -> Session:
+        """A fresh session (its id and CSRF token random), good for SESSION_TTL_S."""
+        return cls(
+            secrets.token_urlsafe(32), secrets.token_urlsafe(32), time.time() + SESSION_TTL_S, key
+        )
+
 
 class ConsoleDoors:
     """The one-time login token, the sessions it opened, and the allowed Hosts."""
@@ -104,12 +111,7 @@ class ConsoleDoors:
             return None
         if self._tenant_id is not None and key.tenant_id != self._tenant_id:
             return None
-        session = Session(
-            secrets.token_urlsafe(32),
-            secrets.token_urlsafe(32),
-            time.time() + SESSION_TTL_S,
-            key,
-        )
+        session = Session.new(key)
         with self._lock:
             self._sessions[session.session_id] = session
         return session
@@ -124,11 +126,7 @@ class ConsoleDoors:
             if expected is None or not hmac.compare_digest(token.encode(), expected.encode()):
                 return None
             self.login_token = None
-            session = Session(
-                secrets.token_urlsafe(32),
-                secrets.token_urlsafe(32),
-                time.time() + SESSION_TTL_S,
-            )
+            session = Session.new()
             self._sessions[session.session_id] = session
             return session
 
