@@ -109,12 +109,14 @@ def authenticate(event: APIGatewayProxyEvent) -> Caller:
     )
 
 
-def iam_caller(event: dict[str, Any]) -> tuple[Caller, dict[str, Any]]:
+def iam_caller(event: dict[str, Any], context: LambdaContext) -> tuple[Caller, dict[str, Any]]:
     """The person of a request API Gateway authorized with AWS's signature (the route's
     authorization type AWS_IAM: the function runs only for a verified identity), and the
-    event as the admin routes read it (its path without the /v1/iam prefix)."""
+    event as the admin routes read it (its path without the /v1/iam prefix). The person's
+    role must be of the account this function runs in (its ARN's account field)."""
     identity = (event.get("requestContext") or {}).get("identity") or {}
-    caller = runtime().iam_people().caller(identity.get("userArn"))
+    account_id = str(context.invoked_function_arn).split(":")[4]
+    caller = runtime().iam_people().caller(identity.get("userArn"), account_id)
     path = "/v1" + str(event["path"]).removeprefix(IAM_PREFIX)
     return caller, {**event, "path": path}
 
@@ -637,7 +639,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     try:
         if str(event.get("path", "")).startswith(f"{IAM_PREFIX}/admin/"):
             try:
-                caller, event = iam_caller(event)
+                caller, event = iam_caller(event, context)
             except AuthenticationError as exc:  # verified by AWS, but none of our people
                 logger.warning("IAM caller not mapped", extra={"reason": exc.reason})
                 return proxy_error(403, "forbidden", _NOT_OUR_PERSON)

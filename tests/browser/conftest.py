@@ -134,6 +134,14 @@ def console(
     install_runtime(None)
 
 
+def sign_in(page: Page, link: str) -> None:
+    """Follow a person's sign-in link and confirm it, as a person does: the link itself
+    only asks "sign in as ...?"."""
+    page.goto(link)
+    page.click("#confirm-sign-in button[type=submit]")
+    page.wait_for_load_state()
+
+
 @dataclass
 class Tab:
     """One browser tab with a session, and what its pages reported."""

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, BrowserContext, Page
 from grandbo.api.people import mint_sign_in_token
 from grandbo.local import people
 
-from .conftest import ConsoleServer, Tab
+from .conftest import ConsoleServer, Tab, sign_in
 
 LESSON = {
     "title": "Checkout pool exhausted by a connection leak",
@@ -42,7 +42,7 @@ class Team:
         self.contexts.append(context)
         page = context.new_page()
         page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
-        page.goto(link)
+        sign_in(page, link)
         assert page.url == self.console.url + "/", page.url
         return page
 
@@ -117,7 +117,7 @@ def test_people_signed_in_at_once_act_as_themselves(team: Team, tmp_path: Path) 
     assert vi.url == console.url + "/login"
     cy.goto(console.url + "/entries")
     assert cy.url == console.url + "/entries"
-    vi.goto(viewer_link)
+    sign_in(vi, viewer_link)
     assert vi.url == console.url + "/"
 
     # the curator is removed: their next page is the sign-in page, their link refused
@@ -175,3 +175,51 @@ def test_one_persons_form_token_does_not_act_for_another(team: Team) -> None:
     ann.click("header form[action='/logout'] button")
     bob.goto(console.url + "/settings")
     assert bob.url == console.url + "/settings"
+
+
+def test_a_sign_in_link_asks_before_it_signs_anyone_in(team: Team, tmp_path: Path) -> None:
+    """Following a link opens no session: a link sent by someone else (their own, to have
+    a teammate act under their name) asks whose it is, and only the page's own POST signs
+    in; a forged cross-site POST of it is refused."""
+    console = team.console
+    ann_link = team.person("ann@example.com", "admin")
+    bob_link = team.person("bob@example.com", "curator")
+    bob = team.signed_in(bob_link)
+    sessions = console.doors.session_count()
+
+    # Bob follows a link Ann sent him: he is asked, and still signed in as himself
+    bob.goto(ann_link)
+    question = bob.locator("main").inner_text()
+    assert "Sign in as ann@example.com, role admin" in question
+    assert "This browser is signed in as bob@example.com now" in question
+    Tab(bob, team.contexts[0], console, []).shot("sign-in-confirm", tmp_path)
+    assert console.doors.session_count() == sessions
+    bob.goto(console.url + "/")
+    assert "signed in as bob@example.com" in bob.locator("header .who").inner_text()
+    # another site's page posting the link is refused at the door
+    token = ann_link.split("token=", 1)[1]
+    forged = bob.request.post(
+        f"{console.url}/login", form={"token": token}, headers={"Origin": "https://evil.example"}
+    )
+    assert forged.status == 403
+    assert console.doors.session_count() == sessions
+    # confirmed, the new session replaces his: his old one is ended, not left behind
+    sign_in(bob, ann_link)
+    assert "signed in as ann@example.com" in bob.locator("header .who").inner_text()
+    assert console.doors.session_count() == sessions
+
+
+def test_expired_sessions_are_forgotten(team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A link followed day after day leaves no session behind once each has expired."""
+    import time as clock
+
+    console = team.console
+    link = team.person("dee@example.com", "viewer")
+    for _ in range(3):
+        team.signed_in(link)
+    held = console.doors.session_count()
+    later = clock.time() + 13 * 3600  # past a session's 12 hours
+    monkeypatch.setattr("grandbo.console.security.time.time", lambda: later)
+    fresh = console.doors.log_in(link.split("token=", 1)[1])
+    assert fresh is not None
+    assert console.doors.session_count() == held - 3 + 1

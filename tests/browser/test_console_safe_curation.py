@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import urlencode
 
 from grandbo.api.auth import SigningKey, mint_query_token, new_secret
 
@@ -186,6 +187,31 @@ def test_the_review_page_counts_pages_groups_and_acts_in_bulk(tab: Tab, tmp_path
     assert "(10)" in page.locator("#stale h2").inner_text()
     # the health page's "review" link for stale lessons leads to this section
     assert page.locator("#stale").count() == 1
+
+    # a bulk action with one malformed choice among good ones does none of them
+    left = [boxes.nth(i).get_attribute("value") or "" for i in range(2)]
+    csrf = page.locator("header form[action='/logout'] input[name=csrf]").input_value()
+    for action, chosen_values in (
+        ("retire", [left[0], "not-an-entry", left[1]]),
+        ("distinct", [f"{left[0]}:{left[1]}", f"{left[1]}:oops"]),
+    ):
+        body = urlencode(
+            [("csrf", csrf), ("action", action), ("reason", "a forged bulk")]
+            + [("chosen", value) for value in chosen_values]
+        )
+        refused = page.request.post(
+            f"{console.url}/review/bulk",
+            data=body,
+            headers={"Origin": console.url, "Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert refused.status == 400, action
+        assert "chosen" in refused.text()
+    for entry_id in left:
+        entry = console.api("GET", f"/v1/admin/entries/{entry_id}").body
+        assert entry["status"] == "active"
+    # the pair was not recorded: recording it now is new
+    marked = console.api("POST", f"/v1/admin/entries/{left[0]}/distinct", {"other": left[1]}).body
+    assert marked["recorded"] is True, marked
 
 
 def test_review_lists_page_through_more_than_one_page(tab: Tab, keyring_file: Path) -> None:

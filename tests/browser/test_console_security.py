@@ -16,7 +16,7 @@ from playwright.sync_api import Browser
 from grandbo.api.people import mint_sign_in_token
 from grandbo.local import people
 
-from .conftest import ConsoleServer, Tab
+from .conftest import ConsoleServer, Tab, sign_in
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +28,7 @@ def others_signed_in(
         key = people.add_person(keyring_file, console.tenant, email, role)  # type: ignore[arg-type]
         context = browser.new_context()
         page = context.new_page()
-        page.goto(f"{console.url}/login?token={mint_sign_in_token(key)}")
+        sign_in(page, f"{console.url}/login?token={mint_sign_in_token(key)}")
         assert page.url == console.url + "/"
         contexts.append((context, page))
     yield

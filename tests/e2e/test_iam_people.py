@@ -6,6 +6,7 @@ request; the local gateway, which cannot verify SigV4, refuses the /v1/iam route
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,7 +62,7 @@ def _call(method: str, path: str, body: Any, user_arn: str | None) -> tuple[int,
     raw = b"" if body is None else json.dumps(body).encode()
     event = proxy_event(method, path, {"Content-Type": "application/json"}, raw)
     event["requestContext"]["identity"] = {"sourceIp": "10.0.0.1", "userArn": user_arn}
-    answer = admin_handler(event, lambda_context("grandbo-admin"))
+    answer = admin_handler(event, lambda_context("grandbo-admin", ACCOUNT))
     return answer["statusCode"], json.loads(answer["body"])
 
 
@@ -109,6 +110,11 @@ def test_an_identity_the_stack_does_not_map_is_refused() -> None:
         f"arn:aws:sts::{ACCOUNT}:assumed-role/GrandboCurators/ann@example.com",  # not SSO
         _arn("GrandboCurators", "i-0123456789abcdef0"),  # a session that is no person
         f"arn:aws:iam::{ACCOUNT}:user/ann",  # an IAM user
+        # the mapped permission set's name, but a role of another account
+        _arn("GrandboCurators", "ann@example.com").replace(ACCOUNT, "210987654321"),
+        # a role someone named like Identity Center's, without its unique suffix
+        f"arn:aws:sts::{ACCOUNT}:assumed-role/AWSReservedSSO_GrandboCurators/ann@example.com",
+        f"arn:aws:sts::{ACCOUNT}:assumed-role/AWSReservedSSO_GrandboCurators_mine/a@example.com",
         None,
     ):
         status, refused = _call("GET", "/v1/iam/admin/whoami", None, arn)
@@ -122,7 +128,7 @@ def test_the_mapping_reads_the_role_name_as_identity_center_writes_it() -> None:
             {"permission_sets": [{"permission_set": "A_B", "tenant_id": "acme", "role": "admin"}]}
         )
     )
-    caller = people.caller(_arn("A_B", "x@example.com"))
+    caller = people.caller(_arn("A_B", "x@example.com"), ACCOUNT)
     assert (caller.tenant_id, caller.role, caller.person, caller.via) == (
         "acme",
         "admin",
@@ -131,7 +137,9 @@ def test_the_mapping_reads_the_role_name_as_identity_center_writes_it() -> None:
     )
     assert "x@example.com" not in caller.key_id  # logged with every request
     with pytest.raises(AuthenticationError):
-        people.caller(_arn("A", "x@example.com"))  # a prefix of a mapped name is not it
+        people.caller(_arn("A", "x@example.com"), ACCOUNT)  # a prefix of a mapped name
+    with pytest.raises(AuthenticationError, match="another account"):
+        people.caller(_arn("A_B", "x@example.com"), "000000000000")
 
 
 def test_the_local_gateway_refuses_the_iam_routes(gateway: Gateway, tenant: str) -> None:
@@ -169,7 +177,7 @@ class _SigV4Gateway:
                 else:
                     event = proxy_event(self.command, path, dict(self.headers), body)
                     event["requestContext"]["identity"]["userArn"] = gateway.user_arn
-                    result = admin_handler(event, lambda_context("grandbo-admin"))
+                    result = admin_handler(event, lambda_context("grandbo-admin", ACCOUNT))
                     status, answer = result["statusCode"], json.loads(result["body"])
                 raw = json.dumps(answer).encode()
                 self.send_response(status)
@@ -216,6 +224,34 @@ class _SigV4Gateway:
         return bool(expected == fields["Signature"])
 
 
+def _console_pages(backend: Any, *paths: str) -> list[str]:
+    """The console's pages at `paths` over `backend`, signed in with its login link."""
+    import http.cookiejar
+    import urllib.request
+
+    from grandbo.commands.console import bind_console
+
+    running = bind_console(backend.base_url, None, port=0, backend=backend)
+    running.serve_in_background()
+    try:
+        deadline = time.monotonic() + 10
+        while not running.server.started:
+            assert time.monotonic() < deadline, "the console did not start"
+            time.sleep(0.02)
+        browser = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+        browser.open(running.link, timeout=10).close()  # the login sets the session's cookie
+        origin = running.link.split("/login")[0]
+        pages = []
+        for path in paths:
+            with browser.open(origin + path, timeout=10) as answer:
+                pages.append(answer.read().decode())
+        return pages
+    finally:
+        running.server.should_exit = True
+
+
 @pytest.mark.usefixtures("iam_runtime")
 def test_the_console_signs_in_with_an_aws_identity(tenant: str) -> None:
     from botocore.credentials import Credentials
@@ -227,7 +263,15 @@ def test_the_console_signs_in_with_an_aws_identity(tenant: str) -> None:
     try:
         backend = ConsoleBackend.over_iam(gateway.url, credentials, "eu-west-1")
         assert (backend.tenant_id, backend.key_id) == (tenant, "person:ann@example.com")
+        assert (backend.person, backend.role, backend.via) == ("ann@example.com", "curator", "iam")
         created = backend.create(LESSON, key="console:" + "ab" * 8)
+        entry_id = created["entry"]["entry_id"]
+        (page,) = _console_pages(backend, f"/entries/{entry_id}")
+        # the header shows the identity's person and role, not the operator's "admin"
+        assert "<code>ann@example.com</code> · role <strong>curator</strong>" in page
+        assert "your AWS identity's signature" in page
+        assert f'action="/entries/{entry_id}/correct"' in page
+        assert f'action="/entries/{entry_id}/redact"' not in page  # admins only
         history = backend.history(created["entry"]["entry_id"])
         assert [e["actor"] for e in history["events"]] == ["person:ann@example.com"]
         # every request went to the /v1/iam twin, SigV4-signed with the session's token

@@ -192,6 +192,14 @@ def test_people_from_the_command_line(
         == 2
     )
     assert "person" in capsys.readouterr().err
+    # a link's lifetime out of range refuses the command before anyone is written
+    for days in ("0", "91", "seven"):
+        add_carol = ["people", "add", "carol@example.com", "--tenant", "acme", "--days", days]
+        with pytest.raises(SystemExit) as refused:
+            main([*data, *add_carol, "--role", "viewer"])
+        assert refused.value.code == 2
+        assert "--days" in capsys.readouterr().err
+    assert "carol@example.com" not in keyring.read_text()
     # the CLI's writes name the operating-system user unless told otherwise
     assert default_actor() == f"cli:{getpass.getuser()}"
 

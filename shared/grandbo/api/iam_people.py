@@ -7,12 +7,16 @@ stack keeps which permission set stands for which organization and role (the map
 `GRANDBO_IAM_PEOPLE`). The caller's identity comes from the request API Gateway verified:
 `requestContext.identity.userArn`, an assumed role
 
-    arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_GrandboAcmeCurator_0a1b2c3d/ann@example.com
+    arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_GrandboAcmeCurator_0a1b2c3d4e5f6a7b/ann@example.com
 
-whose role name names the permission set (Identity Center names it
-`AWSReservedSSO_<permission set>_<suffix>`) and whose session name is the person's
-Identity Center user name (their e-mail address). Nothing a request body says chooses
-the organization or the role. The HMAC keys stay for automation and for local use.
+whose role name names the permission set (Identity Center names the role it creates in
+an account `AWSReservedSSO_<permission set>_<unique suffix>`, a 16-hex-digit suffix in
+AWS's examples: https://docs.aws.amazon.com/singlesignon/latest/userguide/referencingpermissionsets.html)
+and whose session name is the person's Identity Center user name (their e-mail address).
+The role must be one of the stack's own account: a role of the same name in another
+account is another organization's doing, whatever a resource policy later lets in.
+Nothing a request body says chooses the organization or the role. The HMAC keys stay for
+automation and for local use.
 """
 
 from __future__ import annotations
@@ -29,7 +33,12 @@ from grandbo.tenancy import require_tenant
 
 IAM_PREFIX = "/v1/iam"
 _ASSUMED_ROLE = re.compile(
-    r"^arn:aws[a-z-]*:sts::[0-9]{12}:assumed-role/(?P<role>[\w+=,.@-]{1,64})/(?P<session>[\w+=,.@-]{2,64})$"
+    r"^arn:aws[a-z-]*:sts::(?P<account>[0-9]{12}):assumed-role/"
+    r"(?P<role>[\w+=,.@-]{1,64})/(?P<session>[\w+=,.@-]{2,64})$"
+)
+# AWSReservedSSO_<permission set name (1..32 of [\w+=,.@-])>_<unique suffix>
+_IDENTITY_CENTER_ROLE = re.compile(
+    r"^AWSReservedSSO_(?P<permission_set>[\w+=,.@-]{1,32})_(?P<suffix>[0-9a-f]{16})$"
 )
 
 
@@ -66,16 +75,20 @@ class IamPeople(BaseModel):
             raise GrandboError("GRANDBO_IAM_PEOPLE names a permission set twice")
         return mapping
 
-    def caller(self, user_arn: object) -> Caller:
+    def caller(self, user_arn: object, account_id: str) -> Caller:
         """The person an IAM-verified caller is, or AuthenticationError (not an Identity
-        Center role, or a permission set the stack does not map)."""
+        Center role of `account_id`, the stack's own, or a permission set the stack does
+        not map)."""
         match = _ASSUMED_ROLE.fullmatch(user_arn) if isinstance(user_arn, str) else None
         if match is None:
             raise AuthenticationError("not an assumed role's session")
+        if match.group("account") != account_id:
+            raise AuthenticationError("a role of another account")
         role_name, session = match.group("role"), match.group("session")
-        if not role_name.startswith("AWSReservedSSO_"):
+        role = _IDENTITY_CENTER_ROLE.fullmatch(role_name)
+        if role is None:
             raise AuthenticationError("not an IAM Identity Center role")
-        permission_set = role_name.removeprefix("AWSReservedSSO_").rsplit("_", 1)[0]
+        permission_set = role.group("permission_set")
         access = next((a for a in self.permission_sets if a.permission_set == permission_set), None)
         if access is None:
             raise AuthenticationError(f"permission set {permission_set} is not mapped")

@@ -7,12 +7,24 @@ import argparse
 import json
 
 from grandbo.api.auth import SigningKey
-from grandbo.api.people import DEFAULT_LINK_DAYS, ROLES, mint_sign_in_token
+from grandbo.api.people import DEFAULT_LINK_DAYS, MAX_LINK_DAYS, ROLES, mint_sign_in_token
 from grandbo.commands.common import keyring_path, settings_from
 from grandbo.local import people as local_people
 from grandbo.local.demo import DEMO_TENANT
 
 DEFAULT_CONSOLE = "http://127.0.0.1:8790"
+
+
+def _link_days(text: str) -> int:
+    """--days, checked as it is parsed: a bad value refuses the command before the keyring
+    is touched (`add` writes the person, then mints their link)."""
+    try:
+        days = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days") from None
+    if not 1 <= days <= MAX_LINK_DAYS:
+        raise argparse.ArgumentTypeError(f"a sign-in link lasts 1..{MAX_LINK_DAYS} days")
+    return days
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,7 +46,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     def with_link(p: argparse.ArgumentParser) -> None:
         p.add_argument("--console", default=DEFAULT_CONSOLE, help="the console's address")
         p.add_argument(
-            "--days", type=int, default=DEFAULT_LINK_DAYS, help="how long the link works"
+            "--days",
+            type=_link_days,
+            default=DEFAULT_LINK_DAYS,
+            help=f"how long the link works (1..{MAX_LINK_DAYS} days)",
         )
 
     add = action("add", "add a person (or change their role) with a new key and link")

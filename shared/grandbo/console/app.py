@@ -9,12 +9,10 @@ JavaScript, and the Content-Security-Policy allows none (`grandbo.console.securi
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, get_args
 from urllib.parse import urlencode
-from uuid import UUID
 
 import jinja2
 from starlette.applications import Starlette
@@ -24,7 +22,6 @@ from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
     HTMLResponse,
-    JSONResponse,
     RedirectResponse,
     Response,
 )
@@ -33,16 +30,16 @@ from starlette.staticfiles import StaticFiles
 
 from grandbo.api.client import GrandboHTTPError
 from grandbo.api.models import QueryRequest
+from grandbo.api.people import is_sign_in_token
 from grandbo.console.backend import ConsoleBackend, UnreadableAnswerError
 from grandbo.console.charts import ScoreBar, blast_radius_picture, weekly_chart
-from grandbo.console.diff import revision_diffs
+from grandbo.console.entry_pages import EntryPages
 from grandbo.console.forms import (
     ConsoleError,
     entry_id_of,
-    form_key_of,
+    entry_pair_of,
     probability,
     redirect_done,
-    tags_of,
     text_of,
     whole_number,
 )
@@ -54,7 +51,6 @@ from grandbo.console.security import (
     DoorsMiddleware,
     Session,
 )
-from grandbo.text.tags import given_tags
 
 _HERE = Path(__file__).parent
 # what a redirect after an action says; the page shows only these fixed sentences
@@ -70,8 +66,6 @@ DONE = {
     "distinct": "Recorded as two lessons: the pair is not suggested again.",
     "settings": "Settings saved.",
 }
-# what a person types to confirm a redaction
-REDACT_WORD = "REDACT"
 # the query's scopes, from the API's own request model (one source: a scope the API adds
 # is offered here too)
 SCOPES: tuple[str, ...] = tuple(
@@ -143,9 +137,10 @@ class Console:
         key = None if session is None else session.key
         html = self.env.get_template(name).render(
             csrf=None if session is None else session.csrf_token,
-            person=None if key is None else key.person,
-            role="admin" if key is None else key.person_role,
+            person=self.backend.person if key is None else key.person,
+            role=self.backend.role if key is None else key.person_role,
             operator_key=self.backend.key_id,
+            via=self.backend.via if key is None else "key",
             csrf_field=CSRF_FIELD,
             organization=self.backend.tenant_id,
             api=self.backend.base_url,
@@ -223,9 +218,27 @@ class Console:
         token = request.query_params.get("token")
         if request.method == "POST":
             token = str((await request.form()).get("token", ""))
+        elif token and is_sign_in_token(token):
+            # a person's link asks first: the session opens on this page's own POST
+            person = self.doors.person_of(token)
+            if person is None:
+                return self.render(request, None, "login.html", 403, refused=True, confirm=None)
+            held = self.doors.session(request)
+            return self.render(
+                request,
+                None,
+                "login.html",
+                refused=False,
+                confirm=person,
+                token=token,
+                signed_in=None if held is None else (held.key and held.key.person) or "operator",
+            )
         if token:
             session = self.doors.log_in(token)
             if session is not None:
+                held = self.doors.session(request)
+                if held is not None:  # the browser's cookie is replaced: that session ends
+                    self.doors.log_out(held)
                 response = RedirectResponse("/", status_code=303)
                 response.set_cookie(
                     self.doors.cookie_name,
@@ -236,8 +249,8 @@ class Console:
                     path="/",
                 )
                 return response
-            return self.render(request, None, "login.html", 403, refused=True)
-        return self.render(request, None, "login.html", refused=False)
+            return self.render(request, None, "login.html", 403, refused=True, confirm=None)
+        return self.render(request, None, "login.html", refused=False, confirm=None)
 
     async def logout(self, request: Request, session: Session) -> Response:
         self.doors.log_out(session)
@@ -317,198 +330,6 @@ class Console:
             entry_id=raw_entry,
             explanation=explanation,
             bar=None if explanation is None else ScoreBar.of(explanation),
-        )
-
-    # -- entries -------------------------------------------------------------------
-
-    async def entries(self, request: Request, session: Session) -> Response:
-        params = request.query_params
-        filters: dict[str, Any] = {
-            name: params[name]
-            for name in ("status", "kind", "origin", "service", "text", "after")
-            if params.get(name)
-        }
-        page = await self.api(session).catalog({**filters, "limit": 50})
-        kept = {k: v for k, v in filters.items() if k != "after"}
-        return self.render(
-            request,
-            session,
-            "entries.html",
-            filters=kept,
-            page=page,
-            next_query=None if not page["next"] else urlencode({**kept, "after": page["next"]}),
-        )
-
-    async def new_entry(self, request: Request, session: Session) -> Response:
-        if request.method == "GET":
-            # prefilled from a question memory could not answer (the unanswered page)
-            given = {
-                name: request.query_params.get(name, "")[:2000]
-                for name in ("title", "summary", "incident_id", "service")
-            }
-            return self.render(
-                request, session, "new_entry.html", form_key=secrets.token_hex(16), given=given
-            )
-        form = await request.form()
-        entry: dict[str, Any] = {
-            "title": text_of(form, "title"),
-            "summary": text_of(form, "summary"),
-            "tags": tags_of(form),
-            "kind": text_of(form, "kind") or "durable",
-        }
-        for optional in ("service", "incident_id"):
-            if text_of(form, optional):
-                entry[optional] = text_of(form, optional)
-        # one key per form shown: a resubmitted form is a no-op, not a second entry
-        created = await self.api(session).create(entry, key=form_key_of(form))
-        return redirect_done(f"/entries/{created['entry']['entry_id']}", "created")
-
-    async def entry(self, request: Request, session: Session) -> Response:
-        return await self._entry_page(request, session, request.path_params["entry_id"])
-
-    async def _entry_page(
-        self,
-        request: Request,
-        session: Session,
-        entry_id: UUID,
-        *,
-        typed: dict[str, Any] | None = None,
-        status: int = 200,
-    ) -> Response:
-        """The entry, its history with a word diff per revision, and its actions; with
-        `typed`, the correction a person typed over a revision someone else changed since
-        (a 409), kept in the form beside the text that is current now."""
-        history = await self.api(session).history(entry_id)
-        entry = history["entry"]
-        return self.render(
-            request,
-            session,
-            "entry.html",
-            status,
-            history=history,
-            entry=entry,
-            given_tags=_given_tags(entry),
-            form_key=secrets.token_hex(16),
-            diffs=revision_diffs(history["events"]),
-            typed=typed,
-            current_author=next(
-                (
-                    e["actor"]
-                    for e in reversed(history["events"])
-                    if e["revision"] == entry["revision"]
-                ),
-                None,
-            ),
-        )
-
-    async def act(self, request: Request, session: Session) -> Response:
-        """One action on one entry, by the form's `action`: each is one signed request."""
-        entry_id: UUID = request.path_params["entry_id"]
-        action = request.path_params["action"]
-        form = await request.form()
-        back = text_of(form, "back") or f"/entries/{entry_id}"
-        if not back.startswith("/") or back.startswith("//"):
-            back = f"/entries/{entry_id}"
-        if action == "correct":
-            text: dict[str, Any] = {
-                "title": text_of(form, "title"),
-                "summary": text_of(form, "summary"),
-                "tags": tags_of(form),
-            }
-            # the form shows the service: a field left empty clears it (a correction keeps
-            # what it does not name, and the form names every field it shows)
-            text["service"] = text_of(form, "service") or None
-            if text_of(form, "expected_revision"):
-                text["expected_revision"] = whole_number(
-                    form.get("expected_revision"), "expected_revision"
-                )
-            try:
-                await self.api(session).correct(entry_id, text, key=form_key_of(form))
-            except GrandboHTTPError as exc:
-                if exc.status != 409 or exc.body.get("error") != "revision_conflict":
-                    raise
-                # someone else's revision came first: what this person typed is kept
-                typed = {**text, "tags": ", ".join(text["tags"])}
-                return await self._entry_page(request, session, entry_id, typed=typed, status=409)
-            return redirect_done(back, "corrected")
-        if action == "retire":
-            retirement: dict[str, Any] = {"reason": text_of(form, "reason")}
-            if text_of(form, "superseded_by"):
-                retirement["superseded_by"] = str(
-                    entry_id_of(text_of(form, "superseded_by"), "superseded_by")
-                )
-            await self.api(session).retire(entry_id, retirement)
-            return redirect_done(back, "retired")
-        if action == "promote":
-            await self.api(session).promote(entry_id)
-            return redirect_done(back, "promoted")
-        if action == "split":
-            await self.api(session).split(entry_id)
-            return redirect_done(back, "split")
-        if action == "never-merge":
-            await self.api(session).set_never_merge(
-                entry_id, text_of(form, "never_merge") == "true"
-            )
-            return redirect_done(back, "never-merge")
-        if action == "merge":
-            into = entry_id_of(text_of(form, "into"), "into")
-            if text_of(form, "confirm") != "yes":
-                return await self._merge_preview(request, session, entry_id, into, back)
-            await self.api(session).merge(entry_id, into)
-            return redirect_done(back, "merged")
-        if action == "redact":
-            reason = text_of(form, "reason")
-            if not reason:
-                raise ConsoleError(400, "a redaction needs its reason", "reason")
-            if text_of(form, "confirm") != REDACT_WORD:
-                raise ConsoleError(
-                    400, f"type {REDACT_WORD} to confirm: the text is removed for good", "confirm"
-                )
-            await self.api(session).redact(entry_id, reason)
-            return redirect_done(back, "redacted")
-        if action == "distinct":
-            await self.api(session).mark_distinct(
-                entry_id, entry_id_of(text_of(form, "other"), "other")
-            )
-            return redirect_done(back, "distinct")
-        raise ConsoleError(404, f"no such action: {action}")
-
-    async def _merge_preview(
-        self, request: Request, session: Session, entry_id: UUID, into: UUID, back: str
-    ) -> Response:
-        """Both texts side by side, and what the agent is answered afterwards, before a
-        merge is confirmed."""
-        if into == entry_id:
-            raise ConsoleError(400, "an entry is not merged into itself", "into")
-        merged = (await self.api(session).history(entry_id))["entry"]
-        kept = (await self.api(session).history(into))["entry"]
-        return self.render(
-            request,
-            session,
-            "merge_preview.html",
-            merged=merged,
-            kept=kept,
-            seen_after=kept["seen_count"] + merged["seen_count"],
-            back=back,
-        )
-
-    async def picker(self, request: Request, session: Session) -> Response:
-        """Entries whose title or summary holds the text typed so far (the id pickers'
-        suggestions): id, title, status; at most ten, the newest first."""
-        typed = request.query_params.get("text", "").strip()[:200]
-        if len(typed) < 2:
-            return JSONResponse({"entries": []})
-        filters: dict[str, Any] = {"text": typed, "limit": 10}
-        if request.query_params.get("status") in ("active",):
-            filters["status"] = "active"
-        page = await self.api(session).catalog(filters)
-        return JSONResponse(
-            {
-                "entries": [
-                    {"entry_id": e["entry_id"], "title": e["title"], "status": e["status"]}
-                    for e in page["entries"]
-                ]
-            }
         )
 
     # -- the retrieval log: what the agent asked, and what memory could not answer -----
@@ -618,22 +439,21 @@ class Console:
             raise ConsoleError(400, "choose at least one", "chosen")
         if len(chosen) > MAX_BULK:
             raise ConsoleError(400, f"at most {MAX_BULK} at once", "chosen")
+        # Every chosen value is read before the first call, so a malformed one refuses the
+        # whole action and nothing is half done.
         api = self.api(session)
         outcome: list[dict[str, Any]] = []
         if action == "retire":
             reason = text_of(form, "reason")
             if not reason:
                 raise ConsoleError(400, "a retirement needs its reason", "reason")
-            for value in chosen:
-                entry_id = entry_id_of(value, "chosen")
+            entries = [(entry_id_of(value, "chosen"), value) for value in chosen]
+            for entry_id, value in entries:
                 outcome.append(await _attempt(api.retire(entry_id, {"reason": reason}), value))
         elif action == "distinct":
-            for value in chosen:
-                first, _, second = value.partition(":")
-                call = api.mark_distinct(
-                    entry_id_of(first, "chosen"), entry_id_of(second, "chosen")
-                )
-                outcome.append(await _attempt(call, value))
+            pairs = [(*entry_pair_of(value, "chosen"), value) for value in chosen]
+            for first, second, value in pairs:
+                outcome.append(await _attempt(api.mark_distinct(first, second), value))
         else:
             raise ConsoleError(400, "the bulk action is retire or distinct", "action")
         return await self.review(request, session, outcome=outcome)
@@ -726,14 +546,6 @@ class Console:
         )
 
 
-def _given_tags(entry: dict[str, Any]) -> list[str]:
-    """The tags an entry was given beyond its own words (a correction's form offers them
-    again, and sends what the person left in the field)."""
-    return given_tags(
-        entry["title"], entry["summary"], entry.get("service"), entry.get("tags") or []
-    )
-
-
 async def _attempt(call: Awaitable[dict[str, Any]], chosen: str) -> dict[str, Any]:
     """One action of a bulk one: done, or the API's refusal of it (the others go on)."""
     try:
@@ -750,17 +562,18 @@ async def _favicon(request: Request) -> Response:
 def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
     """The console's ASGI app (served by uvicorn on loopback: `grandbo console`)."""
     console = Console(backend, doors)
+    entries = EntryPages(console)
     page = console.page
     routes = [
         Route("/login", console.login, methods=["GET", "POST"]),
         Route("/logout", page(console.logout), methods=["POST"]),
         Route("/", page(console.search)),
         Route("/why", page(console.why)),
-        Route("/entries", page(console.entries)),
-        Route("/entries/new", page(console.new_entry), methods=["GET", "POST"]),
-        Route("/entries/{entry_id:uuid}", page(console.entry)),
-        Route("/entries/{entry_id:uuid}/{action}", page(console.act), methods=["POST"]),
-        Route("/picker", page(console.picker)),
+        Route("/entries", page(entries.entries)),
+        Route("/entries/new", page(entries.new_entry), methods=["GET", "POST"]),
+        Route("/entries/{entry_id:uuid}", page(entries.entry)),
+        Route("/entries/{entry_id:uuid}/{action}", page(entries.act), methods=["POST"]),
+        Route("/picker", page(entries.picker)),
         Route("/review", page(console.review)),
         Route("/review/bulk", page(console.review_bulk), methods=["POST"]),
         Route("/incidents", page(console.incidents)),

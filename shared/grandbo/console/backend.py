@@ -9,11 +9,13 @@ own: the API decides the tenant from the key, whatever a URL or a form says.
 from __future__ import annotations
 
 import http.client
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from grandbo.api.auth import SigningKey
+from grandbo.api.auth import Caller, PersonRole, SigningKey
 from grandbo.api.client import AdminClient, IamAdminClient
+from grandbo.api.people import ROLES
 
 CONSOLE_TIMEOUT_S = 30.0  # a search embeds its topic; a calibration embeds a sample
 
@@ -24,34 +26,56 @@ class UnreadableAnswerError(Exception):
     larger than the client reads. The console shows it as a 502 page, never a 500."""
 
 
-class ConsoleBackend:
-    """The admin API's routes, by what the console does with them."""
+@dataclass(frozen=True)
+class AwsSigner:
+    """A person's AWS credentials, signing each request with SigV4 (the /v1/iam routes)."""
 
-    def __init__(self, base_url: str, key: SigningKey, *, timeout: float = CONSOLE_TIMEOUT_S):
-        self.client: AdminClient | IamAdminClient = AdminClient(
-            base_url, key, timeout=timeout, component="console"
-        )
+    credentials: Any  # botocore Credentials
+    region: str
+
+
+class ConsoleBackend:
+    """The admin API's routes, by what the console does with them, signed with a keyring
+    key or with a person's AWS credentials; `person` and `role` say who that is (the key's
+    own record, or the stack's answer to `whoami` for an AWS identity)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        signer: SigningKey | AwsSigner,
+        *,
+        timeout: float = CONSOLE_TIMEOUT_S,
+    ) -> None:
         self.base_url = base_url
-        self.tenant_id = key.tenant_id
-        self.key_id = key.key_id
         self._timeout = timeout
+        self.client: AdminClient | IamAdminClient
+        self.person: str | None
+        self.role: PersonRole
+        self.via = "key" if isinstance(signer, SigningKey) else "iam"
+        if isinstance(signer, SigningKey):
+            self.client = AdminClient(base_url, signer, timeout=timeout, component="console")
+            caller = Caller.of(signer)
+            self.tenant_id, self.key_id = signer.tenant_id, signer.key_id
+            self.person, self.role = caller.person, caller.role
+            return
+        self.client = IamAdminClient(
+            base_url, signer.credentials, signer.region, timeout=timeout, component="console"
+        )
+        me = self._get("/v1/admin/whoami")
+        role = me.get("role")
+        if role not in ROLES:
+            raise UnreadableAnswerError("not the admin API's answer (whoami names no role)")
+        self.tenant_id, self.key_id = str(me["organization"]), str(me["actor"])
+        self.person = None if me.get("person") is None else str(me["person"])
+        self.role = role
 
     @classmethod
     def over_iam(
         cls, base_url: str, credentials: Any, region: str, *, timeout: float = CONSOLE_TIMEOUT_S
     ) -> ConsoleBackend:
-        """The admin API as the person whose AWS credentials sign each request (SigV4 on
-        the /v1/iam routes): their organization and role are the stack's, read back."""
-        backend = cls.__new__(cls)
-        backend.client = IamAdminClient(
-            base_url, credentials, region, timeout=timeout, component="console"
-        )
-        backend.base_url = base_url
-        backend._timeout = timeout
-        me = backend._get("/v1/admin/whoami")
-        backend.tenant_id = str(me["organization"])
-        backend.key_id = str(me["actor"])
-        return backend
+        """The admin API as the person whose AWS credentials sign each request: their
+        organization and role are the stack's, read back."""
+        return cls(base_url, AwsSigner(credentials, region), timeout=timeout)
 
     def signing_with(self, key: SigningKey) -> ConsoleBackend:
         """The same API, signed with another key of the organization (a person's)."""

@@ -76,3 +76,9 @@ def entry_id_of(value: str, field: str) -> UUID:
         return UUID(value)
     except ValueError:
         raise ConsoleError(400, f"{field} must be an entry id (a UUID)", field) from None
+
+
+def entry_pair_of(value: str, field: str) -> tuple[UUID, UUID]:
+    """Two entry ids written `FIRST:SECOND` (a pair the review page offers)."""
+    first, _, second = value.partition(":")
+    return entry_id_of(first, field), entry_id_of(second, field)

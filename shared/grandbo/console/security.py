@@ -4,8 +4,11 @@
   (signing with the key the console was started with); a person's own sign-in link
   (`grandbo people link`) opens a session of theirs as often as it is followed, until it
   expires or they are removed or renewed, and that session signs with their key and ends
-  the moment the keyring no longer holds it. Each session is an HttpOnly, SameSite=Strict
-  cookie the browser sends to this console only; signing out ends that session only.
+  the moment the keyring no longer holds it. Following a person's link only asks "sign in
+  as ...?": the session opens on the page's own POST, so a link someone else sends (their
+  own, to have a teammate act under their name) signs nobody in unseen. Each session is
+  an HttpOnly, SameSite=Strict cookie the browser sends to this console only; signing
+  out ends that session only.
 - Every state-changing request carries the session's CSRF token in its form and an
   Origin of the console itself; a request naming any other Host is refused, so a page
   that rebinds its own DNS name to 127.0.0.1 reaches nothing (DNS rebinding).
@@ -101,9 +104,11 @@ class ConsoleDoors:
         except GrandboError:  # no keyring file, or none readable: no person signs in
             return None
 
-    def _person_session(self, token: str) -> Session | None:
+    def person_of(self, token: str) -> SigningKey | None:
+        """The person of this organization a sign-in token proves, as the keyring holds
+        them now; None for any other token. Opens no session."""
         keyring = self._current_keyring()
-        if keyring is None:
+        if keyring is None or not is_sign_in_token(token):
             return None
         try:
             key = verify_sign_in_token(keyring, token)
@@ -111,10 +116,28 @@ class ConsoleDoors:
             return None
         if self._tenant_id is not None and key.tenant_id != self._tenant_id:
             return None
+        return key
+
+    def _person_session(self, token: str) -> Session | None:
+        key = self.person_of(token)
+        if key is None:
+            return None
         session = Session.new(key)
         with self._lock:
+            self._forget_expired()
             self._sessions[session.session_id] = session
         return session
+
+    def _forget_expired(self) -> None:
+        """Drop sessions past their lifetime (a link followed every day would otherwise
+        leave one behind each time). Called with the lock held."""
+        now = time.time()
+        for session_id in [s for s, held in self._sessions.items() if held.expires_at < now]:
+            del self._sessions[session_id]
+
+    def session_count(self) -> int:
+        with self._lock:
+            return len(self._sessions)
 
     def log_in(self, token: str) -> Session | None:
         """A new session: a person's, if `token` is their sign-in link's (which works

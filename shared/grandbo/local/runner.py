@@ -56,6 +56,7 @@ from grandbo.runtime.lambda_container import ContainersBusyError, runtime
 _log = logging.getLogger(__name__)
 
 MAX_RECEIVES = 5
+LOCAL_ACCOUNT = "000000000000"  # the account local events and contexts name
 LOCAL_DOORS = ("/local/events", "/local/backfill")  # guarded: grandbo.local.doors
 REDELIVERY_DELAY_S = 0.5
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -71,10 +72,11 @@ class LambdaContextStub:
     function_name: str
     memory_limit_in_mb: int = 512
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    account_id: str = LOCAL_ACCOUNT
 
     @property
     def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:local:000000000000:function:{self.function_name}"
+        return f"arn:aws:lambda:local:{self.account_id}:function:{self.function_name}"
 
     def get_remaining_time_in_millis(self) -> int:
         return 30_000
@@ -137,7 +139,7 @@ def proxy_event(
             "path": f"/local{url.path}",
             "stage": "local",
             "requestId": str(uuid.uuid4()),
-            "accountId": "000000000000",
+            "accountId": LOCAL_ACCOUNT,
             "apiId": "local",
             "identity": {"sourceIp": "127.0.0.1"},
             "authorizer": authorizer,
@@ -147,15 +149,15 @@ def proxy_event(
     }
 
 
-def lambda_context(function_name: str) -> Any:
+def lambda_context(function_name: str, account_id: str = LOCAL_ACCOUNT) -> Any:
     """A context object with what powertools reads (typed Any: it stands in for Lambda's)."""
-    return LambdaContextStub(function_name)
+    return LambdaContextStub(function_name, account_id=account_id)
 
 
 def authorizer_event(method: str, path: str, headers: dict[str, str]) -> dict[str, Any]:
     return {
         "type": "REQUEST",
-        "methodArn": f"arn:aws:execute-api:local:000000000000:local/local/{method}{path}",
+        "methodArn": f"arn:aws:execute-api:local:{LOCAL_ACCOUNT}:local/local/{method}{path}",
         "resource": "/{proxy+}",
         "path": path,
         "httpMethod": method,
@@ -163,7 +165,7 @@ def authorizer_event(method: str, path: str, headers: dict[str, str]) -> dict[st
         "queryStringParameters": {},
         "pathParameters": {},
         "stageVariables": {},
-        "requestContext": {"stage": "local", "apiId": "local", "accountId": "000000000000"},
+        "requestContext": {"stage": "local", "apiId": "local", "accountId": LOCAL_ACCOUNT},
     }
 
 
