@@ -6,8 +6,13 @@ the embedding is not what is measured), alternating blocks with the log on and o
 the same process, so both see the same machine:
 
     .venv/bin/python -m bench.retrieval_log [--entries 300] [--queries 400] [--blocks 6]
-    AWS_LAMBDA_FUNCTION_NAME=bench .venv/bin/python -m bench.retrieval_log   # as in Lambda:
-                                        # each query waits for its retrieval's write
+    AWS_LAMBDA_FUNCTION_NAME=bench .venv/bin/python -m bench.retrieval_log   # in Lambda
+                        # without the extension: each query waits for its retrieval's write
+    AWS_LAMBDA_FUNCTION_NAME=bench .venv/bin/python -m bench.retrieval_log --extension
+                        # in Lambda with grandbo.runtime.after_answer's internal extension
+                        # (Lambda's Extensions API played by grandbo.local.extensions_api):
+                        # the answer's latency, and the invocation's until the extension
+                        # let it end, each invocation after the previous one ended
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ from pathlib import Path
 from bench.write_path import _text
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.local.bootstrap import resolve_urls
+from grandbo.local.extensions_api import ExtensionsApi
 from grandbo.local.settings import Settings
 from grandbo.memory.models import WriteContext
 from grandbo.migrations import migrate
+from grandbo.runtime.after_answer import finishes_after_answer, register_after_answer
 from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime
 
 TENANT = "bench-retrievals"
@@ -46,6 +53,17 @@ class _Off:
         return True
 
 
+def _extension(runtime: LambdaRuntime) -> ExtensionsApi:
+    """The internal extension registered with a loopback Extensions API, draining
+    `runtime`'s writer after each answer."""
+    lambda_api = ExtensionsApi()
+    os.environ["AWS_LAMBDA_RUNTIME_API"] = lambda_api.address
+    registered = register_after_answer(runtime.drain_retrievals)
+    assert registered is not None, "the extension did not register"
+    lambda_api.nexts.get(timeout=5)  # its Init is done
+    return lambda_api
+
+
 def _p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[int(0.95 * (len(ordered) - 1))]
@@ -56,6 +74,9 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=300)
     parser.add_argument("--queries", type=int, default=400, help="per block")
     parser.add_argument("--blocks", type=int, default=6, help="per mode, alternating")
+    parser.add_argument(
+        "--extension", action="store_true", help="with the internal extension, as in Lambda"
+    )
     args = parser.parse_args()
     data = Path(tempfile.mkdtemp(prefix="grandbo-bench-retrievals-"))
     settings = Settings.from_env().model_copy(update={"data_dir": data, "provider": "fake"})
@@ -80,15 +101,25 @@ def main() -> None:
         ]
         on, off = runtime.retrieval_writer, _Off()
         timings: dict[str, list[float]] = {"log on": [], "log off": []}
+        invocations: dict[str, list[float]] = {"log on": [], "log off": []}
+        lambda_api = _extension(runtime) if args.extension else None
+
+        @finishes_after_answer
+        def ask(topic: str) -> None:
+            runtime.query_org_memory(TENANT, topic, caller="bench", incident_id="INC-B")
+
         for block in range(2 * args.blocks):
             mode = "log on" if block % 2 == 0 else "log off"
             runtime._retrievals = on if mode == "log on" else off  # type: ignore[assignment]
             for n in range(args.queries):
+                if lambda_api is not None:
+                    lambda_api.invoke()
                 started = time.perf_counter()
-                runtime.query_org_memory(
-                    TENANT, topics[n % len(topics)], caller="bench", incident_id="INC-B"
-                )
+                ask(topics[n % len(topics)])
                 timings[mode].append((time.perf_counter() - started) * 1000)
+                if lambda_api is not None:  # the next invocation starts once this one ended
+                    lambda_api.nexts.get(timeout=10)
+                    invocations[mode].append((time.perf_counter() - started) * 1000)
             on.flush(30)
         runtime._retrievals = on
         for mode, values in timings.items():
@@ -96,7 +127,15 @@ def main() -> None:
                 f"{mode}: {len(values)} queries into {args.entries} entries: "
                 f"p50 {statistics.median(values):.2f} ms, p95 {_p95(values):.2f} ms"
             )
+        for mode, values in invocations.items():
+            if values:
+                print(
+                    f"{mode}: invocation until the extension's Next: "
+                    f"p50 {statistics.median(values):.2f} ms, p95 {_p95(values):.2f} ms"
+                )
         print(f"retrievals written {on.written}, dropped {on.dropped}")
+        if lambda_api is not None:
+            lambda_api.close()
         base, logged = _p95(timings["log off"]), _p95(timings["log on"])
         print(f"p95 with the log: {100 * (logged - base) / base:+.1f} % of the p95 without")
         runtime.close()

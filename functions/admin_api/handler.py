@@ -74,7 +74,8 @@ from grandbo.memory.models import Origin, WriteContext, WriteOutcome
 from grandbo.memory.retrievals import retrieval_page
 from grandbo.memory.service import MISLEADING_REVIEW_THRESHOLD
 from grandbo.observability import bind_request_keys, count_entries_created, logger, metrics, tracer
-from grandbo.runtime.lambda_container import runtime
+from grandbo.runtime.after_answer import finishes_after_answer, register_after_answer
+from grandbo.runtime.lambda_container import drain_retrievals, runtime
 from grandbo.topology.model import TopologyBatch
 
 NONCE_RETENTION_S = 3 * SIGNATURE_WINDOW_S
@@ -88,6 +89,8 @@ _PURGE_NEEDS_A_KEY = (
 )
 
 app = RestResolver(enable_validation=True)
+# in Lambda, the retrieval log's write finishes after the answer (grandbo.runtime.after_answer)
+register_after_answer(drain_retrievals)
 register_error_handlers(app)
 
 
@@ -622,6 +625,7 @@ def mark_distinct(entry_id: UUID, request: DistinctRequest) -> dict[str, Any]:
     return verdict.model_dump(mode="json")
 
 
+@finishes_after_answer
 @logger.inject_lambda_context(
     correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True
 )

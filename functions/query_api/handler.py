@@ -21,7 +21,8 @@ from grandbo.api.models import FeedbackRequest, QueryRequest
 from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError
 from grandbo.observability import bind_request_keys, logger, metrics, tracer
-from grandbo.runtime.lambda_container import runtime
+from grandbo.runtime.after_answer import finishes_after_answer, register_after_answer
+from grandbo.runtime.lambda_container import drain_retrievals, runtime
 from grandbo.topology.model import Namespaces
 
 NAMESPACES = (
@@ -30,6 +31,8 @@ NAMESPACES = (
 )
 
 app = RestResolver(enable_validation=True)
+# in Lambda, the retrieval log's write finishes after the answer (grandbo.runtime.after_answer)
+register_after_answer(drain_retrievals)
 register_error_handlers(app)
 
 
@@ -153,6 +156,7 @@ def criticality(
     return result.model_dump(mode="json")
 
 
+@finishes_after_answer
 @logger.inject_lambda_context(
     correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True
 )

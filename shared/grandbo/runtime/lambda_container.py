@@ -37,6 +37,7 @@ from grandbo.memory.models import IncidentId, MemoryQueryResult
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.retrievals import RetrievalRecord
 from grandbo.memory.service import MemoryService
+from grandbo.runtime import after_answer
 from grandbo.runtime.incident_queue import SqsIncidentQueue
 from grandbo.runtime.retrieval_writer import DURABLE_WAIT_S, GATHER_S, RetrievalWriter
 from grandbo.runtime.sqs_queue import SqsEmbedQueue
@@ -371,9 +372,15 @@ class LambdaRuntime:
         writer.submit(
             RetrievalRecord.of(tenant_id, caller, incident_id, topic, result, latency_ms, asked_at)
         )
-        if _in_lambda():  # a frozen container may never write it: written before answering
+        if _in_lambda() and after_answer.active() is None:
+            # a frozen container may never write it: without the extension that ends the
+            # invocation after its write (grandbo.runtime.after_answer), written first
             writer.flush(DURABLE_WAIT_S)
         return result
+
+    def drain_retrievals(self, timeout_s: float) -> bool:
+        """Wait until the retrievals handed over are written (the extension's drain)."""
+        return self.retrieval_writer.flush(timeout_s)
 
     @property
     def retrieval_writer(self) -> RetrievalWriter:
@@ -539,6 +546,11 @@ def runtime() -> LambdaRuntime:
     if _runtime is None:
         _runtime = LambdaRuntime()
     return _runtime
+
+
+def drain_retrievals(timeout_s: float) -> bool:
+    """The container's retrieval writer drained (after an invocation answered)."""
+    return runtime().drain_retrievals(timeout_s)
 
 
 def install_runtime(value: LambdaRuntime | None) -> None:

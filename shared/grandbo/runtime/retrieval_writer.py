@@ -5,10 +5,13 @@ thread writes what arrives within GATHER_S in one round trip on a connection of 
 (self-scoped statements, migration 0032). `dropped` counts what it had to drop: a queue
 over MAX_PENDING, a database out of reach after ATTEMPTS tries.
 
-Lambda freezes a container as soon as its handler has answered, and may reclaim it
-frozen: a retrieval still pending then would be lost. There the writer gathers nothing
-and the query waits for its retrieval's write (LambdaRuntime.query_org_memory, at most
-DURABLE_WAIT_S): durable, at the cost of that write on the answer's path.
+Lambda may freeze a container once an invocation ends, and reclaim it frozen: a
+retrieval still pending then would be lost. There the writer gathers nothing, and the
+query functions' internal extension (grandbo.runtime.after_answer) ends each invocation
+only after the writer drained, once the answer has gone. Where no extension could be
+registered, the query waits for its retrieval's write instead
+(LambdaRuntime.query_org_memory, at most DURABLE_WAIT_S): durable, at the cost of that
+write on the answer's path.
 """
 
 from __future__ import annotations

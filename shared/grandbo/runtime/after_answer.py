@@ -1,0 +1,178 @@
+"""Work a Lambda container finishes after it answered: the retrieval log's write (issue 36,
+point 3), off the answer's path in AWS too.
+
+Lambda may freeze a container as soon as an invocation ends, and reclaim it frozen; a
+retrieval still waiting in the writer's thread then is lost. An invocation ends, though,
+only once the runtime *and every registered extension* have asked the Extensions API for
+their next event: "The Invoke phase ends after the runtime and all extensions signal
+that they are done by sending a Next API request", and an internal extension "runs as a
+separate thread in the runtime process"
+(https://docs.aws.amazon.com/lambda/latest/dg/runtimes-extensions-api.html). The
+function's answer goes back to its caller when the runtime posts it, before an
+extension's work after it (Lambda reports that time apart, as
+PostRuntimeExtensionsDuration).
+
+So the query functions register one internal extension at init (`register_after_answer`,
+from their module's import: an internal extension must register before the runtime's
+first Next ends the Init phase). At each INVOKE event its thread waits until the
+invocation's handler has returned (`answered`, called as the decorated handler returns),
+drains the retrieval writer (at most DRAIN_S), and only then asks for the next event:
+the caller has its answer, and the container is not frozen before its retrieval is
+written. Where no extension could be registered (not in Lambda, or the API refused),
+`active()` is None and the query waits for its write as before (DURABLE_WAIT_S).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_log = logging.getLogger(__name__)
+
+EXTENSION_NAME = "grandbo-retrieval-log"
+API_VERSION = "2020-01-01"
+REGISTER_TIMEOUT_S = 2.0
+DRAIN_S = 2.0  # the longest a finished invocation waits for its retrievals' write
+_MARGIN_S = 0.2  # kept before the invocation's deadline
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+_active: AfterAnswer | None = None
+_lock = threading.Lock()
+
+
+class AfterAnswer:
+    """One internal extension: it ends each invocation only after its handler returned
+    and `drain` ran (or DRAIN_S passed)."""
+
+    def __init__(self, runtime_api: str, identifier: str, drain: Callable[[float], object]):
+        self._base = f"http://{runtime_api}/{API_VERSION}/extension"
+        self._identifier = identifier
+        self._drain = drain
+        self._cond = threading.Condition()
+        self._invoked = 0  # INVOKE events received
+        self._answered = 0  # handlers returned
+        self.drained = 0  # invocations whose retrievals were drained in time
+        self.stopped = False  # forgotten (tests): the thread ends at its next event
+
+    @classmethod
+    def register(cls, runtime_api: str, drain: Callable[[float], object]) -> AfterAnswer | None:
+        """Register with the Extensions API and start the extension's thread; None (and a
+        warning) if the API refuses or does not answer."""
+        request = urllib.request.Request(
+            f"http://{runtime_api}/{API_VERSION}/extension/register",
+            data=json.dumps({"events": ["INVOKE"]}).encode(),
+            headers={"Lambda-Extension-Name": EXTENSION_NAME, "Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            # http:// + AWS_LAMBDA_RUNTIME_API: Lambda's own loopback endpoint
+            with urllib.request.urlopen(request, timeout=REGISTER_TIMEOUT_S) as answer:  # noqa: S310
+                identifier = answer.headers.get("Lambda-Extension-Identifier")
+        except (OSError, ValueError) as exc:
+            _log.warning("retrieval log: no extension registered (%s): written before answers", exc)
+            return None
+        if not identifier:
+            _log.warning("retrieval log: the Extensions API gave no identifier")
+            return None
+        extension = cls(runtime_api, identifier, drain)
+        threading.Thread(target=extension._run, name=EXTENSION_NAME, daemon=True).start()
+        return extension
+
+    def answered(self) -> None:
+        """The current invocation's handler returned (or raised)."""
+        with self._cond:
+            self._answered += 1
+            self._cond.notify_all()
+
+    def _next_event(self) -> dict[str, Any]:
+        request = urllib.request.Request(  # noqa: S310 - Lambda's loopback endpoint
+            f"{self._base}/event/next",
+            headers={"Lambda-Extension-Identifier": self._identifier},
+        )
+        # no timeout: it blocks until the next invocation (or for good, frozen)
+        with urllib.request.urlopen(request) as answer:  # noqa: S310
+            event: dict[str, Any] = json.loads(answer.read() or b"{}")
+        return event
+
+    def _run(self) -> None:
+        failures = 0
+        while not self.stopped:
+            try:
+                event = self._next_event()  # also says: the last invocation is done
+                failures = 0
+            except (OSError, ValueError) as exc:
+                failures += 1
+                _log.warning("retrieval log extension: next event failed: %s", exc)
+                time.sleep(min(1.0, 0.05 * failures))
+                continue
+            if event.get("eventType") != "INVOKE" or self.stopped:
+                continue
+            try:
+                self._finish(event)
+            except Exception:  # never leave the invocation waiting on this thread
+                _log.exception("retrieval log extension: the drain failed")
+
+    def _finish(self, event: dict[str, Any]) -> None:
+        deadline = event.get("deadlineMs")
+        now = time.time()
+        budget = (
+            max(0.0, float(deadline) / 1000 - now - _MARGIN_S)
+            if isinstance(deadline, int | float)
+            else DRAIN_S
+        )
+        started = time.monotonic()
+        with self._cond:
+            self._invoked += 1
+            invoked = self._invoked
+            self._cond.wait_for(lambda: self._answered >= invoked, budget)
+        left = min(DRAIN_S, budget - (time.monotonic() - started))
+        if left > 0 and self._drain(left):
+            self.drained += 1
+
+
+def register_after_answer(drain: Callable[[float], object]) -> AfterAnswer | None:
+    """The process's extension, registered once when the Lambda runtime API is here
+    (AWS_LAMBDA_RUNTIME_API); None elsewhere."""
+    global _active
+    runtime_api = os.environ.get("AWS_LAMBDA_RUNTIME_API")
+    with _lock:
+        if _active is None and runtime_api:
+            _active = AfterAnswer.register(runtime_api, drain)
+        return _active
+
+
+def active() -> AfterAnswer | None:
+    """The registered extension, or None: then a query waits for its retrieval's write."""
+    return _active
+
+
+def reset() -> None:
+    """Forget the registered extension (tests): its thread ends at its next event."""
+    global _active
+    with _lock:
+        if _active is not None:
+            _active.stopped = True
+        _active = None
+
+
+def finishes_after_answer(handler: Handler) -> Handler:
+    """A Lambda handler whose invocation the extension ends only after it returned."""
+
+    @functools.wraps(handler)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return handler(*args, **kwargs)
+        finally:
+            extension = _active
+            if extension is not None:
+                extension.answered()
+
+    return wrapped  # type: ignore[return-value]
