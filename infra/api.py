@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -59,6 +61,58 @@ _AUTHORIZATION: dict[str, apigw.AuthorizationType | None] = {
 }
 
 
+def execute_api_resource(method: str, resource: str) -> str:
+    """A route as a resource policy names it (`execute-api:/stage/METHOD/path`, path
+    parameters and ANY as wildcards)."""
+    path = re.sub(r"\{[^}]+\}", "*", resource)
+    return f"execute-api:/*/{'*' if method == 'ANY' else method}{path}"
+
+
+def resource_policy() -> iam.PolicyDocument:
+    """Who may reach which route, before any authorizer runs.
+
+    - Every route but the /v1/iam ones is open to any caller: the tenant authorizer or
+      the function's HMAC check decides. With a resource policy, a route of no
+      authorization type needs its explicit allow, and one behind a Lambda authorizer
+      passes an allowing authorizer unless the policy denies it
+      (https://docs.aws.amazon.com/apigateway/latest/developerguide/apigateway-authorization-flow.html).
+    - The /v1/iam routes get no allow here, so a caller of the stack's account still
+      needs execute-api:Invoke from their own permissions (a permission set's policy);
+      and they are denied to every principal but IAM Identity Center's roles, which live
+      under the path `aws-reserved/sso.amazonaws.com/` (their ARN,
+      https://docs.aws.amazon.com/singlesignon/latest/userguide/referencingpermissionsets.html;
+      aws:PrincipalArn "for IAM roles ... returns the ARN of the role",
+      https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html):
+      a role someone made and named like one (`AWSReservedSSO_<set>_<suffix>` at path
+      `/`) is refused before the function reads its name.
+    """
+    open_routes = sorted(
+        {execute_api_resource(r.method, r.resource) for r in ROUTES if r.auth != "iam"}
+    )
+    iam_routes = sorted(
+        {execute_api_resource(r.method, r.resource) for r in ROUTES if r.auth == "iam"}
+    )
+    sso_roles = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/aws-reserved/sso.amazonaws.com/*"
+    return iam.PolicyDocument(
+        statements=[
+            iam.PolicyStatement(
+                sid="AuthorizedByTheRouteItself",
+                principals=[iam.AnyPrincipal()],
+                actions=["execute-api:Invoke"],
+                resources=open_routes,
+            ),
+            iam.PolicyStatement(
+                sid="PeopleOfIdentityCenterOnly",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["execute-api:Invoke"],
+                resources=iam_routes,
+                conditions={"ArnNotLike": {"aws:PrincipalArn": sso_roles}},
+            ),
+        ]
+    )
+
+
 class MemoryApi(Construct):
     def __init__(
         self,
@@ -78,6 +132,7 @@ class MemoryApi(Construct):
             "Api",
             rest_api_name=f"grandbo-{stage.name}",
             description="Grandbo memory: query_org_memory and signed admin writes",
+            policy=resource_policy(),
             cloud_watch_role=True,
             deploy_options=apigw.StageOptions(
                 stage_name=stage.name,

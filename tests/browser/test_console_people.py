@@ -223,3 +223,32 @@ def test_expired_sessions_are_forgotten(team: Team, monkeypatch: pytest.MonkeyPa
     fresh = console.doors.log_in(link.split("token=", 1)[1])
     assert fresh is not None
     assert console.doors.session_count() == held - 3 + 1
+
+
+def test_the_sessions_a_console_holds_are_bounded(team: Team) -> None:
+    """A link followed without end (each time a 12-hour session) keeps at most
+    MAX_SESSIONS_PER_PERSON of them, the newest; a removed person's sessions are dropped
+    at the next sign-in, not kept until they expire."""
+    from grandbo.console.security import MAX_SESSIONS_PER_PERSON
+
+    console = team.console
+    doors = console.doors
+    ann = team.person("ann@example.com", "curator").split("token=", 1)[1]
+    bob = team.person("bob@example.com", "viewer").split("token=", 1)[1]
+    bob_session = doors.log_in(bob)
+    assert bob_session is not None
+    before = doors.session_count()
+    anns = [doors.log_in(ann) for _ in range(3 * MAX_SESSIONS_PER_PERSON)]
+    assert doors.session_count() == before + MAX_SESSIONS_PER_PERSON
+    # the newest are the ones kept; Bob's is untouched
+    newest = anns[-1]
+    assert newest is not None
+    held = {s.session_id for s in doors._sessions.values()}
+    assert newest.session_id in held
+    assert bob_session.session_id in held
+    assert anns[0] is not None
+    assert anns[0].session_id not in held
+    # Ann is removed: her sessions go at the next sign-in of anyone
+    people.remove_person(team.keyring, console.tenant, "ann@example.com")
+    assert doors.log_in(bob) is not None
+    assert doors.session_count() == before + 1

@@ -4,12 +4,16 @@ revision, and growth counts the same weeks whatever the database session's time 
 
 from __future__ import annotations
 
+import json
 import threading
 from uuid import UUID
 
+import pytest
+
 from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.memory import curation
 from grandbo.memory.curation import MAX_HISTORY_EVENTS, Curation
-from grandbo.memory.models import WriteContext
+from grandbo.memory.models import MAX_SUMMARY_CHARS, WriteContext
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.runtime.lambda_container import runtime
@@ -78,6 +82,42 @@ def test_a_busy_entrys_history_shows_its_creation_and_its_latest_revision(
     assert reply.body["omitted_events"] == MAX_HISTORY_EVENTS + 3 - MAX_HISTORY_EVENTS
     ids = [e["event_id"] for e in events]
     assert ids == sorted(ids)
+
+
+def test_a_history_of_long_corrections_lists_what_fits_in_its_answer(
+    gateway: Gateway, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Corrections of long texts: the history lists its first event and the latest ones
+    whose payloads fit, and counts the rest as omitted (at full size, 500 corrections of
+    20,000-character summaries would be a 20 MB answer: over Lambda's 6 MB and the
+    console's 8 MiB, a page that could never load again)."""
+    monkeypatch.setattr(curation, "MAX_HISTORY_PAYLOAD_BYTES", 100_000)
+    entry = _create(gateway, tenant, POOL)
+    path = f"/v1/admin/entries/{entry['entry_id']}/corrections"
+    for n in range(12):
+        summary = f"Revision {n}: " + " ".join(f"pool{n}-{i}" for i in range(2_000))
+        body = {"title": POOL["title"], "summary": summary[:MAX_SUMMARY_CHARS]}
+        assert gateway.admin(tenant, "POST", path, body).status == 201
+    reply = gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry['entry_id']}/history")
+    assert reply.status == 200
+    events = reply.body["events"]
+    payloads = sum(len(json.dumps(e["payload"])) for e in events)
+    assert payloads <= 100_000
+    assert events[0]["event_type"] == "entry_created"
+    assert events[-1]["revision"] == 13  # the current revision is always listed
+    assert 2 < len(events) < 13
+    assert reply.body["omitted_events"] == 13 - len(events)
+
+
+def test_the_history_bound_holds_at_full_size() -> None:
+    """500 events of the longest texts: what is listed fits in the bound."""
+    summary = "x" * MAX_SUMMARY_CHARS
+    rows = [{"payload": {"title": "t" * 200, "summary": summary}} for _ in range(500)]
+    kept = curation._within_bytes(rows, curation.MAX_HISTORY_PAYLOAD_BYTES)
+    assert kept[0] is rows[0]
+    assert kept[-1] is rows[-1]
+    assert sum(len(json.dumps(r["payload"])) for r in kept) <= curation.MAX_HISTORY_PAYLOAD_BYTES
+    assert len(kept) < 500
 
 
 def test_growth_counts_utc_weeks_whatever_the_sessions_time_zone(

@@ -283,3 +283,51 @@ def test_the_console_signs_in_with_an_aws_identity(tenant: str) -> None:
             ConsoleBackend.over_iam(gateway.url, wrong, "eu-west-1")
     finally:
         gateway.server.shutdown()
+
+
+@pytest.mark.parametrize(
+    "whoami",
+    [
+        {"actor": "person:a@example.com", "role": "admin"},  # no organization
+        {"organization": None, "actor": "x", "role": "admin"},
+        {"organization": "acme", "actor": "", "role": "admin"},
+        {"organization": "acme", "actor": "x", "person": {"a": 1}, "role": "viewer"},
+        {"organization": "acme", "actor": "x", "role": "ADMIN"},
+        {"organization": "acme", "actor": "x", "role": ["admin"]},
+    ],
+)
+def test_a_whoami_that_is_not_the_apis_stops_the_console_with_what_to_check(
+    whoami: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever answers at --url decides no role: an answer without a clear organization,
+    actor and role stops `grandbo console --aws` with a sentence, not a KeyError."""
+    import http.server
+    import threading
+
+    from grandbo.commands.console import iam_backend
+    from grandbo.errors import GrandboError
+
+    body = json.dumps(whoami).encode()
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/prod"
+        with pytest.raises(GrandboError, match="did not answer as Grandbo's admin API"):
+            iam_backend(url, None, "eu-west-1")
+    finally:
+        server.shutdown()

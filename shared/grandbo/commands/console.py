@@ -181,7 +181,7 @@ def iam_backend(base_url: str, profile: str | None, region: str | None) -> Any:
     from botocore.exceptions import BotoCoreError
 
     from grandbo.api.client import GrandboHTTPError, execute_api_region
-    from grandbo.console.backend import ConsoleBackend
+    from grandbo.console.backend import ConsoleBackend, UnreadableAnswerError
 
     session = boto3.Session(profile_name=profile)
     credentials = session.get_credentials()
@@ -199,6 +199,13 @@ def iam_backend(base_url: str, profile: str | None, region: str | None) -> Any:
         ) from None
     except BotoCoreError as exc:
         raise GrandboError(f"--aws: {exc}") from None
+    except UnreadableAnswerError as exc:
+        raise GrandboError(
+            f"{base_url} did not answer as Grandbo's admin API ({exc}): is --url the stage's "
+            "base (https://<api-id>.execute-api.<region>.amazonaws.com/<stage>)?"
+        ) from None
+    except (OSError, TimeoutError) as exc:
+        raise GrandboError(f"{base_url} did not answer: {exc}") from None
 
 
 def bind_console(

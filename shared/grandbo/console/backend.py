@@ -62,12 +62,21 @@ class ConsoleBackend:
             base_url, signer.credentials, signer.region, timeout=timeout, component="console"
         )
         me = self._get("/v1/admin/whoami")
-        role = me.get("role")
+        organization, actor, person, role = (
+            me.get("organization"),
+            me.get("actor"),
+            me.get("person"),
+            me.get("role"),
+        )
+        if not (isinstance(organization, str) and organization):
+            raise UnreadableAnswerError("not the admin API's answer (whoami names no organization)")
+        if not (isinstance(actor, str) and actor):
+            raise UnreadableAnswerError("not the admin API's answer (whoami names no actor)")
+        if person is not None and not (isinstance(person, str) and person):
+            raise UnreadableAnswerError("not the admin API's answer (whoami's person)")
         if role not in ROLES:
             raise UnreadableAnswerError("not the admin API's answer (whoami names no role)")
-        self.tenant_id, self.key_id = str(me["organization"]), str(me["actor"])
-        self.person = None if me.get("person") is None else str(me["person"])
-        self.role = role
+        self.tenant_id, self.key_id, self.person, self.role = organization, actor, person, role
 
     @classmethod
     def over_iam(

@@ -36,6 +36,10 @@ from grandbo.errors import AuthenticationError, GrandboError
 
 SESSION_COOKIE = "grandbo_console"
 SESSION_TTL_S = 12 * 3600
+# what the console holds at most: a person's link may be followed again and again (each a
+# session of 12 hours); past these, the oldest sessions give way to the new one
+MAX_SESSIONS_PER_PERSON = 20
+MAX_SESSIONS = 2000
 CSRF_FIELD = "csrf"
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
@@ -119,21 +123,34 @@ class ConsoleDoors:
         return key
 
     def _person_session(self, token: str) -> Session | None:
+        keyring = self._current_keyring()
         key = self.person_of(token)
-        if key is None:
+        if key is None or keyring is None:
             return None
         session = Session.new(key)
         with self._lock:
-            self._forget_expired()
+            self._forget(keyring)
+            theirs = [s for s in self._sessions.values() if s.key and s.key.key_id == key.key_id]
+            self._drop_oldest(theirs, len(theirs) - MAX_SESSIONS_PER_PERSON + 1)
+            self._drop_oldest(list(self._sessions.values()), len(self._sessions) - MAX_SESSIONS + 1)
             self._sessions[session.session_id] = session
         return session
 
-    def _forget_expired(self) -> None:
-        """Drop sessions past their lifetime (a link followed every day would otherwise
-        leave one behind each time). Called with the lock held."""
+    def _forget(self, keyring: Keyring) -> None:
+        """Drop sessions past their lifetime, and people's sessions whose key the keyring
+        no longer holds (removed, renewed, re-roled). Called with the lock held."""
         now = time.time()
-        for session_id in [s for s, held in self._sessions.items() if held.expires_at < now]:
-            del self._sessions[session_id]
+        for session_id, held in list(self._sessions.items()):
+            if held.expires_at < now or (
+                held.key is not None and not still_holds(keyring, held.key)
+            ):
+                del self._sessions[session_id]
+
+    def _drop_oldest(self, sessions: list[Session], count: int) -> None:
+        """End the `count` oldest of `sessions` (the operator's is never among them)."""
+        people = sorted((s for s in sessions if s.key is not None), key=lambda s: s.expires_at)
+        for held in people[: max(count, 0)]:
+            self._sessions.pop(held.session_id, None)
 
     def session_count(self) -> int:
         with self._lock:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -45,6 +46,10 @@ from grandbo.tenancy import require_tenant
 
 MAX_CATALOG_PAGE = 200
 MAX_HISTORY_EVENTS = 500
+# the events' payloads one history answers at most, as JSON: a Lambda answer is at most
+# 6 MB, the console reads at most 8 MiB, and 500 corrections of 20,000-character texts
+# would be 20 MB. Past it, the latest events that fit are listed (and the first).
+MAX_HISTORY_PAYLOAD_BYTES = 2 * 1024 * 1024
 MAX_GROWTH_WEEKS = 104
 SUGGESTION_DISTANCE = 0.2
 SUGGESTION_TAG_OVERLAP = 0.3
@@ -100,8 +105,8 @@ class EntryHistory(BaseModel):
 
     entry: MemoryEntry
     events: list[HistoryEvent] = Field(
-        description="oldest first; beyond MAX_HISTORY_EVENTS (500), its first event and the "
-        "latest 499"
+        description="oldest first; beyond MAX_HISTORY_EVENTS (500) events, or 2 MiB of their "
+        "payloads as JSON, its first event and the latest ones that fit"
     )
     omitted_events: int = Field(
         default=0, description="events between the first and the latest ones, not listed"
@@ -258,6 +263,9 @@ class Curation:
     def history(self, tenant_id: str, entry_id: UUID) -> EntryHistory:
         tenant = require_tenant(tenant_id)
         rows, omitted = self.repository.entry_events(tenant, entry_id, limit=MAX_HISTORY_EVENTS)
+        kept = _within_bytes(rows, MAX_HISTORY_PAYLOAD_BYTES)
+        omitted += len(rows) - len(kept)
+        rows = kept
         events = [
             HistoryEvent(
                 event_id=row["event_id"],
@@ -419,6 +427,21 @@ class Curation:
         recorded = self.repository.mark_distinct(tenant, entry_id, other, actor)
         first, second = sorted((entry_id, other))
         return DistinctVerdict(entry_ids=(first, second), recorded=recorded)
+
+
+def _within_bytes(rows: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The first event and the latest ones whose payloads (as JSON) fit in `budget`, in
+    their order: a history never outgrows what its answer may carry."""
+    if not rows:
+        return rows
+    latest: list[dict[str, Any]] = []
+    spent = len(json.dumps(rows[0]["payload"], default=str))
+    for row in reversed(rows[1:]):
+        spent += len(json.dumps(row["payload"], default=str))
+        if spent > budget:
+            break
+        latest.append(row)
+    return [rows[0], *reversed(latest)]
 
 
 def _merge_refusal(canonical: MemoryEntry, new: MemoryEntry) -> str | None:
