@@ -34,6 +34,7 @@ from bench.write_path import _text
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.local.bootstrap import resolve_urls
 from grandbo.local.extensions_api import ExtensionsApi
+from grandbo.local.runner import lambda_context
 from grandbo.local.settings import Settings
 from grandbo.memory.models import WriteContext
 from grandbo.migrations import migrate
@@ -105,17 +106,18 @@ def main() -> None:
         lambda_api = _extension(runtime) if args.extension else None
 
         @finishes_after_answer
-        def ask(topic: str) -> None:
+        def ask(topic: str, context: object) -> None:
             runtime.query_org_memory(TENANT, topic, caller="bench", incident_id="INC-B")
 
         for block in range(2 * args.blocks):
             mode = "log on" if block % 2 == 0 else "log off"
             runtime._retrievals = on if mode == "log on" else off  # type: ignore[assignment]
             for n in range(args.queries):
-                if lambda_api is not None:
-                    lambda_api.invoke()
+                context = lambda_context("bench")
+                if lambda_api is not None:  # the invocation's id, the handler's context's
+                    context.aws_request_id = lambda_api.invoke()
                 started = time.perf_counter()
-                ask(topics[n % len(topics)])
+                ask(topics[n % len(topics)], context)
                 timings[mode].append((time.perf_counter() - started) * 1000)
                 if lambda_api is not None:  # the next invocation starts once this one ended
                     lambda_api.nexts.get(timeout=10)

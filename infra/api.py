@@ -61,14 +61,20 @@ _AUTHORIZATION: dict[str, apigw.AuthorizationType | None] = {
 }
 
 
-def execute_api_resource(method: str, resource: str) -> str:
-    """A route as a resource policy names it (`execute-api:/stage/METHOD/path`, path
-    parameters and ANY as wildcards)."""
+# what ANY stands for in a request's ARN (each request names its own method)
+_ANY_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+
+
+def execute_api_resources(stage: str, method: str, resource: str) -> list[str]:
+    """A route as a resource policy names it, `execute-api:/<stage>/<METHOD>/<path>`, its
+    path parameters as wildcards. The stage and the method are spelt out: IAM's `*` also
+    matches `/`, so `/*/*/v1/admin/*` would match `/prod/GET/v1/iam/admin/x/v1/admin/y`."""
     path = re.sub(r"\{[^}]+\}", "*", resource)
-    return f"execute-api:/*/{'*' if method == 'ANY' else method}{path}"
+    methods = _ANY_METHODS if method == "ANY" else (method,)
+    return [f"execute-api:/{stage}/{verb}{path}" for verb in methods]
 
 
-def resource_policy() -> iam.PolicyDocument:
+def resource_policy(stage: str) -> iam.PolicyDocument:
     """Who may reach which route, before any authorizer runs.
 
     - Every route but the /v1/iam ones is open to any caller: the tenant authorizer or
@@ -87,10 +93,20 @@ def resource_policy() -> iam.PolicyDocument:
       `/`) is refused before the function reads its name.
     """
     open_routes = sorted(
-        {execute_api_resource(r.method, r.resource) for r in ROUTES if r.auth != "iam"}
+        {
+            arn
+            for r in ROUTES
+            if r.auth != "iam"
+            for arn in execute_api_resources(stage, r.method, r.resource)
+        }
     )
+    # denied on every stage and method (a wider deny leaves nothing open)
     iam_routes = sorted(
-        {execute_api_resource(r.method, r.resource) for r in ROUTES if r.auth == "iam"}
+        {
+            "execute-api:/*/*" + re.sub(r"\{[^}]+\}", "*", r.resource)
+            for r in ROUTES
+            if r.auth == "iam"
+        }
     )
     sso_roles = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/aws-reserved/sso.amazonaws.com/*"
     return iam.PolicyDocument(
@@ -132,7 +148,7 @@ class MemoryApi(Construct):
             "Api",
             rest_api_name=f"grandbo-{stage.name}",
             description="Grandbo memory: query_org_memory and signed admin writes",
-            policy=resource_policy(),
+            policy=resource_policy(stage.name),
             cloud_watch_role=True,
             deploy_options=apigw.StageOptions(
                 stage_name=stage.name,

@@ -17,6 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -74,7 +75,7 @@ def lambda_runtime(
     runtime.close()
 
 
-def _query(tenant: str) -> dict[str, Any]:
+def _query(tenant: str, request_id: str | None = None) -> dict[str, Any]:
     event = proxy_event(
         "POST",
         "/v1/memory/query",
@@ -84,91 +85,106 @@ def _query(tenant: str) -> dict[str, Any]:
         ).encode(),
         authorizer={"tenant_id": tenant, "key_id": f"{tenant}-query", "principalId": tenant},
     )
-    return dict(query_handler(event, lambda_context("grandbo-query")))
+    context = lambda_context("grandbo-query")
+    if request_id is not None:  # the invocation's own id, as Lambda gives it to both
+        context.aws_request_id = request_id
+    return dict(query_handler(event, context))
 
 
-def _registered(api: ExtensionsApi, monkeypatch: pytest.MonkeyPatch) -> after_answer.AfterAnswer:
-    monkeypatch.setenv("AWS_LAMBDA_RUNTIME_API", api.address)
-    after_answer.reset()
-    extension = after_answer.register_after_answer(drain_retrievals)
-    assert extension is not None
-    api.nexts.get(timeout=5)  # its first Next: the extension's Init is done
-    return extension
+@dataclass
+class Container:
+    """One Lambda container as the tests drive it: Lambda's side of the Extensions API
+    (each Next noting the rows written by then), the tenant, and the writer's gate."""
+
+    api: ExtensionsApi
+    tenant: str
+    gate: threading.Event
+    admin_conn: psycopg.Connection[Any]
+
+    def rows(self) -> int:
+        return _rows(self.admin_conn, self.tenant)
+
+    def register(self, monkeypatch: pytest.MonkeyPatch) -> after_answer.AfterAnswer | None:
+        monkeypatch.setenv("AWS_LAMBDA_RUNTIME_API", self.api.address)
+        after_answer.reset()
+        return after_answer.register_after_answer(drain_retrievals)
+
+
+def _container(
+    admin_conn: psycopg.Connection[Any], tenant: str, gate: threading.Event, **api: Any
+) -> Iterator[Container]:
+    container = Container(
+        ExtensionsApi(lambda: _rows(admin_conn, tenant), **api), tenant, gate, admin_conn
+    )
+    yield container
+    container.api.close()
+
+
+@pytest.fixture
+def container(
+    lambda_runtime: LambdaRuntime,
+    admin_conn: psycopg.Connection[Any],
+    tenant: str,
+    gate: threading.Event,
+) -> Iterator[Container]:
+    yield from _container(admin_conn, tenant, gate)
+
+
+@pytest.fixture
+def extension(container: Container, monkeypatch: pytest.MonkeyPatch) -> after_answer.AfterAnswer:
+    """The extension registered at the container's init (its first Next asked)."""
+    registered = container.register(monkeypatch)
+    assert registered is not None
+    container.api.nexts.get(timeout=5)
+    return registered
 
 
 def test_the_answer_goes_before_its_retrieval_is_written_and_the_invocation_ends_after(
-    lambda_runtime: LambdaRuntime,
-    admin_conn: psycopg.Connection[Any],
-    tenant: str,
-    gate: threading.Event,
-    monkeypatch: pytest.MonkeyPatch,
+    container: Container, extension: after_answer.AfterAnswer
 ) -> None:
-    api = ExtensionsApi(lambda: _rows(admin_conn, tenant))
-    try:
-        extension = _registered(api, monkeypatch)
-        assert api.registered == [{"name": "grandbo-retrieval-log", "events": ["INVOKE"]}]
-        api.invoke()
-        answer = _query(tenant)
-        # answered while the write still waits for the database: not on the answer's path
-        assert answer["statusCode"] == 200, answer
-        assert _rows(admin_conn, tenant) == 0
-        with pytest.raises(queue.Empty):  # the invocation is not over: no Next yet
-            api.nexts.get(timeout=0.3)
-        gate.set()
-        # the extension asks for its next event only once the retrieval is in the table
-        assert api.nexts.get(timeout=5) == 1
-        assert extension.drained == 1
-        # a second invocation of the same container: the same, one more row
-        api.invoke()
-        assert _query(tenant)["statusCode"] == 200
-        assert api.nexts.get(timeout=5) == 2
-    finally:
-        api.close()
+    api = container.api
+    assert api.registered == [{"name": "grandbo-retrieval-log", "events": ["INVOKE"]}]
+    answer = _query(container.tenant, api.invoke())
+    # answered while the write still waits for the database: not on the answer's path
+    assert answer["statusCode"] == 200, answer
+    assert container.rows() == 0
+    with pytest.raises(queue.Empty):  # the invocation is not over: no Next yet
+        api.nexts.get(timeout=0.3)
+    container.gate.set()
+    # the extension asks for its next event only once the retrieval is in the table
+    assert api.nexts.get(timeout=5) == 1
+    assert extension.drained == 1
+    # a second invocation of the same container: the same, one more row
+    assert _query(container.tenant, api.invoke())["statusCode"] == 200
+    assert api.nexts.get(timeout=5) == 2
 
 
 def test_an_invocation_whose_handler_fails_still_ends(
-    lambda_runtime: LambdaRuntime,
-    admin_conn: psycopg.Connection[Any],
-    tenant: str,
-    gate: threading.Event,
-    monkeypatch: pytest.MonkeyPatch,
+    container: Container, extension: after_answer.AfterAnswer
 ) -> None:
-    gate.set()
-    api = ExtensionsApi(lambda: _rows(admin_conn, tenant))
-    try:
-        _registered(api, monkeypatch)
+    container.gate.set()
 
-        @after_answer.finishes_after_answer
-        def broken(event: object, context: object) -> None:
-            raise RuntimeError("the handler failed")
+    @after_answer.finishes_after_answer
+    def broken(event: object, context: object) -> None:
+        raise RuntimeError("the handler failed")
 
-        api.invoke()
-        with pytest.raises(RuntimeError):
-            broken({}, None)
-        assert api.nexts.get(timeout=5) == 0  # ended, nothing to write
-    finally:
-        api.close()
+    context = lambda_context("grandbo-query")
+    context.aws_request_id = container.api.invoke()
+    with pytest.raises(RuntimeError):
+        broken({}, context)
+    assert container.api.nexts.get(timeout=5) == 0  # ended, nothing to write
 
 
 def test_an_invocation_never_waits_past_its_deadline(
-    lambda_runtime: LambdaRuntime,
-    admin_conn: psycopg.Connection[Any],
-    tenant: str,
-    monkeypatch: pytest.MonkeyPatch,
+    container: Container, extension: after_answer.AfterAnswer
 ) -> None:
     """The gate stays shut (the database never answers): the extension gives up before
     the invocation's deadline rather than hold it to its timeout."""
-    api = ExtensionsApi(lambda: time.monotonic())
-    try:
-        _registered(api, monkeypatch)
-        api.invoke(deadline_s=1.0)
-        started = time.monotonic()
-        assert _query(tenant)["statusCode"] == 200
-        ended = api.nexts.get(timeout=5)
-        assert isinstance(ended, float)
-        assert ended - started < 1.0
-    finally:
-        api.close()
+    request_id = container.api.invoke(deadline_s=1.0)
+    started = time.monotonic()
+    assert _query(container.tenant, request_id)["statusCode"] == 200
+    container.api.nexts.get(timeout=5)
+    assert time.monotonic() - started < 1.0
 
 
 def test_without_the_extension_a_query_in_lambda_waits_for_its_write(
@@ -180,13 +196,52 @@ def test_without_the_extension_a_query_in_lambda_waits_for_its_write(
 ) -> None:
     """The Extensions API refuses the registration: the query writes before it answers
     (a frozen container could lose a retrieval still waiting in the thread)."""
-    api = ExtensionsApi(lambda: None, refuse=True)
-    try:
-        monkeypatch.setenv("AWS_LAMBDA_RUNTIME_API", api.address)
-        after_answer.reset()
-        assert after_answer.register_after_answer(drain_retrievals) is None
+    for refused in _container(admin_conn, tenant, gate, refuse=True):
+        assert refused.register(monkeypatch) is None
         gate.set()
         assert _query(tenant)["statusCode"] == 200
-        assert _rows(admin_conn, tenant) == 1
-    finally:
-        api.close()
+        assert refused.rows() == 1
+
+
+def test_an_invocation_whose_handler_never_ran_holds_only_itself(
+    container: Container, extension: after_answer.AfterAnswer
+) -> None:
+    """The runtime failed before the handler (a malformed client context): that one
+    invocation waits to its deadline; the next is matched by its own request id, and
+    neither a handler the extension never heard of nor a lost event shifts the others."""
+    container.gate.set()
+    api = container.api
+    started = time.monotonic()
+    api.invoke(deadline_s=0.8)  # no handler runs for it
+    assert api.nexts.get(timeout=5) == 0
+    assert time.monotonic() - started < 1.0
+    # a handler whose INVOKE the extension never got (a lost event): no row waits for a
+    # later invocation's Next to pass early
+    assert _query(container.tenant, "never-announced")["statusCode"] == 200
+    assert _query(container.tenant, api.invoke())["statusCode"] == 200
+    assert api.nexts.get(timeout=5) == 2  # after both rows, not before its handler
+
+
+@pytest.mark.parametrize("odd", [[], "x", None, {"eventType": 3}, {"eventType": "INVOKE"}])
+def test_an_odd_event_neither_stops_the_extension_nor_holds_an_invocation(
+    container: Container, extension: after_answer.AfterAnswer, odd: object
+) -> None:
+    container.gate.set()
+    container.api.send(odd)
+    container.api.nexts.get(timeout=5)  # it asked again, at once
+    assert extension.alive
+    assert after_answer.active() is extension
+    assert _query(container.tenant, container.api.invoke())["statusCode"] == 200
+    assert container.api.nexts.get(timeout=5) == 1
+
+
+def test_a_stopped_extension_is_not_counted_on(
+    container: Container, extension: after_answer.AfterAnswer
+) -> None:
+    """Its thread gone, nobody would end an invocation after the write: the query writes
+    before it answers again."""
+    container.gate.set()
+    extension.stopped = True
+    assert after_answer.active() is None
+    assert _query(container.tenant)["statusCode"] == 200
+    assert container.rows() == 1

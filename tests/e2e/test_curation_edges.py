@@ -4,7 +4,6 @@ revision, and growth counts the same weeks whatever the database session's time 
 
 from __future__ import annotations
 
-import json
 import threading
 from uuid import UUID
 
@@ -84,39 +83,57 @@ def test_a_busy_entrys_history_shows_its_creation_and_its_latest_revision(
     assert ids == sorted(ids)
 
 
-def test_a_history_of_long_corrections_lists_what_fits_in_its_answer(
+def test_a_history_of_long_corrections_and_recurrences_fits_in_its_answer(
     gateway: Gateway, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Corrections of long texts: the history lists its first event and the latest ones
-    whose payloads fit, and counts the rest as omitted (at full size, 500 corrections of
-    20,000-character summaries would be a 20 MB answer: over Lambda's 6 MB and the
-    console's 8 MiB, a page that could never load again)."""
-    monkeypatch.setattr(curation, "MAX_HISTORY_PAYLOAD_BYTES", 100_000)
+    """Long texts in another script, corrected again and again, with recurrences: the
+    history lists the newest recurrences and the latest events that fit, counted as they
+    are sent (non-ASCII as \\u escapes, inside Lambda's JSON envelope), and says how many
+    it left out. At full size (500 corrections, 100 recurrences of 20,000 characters of
+    "é") the answer would be about 19 MB: over Lambda's 6 MB and the console's 8 MiB, a
+    page that could never load again. The budgets are made small here."""
+    monkeypatch.setattr(curation, "MAX_HISTORY_ANSWER_BYTES", 400_000)
+    monkeypatch.setattr(curation, "MAX_HISTORY_RECURRENCE_BYTES", 150_000)
     entry = _create(gateway, tenant, POOL)
+    long_text = " ".join(f"fenêtre{i}-é" for i in range(1_500))[:MAX_SUMMARY_CHARS]
+    for n in range(5):  # recurrences: each merged into the entry
+        other = _create(gateway, tenant, {**POOL, "summary": f"Recurrence {n}: {long_text}"})
+        merged = gateway.admin(
+            tenant,
+            "POST",
+            f"/v1/admin/entries/{other['entry_id']}/merge",
+            {"into": entry["entry_id"]},
+        )
+        assert merged.status == 200, merged.body
     path = f"/v1/admin/entries/{entry['entry_id']}/corrections"
     for n in range(12):
-        summary = f"Revision {n}: " + " ".join(f"pool{n}-{i}" for i in range(2_000))
-        body = {"title": POOL["title"], "summary": summary[:MAX_SUMMARY_CHARS]}
+        body = {"title": POOL["title"], "summary": f"Revision {n}: {long_text}"}
         assert gateway.admin(tenant, "POST", path, body).status == 201
     reply = gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry['entry_id']}/history")
     assert reply.status == 200
-    events = reply.body["events"]
-    payloads = sum(len(json.dumps(e["payload"])) for e in events)
-    assert payloads <= 100_000
+    history = reply.body
+    assert curation.sent_bytes(history) <= 400_000 + 2_000  # the answer's own fields
+    assert 0 < len(history["recurrences"]) < 5
+    assert history["omitted_recurrences"] == 5 - len(history["recurrences"])
+    events = history["events"]
     assert events[0]["event_type"] == "entry_created"
-    assert events[-1]["revision"] == 13  # the current revision is always listed
-    assert 2 < len(events) < 13
-    assert reply.body["omitted_events"] == 13 - len(events)
+    assert events[-1]["event_type"] == "entry_corrected"  # the current revision is listed
+    assert len(events) >= 2
+    listed = {e["event_id"] for e in events}
+    assert history["omitted_events"] > 0
+    assert len(listed) + history["omitted_events"] > 12
 
 
 def test_the_history_bound_holds_at_full_size() -> None:
-    """500 events of the longest texts: what is listed fits in the bound."""
-    summary = "x" * MAX_SUMMARY_CHARS
-    rows = [{"payload": {"title": "t" * 200, "summary": summary}} for _ in range(500)]
-    kept = curation._within_bytes(rows, curation.MAX_HISTORY_PAYLOAD_BYTES)
+    """500 events of the longest texts in another script: what is listed fits as sent."""
+    summary = "é" * MAX_SUMMARY_CHARS
+    rows = [{"payload": {"title": "é" * 200, "summary": summary}} for _ in range(500)]
+    kept = curation._within_bytes(rows, curation.MAX_HISTORY_ANSWER_BYTES)
     assert kept[0] is rows[0]
     assert kept[-1] is rows[-1]
-    assert sum(len(json.dumps(r["payload"])) for r in kept) <= curation.MAX_HISTORY_PAYLOAD_BYTES
+    sent = sum(curation.sent_bytes(r["payload"]) for r in kept)
+    assert sent <= curation.MAX_HISTORY_ANSWER_BYTES
+    assert curation.MAX_HISTORY_ANSWER_BYTES < 6_000_000  # Lambda's answer, with room
     assert len(kept) < 500
 
 

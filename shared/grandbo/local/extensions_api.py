@@ -11,6 +11,7 @@ import json
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ class ExtensionsApi:
     def __init__(
         self, moment: Callable[[], object] = time.monotonic, *, refuse: bool = False
     ) -> None:
-        self.invocations: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.invocations: queue.Queue[object] = queue.Queue()
         self.nexts: queue.Queue[object] = queue.Queue()  # what `moment` said at each Next
         self.registered: list[dict[str, Any]] = []
         api = self
@@ -73,14 +74,21 @@ class ExtensionsApi:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
 
-    def invoke(self, deadline_s: float = 10.0) -> None:
-        self.invocations.put(
+    def invoke(self, deadline_s: float = 10.0) -> str:
+        """Start an invocation; its request id (the handler's `context.aws_request_id`)."""
+        request_id = str(uuid.uuid4())
+        self.send(
             {
                 "eventType": "INVOKE",
                 "deadlineMs": int((time.time() + deadline_s) * 1000),
-                "requestId": "r-1",
+                "requestId": request_id,
             }
         )
+        return request_id
+
+    def send(self, event: object) -> None:
+        """The answer to the pending (or next) Next: any JSON value, as a fault would."""
+        self.invocations.put(event)
 
     def close(self) -> None:
         after_answer.reset()  # the extension's thread ends at the event below

@@ -46,10 +46,15 @@ from grandbo.tenancy import require_tenant
 
 MAX_CATALOG_PAGE = 200
 MAX_HISTORY_EVENTS = 500
-# the events' payloads one history answers at most, as JSON: a Lambda answer is at most
-# 6 MB, the console reads at most 8 MiB, and 500 corrections of 20,000-character texts
-# would be 20 MB. Past it, the latest events that fit are listed (and the first).
-MAX_HISTORY_PAYLOAD_BYTES = 2 * 1024 * 1024
+# what one history answer carries at most, counted as it is sent: its JSON (non-ASCII as
+# \u escapes, as the API writes it) inside the JSON of Lambda's proxy answer, which is at
+# most 6 MB (the console reads at most 8 MiB). 500 corrections of 20,000-character texts
+# would be 20 MB, 100 recurrences of them 2 MB, six times that in another script. Past the
+# budget, the newest recurrences that fit are listed, then the first event and the latest
+# events that fit in what is left.
+MAX_HISTORY_ANSWER_BYTES = 4 * 1024 * 1024
+MAX_HISTORY_RECURRENCE_BYTES = 1024 * 1024
+_EVENT_FIELDS_BYTES = 512  # an event's id, type, revision, time, actor and path, sent
 MAX_GROWTH_WEEKS = 104
 SUGGESTION_DISTANCE = 0.2
 SUGGESTION_TAG_OVERLAP = 0.3
@@ -111,7 +116,12 @@ class EntryHistory(BaseModel):
     omitted_events: int = Field(
         default=0, description="events between the first and the latest ones, not listed"
     )
-    recurrences: list[MemoryEntry]
+    recurrences: list[MemoryEntry] = Field(
+        description="the newest first: at most 100, and those that fit in 1 MiB as sent"
+    )
+    omitted_recurrences: int = Field(
+        default=0, description="older recurrences not listed (see MAX_HISTORY_RECURRENCE_BYTES)"
+    )
 
 
 class WeekOfGrowth(BaseModel):
@@ -262,8 +272,17 @@ class Curation:
 
     def history(self, tenant_id: str, entry_id: UUID) -> EntryHistory:
         tenant = require_tenant(tenant_id)
+        entry = self.repository.get_entry(tenant, entry_id)
+        recurrences = self.memory.recurrences_of(tenant, entry_id)
+        listed, spent = [], sent_bytes(entry.model_dump(mode="json"))
+        for other in recurrences:  # the newest first
+            cost = sent_bytes(other.model_dump(mode="json"))
+            if spent + cost > MAX_HISTORY_RECURRENCE_BYTES:
+                break
+            listed.append(other)
+            spent += cost
         rows, omitted = self.repository.entry_events(tenant, entry_id, limit=MAX_HISTORY_EVENTS)
-        kept = _within_bytes(rows, MAX_HISTORY_PAYLOAD_BYTES)
+        kept = _within_bytes(rows, MAX_HISTORY_ANSWER_BYTES - spent)
         omitted += len(rows) - len(kept)
         rows = kept
         events = [
@@ -281,10 +300,11 @@ class Curation:
         return EntryHistory(
             # the row itself, a redacted one too (its text is gone from it and from every
             # payload): its history is where a person reads who removed it, when and why
-            entry=self.repository.get_entry(tenant, entry_id),
+            entry=entry,
             events=events,
             omitted_events=omitted,
-            recurrences=self.memory.recurrences_of(tenant, entry_id),
+            recurrences=listed,
+            omitted_recurrences=len(recurrences) - len(listed),
         )
 
     def growth(self, tenant_id: str, *, weeks: int = 26) -> Growth:
@@ -429,15 +449,21 @@ class Curation:
         return DistinctVerdict(entry_ids=(first, second), recorded=recorded)
 
 
+def sent_bytes(value: object) -> int:
+    """What `value` costs in a Lambda answer: its JSON (non-ASCII as \\u escapes) as a
+    string inside the JSON of the proxy answer (each quote and backslash escaped again)."""
+    return len(json.dumps(json.dumps(value, default=str)))
+
+
 def _within_bytes(rows: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
-    """The first event and the latest ones whose payloads (as JSON) fit in `budget`, in
-    their order: a history never outgrows what its answer may carry."""
+    """The first event and the latest ones that fit in `budget` as sent, in their order:
+    a history never outgrows what its answer may carry."""
     if not rows:
         return rows
     latest: list[dict[str, Any]] = []
-    spent = len(json.dumps(rows[0]["payload"], default=str))
+    spent = sent_bytes(rows[0]["payload"]) + _EVENT_FIELDS_BYTES
     for row in reversed(rows[1:]):
-        spent += len(json.dumps(row["payload"], default=str))
+        spent += sent_bytes(row["payload"]) + _EVENT_FIELDS_BYTES
         if spent > budget:
             break
         latest.append(row)

@@ -14,23 +14,28 @@ PostRuntimeExtensionsDuration).
 
 So the query functions register one internal extension at init (`register_after_answer`,
 from their module's import: an internal extension must register before the runtime's
-first Next ends the Init phase). At each INVOKE event its thread waits until the
-invocation's handler has returned (`answered`, called as the decorated handler returns),
-drains the retrieval writer (at most DRAIN_S), and only then asks for the next event:
-the caller has its answer, and the container is not frozen before its retrieval is
-written. Where no extension could be registered (not in Lambda, or the API refused),
-`active()` is None and the query waits for its write as before (DURABLE_WAIT_S).
+first Next ends the Init phase). At each INVOKE event its thread waits until that
+invocation's handler has returned (`answered`, called with the context's request id as
+the decorated handler returns; the event's `requestId` is the same id, so a lost event or
+a handler the runtime never reached costs that one invocation at most, to its deadline),
+drains the retrieval writer (at most DRAIN_S, what a query waited before), and only then
+asks for the next event: the caller has its answer, and the container is not frozen
+before its retrieval is written. Where no extension could be registered (not in Lambda,
+or the API refused), or its thread has stopped, `active()` is None and the query waits
+for its write as before (DURABLE_WAIT_S).
 """
 
 from __future__ import annotations
 
 import functools
+import http.client
 import json
 import logging
 import os
 import threading
 import time
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -39,8 +44,11 @@ _log = logging.getLogger(__name__)
 EXTENSION_NAME = "grandbo-retrieval-log"
 API_VERSION = "2020-01-01"
 REGISTER_TIMEOUT_S = 2.0
-DRAIN_S = 2.0  # the longest a finished invocation waits for its retrievals' write
+# the longest a finished invocation waits for its retrievals' write: what a query waited
+# before it answered without the extension, so a slow database holds no container longer
+DRAIN_S = 0.5
 _MARGIN_S = 0.2  # kept before the invocation's deadline
+_REMEMBERED = 64  # request ids of the latest handlers that returned
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -49,16 +57,17 @@ _lock = threading.Lock()
 
 
 class AfterAnswer:
-    """One internal extension: it ends each invocation only after its handler returned
-    and `drain` ran (or DRAIN_S passed)."""
+    """One internal extension: it ends each invocation only after that invocation's
+    handler returned (matched by request id: the INVOKE event's `requestId` is the
+    handler's `context.aws_request_id`) and `drain` ran, or DRAIN_S passed."""
 
     def __init__(self, runtime_api: str, identifier: str, drain: Callable[[float], object]):
         self._base = f"http://{runtime_api}/{API_VERSION}/extension"
         self._identifier = identifier
         self._drain = drain
         self._cond = threading.Condition()
-        self._invoked = 0  # INVOKE events received
-        self._answered = 0  # handlers returned
+        self._returned: OrderedDict[str, None] = OrderedDict()  # request ids, the latest
+        self._thread: threading.Thread | None = None
         self.drained = 0  # invocations whose retrievals were drained in time
         self.stopped = False  # forgotten (tests): the thread ends at its next event
 
@@ -76,31 +85,42 @@ class AfterAnswer:
             # http:// + AWS_LAMBDA_RUNTIME_API: Lambda's own loopback endpoint
             with urllib.request.urlopen(request, timeout=REGISTER_TIMEOUT_S) as answer:  # noqa: S310
                 identifier = answer.headers.get("Lambda-Extension-Identifier")
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             _log.warning("retrieval log: no extension registered (%s): written before answers", exc)
             return None
         if not identifier:
             _log.warning("retrieval log: the Extensions API gave no identifier")
             return None
         extension = cls(runtime_api, identifier, drain)
-        threading.Thread(target=extension._run, name=EXTENSION_NAME, daemon=True).start()
+        extension._thread = threading.Thread(
+            target=extension._run, name=EXTENSION_NAME, daemon=True
+        )
+        extension._thread.start()
         return extension
 
-    def answered(self) -> None:
-        """The current invocation's handler returned (or raised)."""
+    @property
+    def alive(self) -> bool:
+        """Its thread still runs (else nobody ends an invocation after its write)."""
+        return self._thread is not None and self._thread.is_alive() and not self.stopped
+
+    def answered(self, request_id: str | None) -> None:
+        """The handler of invocation `request_id` returned (or raised)."""
+        if request_id is None:
+            return
         with self._cond:
-            self._answered += 1
+            self._returned[request_id] = None
+            while len(self._returned) > _REMEMBERED:
+                self._returned.popitem(last=False)
             self._cond.notify_all()
 
-    def _next_event(self) -> dict[str, Any]:
+    def _next_event(self) -> object:
         request = urllib.request.Request(  # noqa: S310 - Lambda's loopback endpoint
             f"{self._base}/event/next",
             headers={"Lambda-Extension-Identifier": self._identifier},
         )
         # no timeout: it blocks until the next invocation (or for good, frozen)
         with urllib.request.urlopen(request) as answer:  # noqa: S310
-            event: dict[str, Any] = json.loads(answer.read() or b"{}")
-        return event
+            return json.loads(answer.read() or b"{}")
 
     def _run(self) -> None:
         failures = 0
@@ -108,31 +128,28 @@ class AfterAnswer:
             try:
                 event = self._next_event()  # also says: the last invocation is done
                 failures = 0
-            except (OSError, ValueError) as exc:
+                if isinstance(event, dict) and event.get("eventType") == "INVOKE":
+                    if not self.stopped:
+                        self._finish(event)
+                elif not isinstance(event, dict):
+                    _log.warning("retrieval log extension: an event that is not an object")
+            except Exception as exc:  # never let the thread die: an invocation would wait
                 failures += 1
-                _log.warning("retrieval log extension: next event failed: %s", exc)
+                _log.warning("retrieval log extension: %s: %s", type(exc).__name__, exc)
                 time.sleep(min(1.0, 0.05 * failures))
-                continue
-            if event.get("eventType") != "INVOKE" or self.stopped:
-                continue
-            try:
-                self._finish(event)
-            except Exception:  # never leave the invocation waiting on this thread
-                _log.exception("retrieval log extension: the drain failed")
 
     def _finish(self, event: dict[str, Any]) -> None:
         deadline = event.get("deadlineMs")
-        now = time.time()
+        request_id = event.get("requestId")
         budget = (
-            max(0.0, float(deadline) / 1000 - now - _MARGIN_S)
-            if isinstance(deadline, int | float)
+            max(0.0, float(deadline) / 1000 - time.time() - _MARGIN_S)
+            if isinstance(deadline, int | float) and not isinstance(deadline, bool)
             else DRAIN_S
         )
         started = time.monotonic()
-        with self._cond:
-            self._invoked += 1
-            invoked = self._invoked
-            self._cond.wait_for(lambda: self._answered >= invoked, budget)
+        if isinstance(request_id, str):
+            with self._cond:  # this invocation's own handler (a lost event shifts nothing)
+                self._cond.wait_for(lambda: request_id in self._returned, budget)
         left = min(DRAIN_S, budget - (time.monotonic() - started))
         if left > 0 and self._drain(left):
             self.drained += 1
@@ -150,8 +167,10 @@ def register_after_answer(drain: Callable[[float], object]) -> AfterAnswer | Non
 
 
 def active() -> AfterAnswer | None:
-    """The registered extension, or None: then a query waits for its retrieval's write."""
-    return _active
+    """The registered extension while its thread runs, or None: then a query waits for
+    its retrieval's write."""
+    extension = _active
+    return extension if extension is not None and extension.alive else None
 
 
 def reset() -> None:
@@ -167,12 +186,12 @@ def finishes_after_answer(handler: Handler) -> Handler:
     """A Lambda handler whose invocation the extension ends only after it returned."""
 
     @functools.wraps(handler)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(event: Any, context: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return handler(*args, **kwargs)
+            return handler(event, context, *args, **kwargs)
         finally:
             extension = _active
             if extension is not None:
-                extension.answered()
+                extension.answered(getattr(context, "aws_request_id", None))
 
     return wrapped  # type: ignore[return-value]
