@@ -331,3 +331,15 @@ def test_a_whoami_that_is_not_the_apis_stops_the_console_with_what_to_check(
             iam_backend(url, None, "eu-west-1")
     finally:
         server.shutdown()
+
+
+def test_a_profile_that_does_not_exist_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from grandbo.commands.console import iam_backend
+    from grandbo.errors import GrandboError
+
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    with pytest.raises(GrandboError, match=r"--aws: .*no-such-profile"):
+        iam_backend("https://abc.execute-api.eu-west-1.amazonaws.com/prod", "no-such-profile", None)

@@ -183,8 +183,11 @@ def iam_backend(base_url: str, profile: str | None, region: str | None) -> Any:
     from grandbo.api.client import GrandboHTTPError, execute_api_region
     from grandbo.console.backend import ConsoleBackend, UnreadableAnswerError
 
-    session = boto3.Session(profile_name=profile)
-    credentials = session.get_credentials()
+    try:
+        session = boto3.Session(profile_name=profile)
+        credentials = session.get_credentials()
+    except BotoCoreError as exc:  # ProfileNotFound, an unreadable config
+        raise GrandboError(f"--aws: {exc}") from None
     if credentials is None:
         raise GrandboError("no AWS credentials: sign in first (aws sso login --profile ...)")
     where = region or execute_api_region(base_url) or session.region_name
