@@ -66,12 +66,15 @@ def lambda_runtime(
         gate.wait(10)
         return connect(database.app)
 
-    runtime._retrievals = RetrievalWriter(slow_connect, gather_s=0.0)
+    writer = RetrievalWriter(slow_connect, gather_s=0.0)
+    runtime._retrievals = writer
     install_runtime(runtime)
     yield runtime
     gate.set()
     after_answer.reset()
     install_runtime(None)
+    writer.flush(5)
+    writer.close()  # its own connection: the runtime does not hold it
     runtime.close()
 
 

@@ -216,6 +216,7 @@ def test_a_refused_retrieval_costs_only_itself(
     ):
         writer.submit(record)
     assert writer.flush(10)
+    writer.close()
     assert (writer.written, writer.dropped) == (2, 1)
     assert (_rows(admin_conn, tenant), _rows(admin_conn, other_tenant)) == (1, 1)
 

@@ -365,7 +365,11 @@ def test_an_import_beside_live_deliveries_and_a_redaction_leaves_the_lake_whole(
     errors: list[BaseException] = []
 
     def run(work: Any) -> None:
-        service, conn = fresh()
+        try:
+            service, conn = fresh()
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+            return
         try:
             work(service)
         except BaseException as exc:  # reported below
