@@ -423,7 +423,10 @@ class LambdaRuntime:
         return conn
 
     def close(self) -> None:
-        """Close every connection this runtime opened, in any thread."""
+        """Close every connection this runtime opened, in any thread (its retrieval
+        writer's once what it holds is written)."""
+        if self._retrievals is not None:
+            self._retrievals.close()
         with self._lock:
             for conn in self._connections:
                 conn.close()

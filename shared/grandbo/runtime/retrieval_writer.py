@@ -53,9 +53,13 @@ class RetrievalWriter:
         self._done = threading.Condition()  # notified as each batch is written
         self.written = 0
         self.dropped = 0
+        self._closed = False  # closed: nothing more is written, no connection opened
 
     def submit(self, record: RetrievalRecord) -> None:
         """Hand a retrieval over; never waits, never raises."""
+        if self._closed:
+            self.dropped += 1
+            return
         try:
             self._queue.put_nowait(record)
         except queue.Full:
@@ -102,6 +106,9 @@ class RetrievalWriter:
 
     def _write(self, batch: list[RetrievalRecord]) -> None:
         for attempt in range(1, ATTEMPTS + 1):
+            if self._closed:  # the runtime is gone: no connection opened after it
+                self.dropped += len(batch)
+                return
             try:
                 if self._conn is None or self._conn.closed or self._conn.broken:
                     self._conn = self._connect()
@@ -128,6 +135,10 @@ class RetrievalWriter:
                 _log.exception("retrieval log: a retrieval could not be written")
                 return
 
-    def close(self) -> None:
+    def close(self, flush_s: float = 2.0) -> None:
+        """Write what is pending (at most `flush_s`), then close: what comes later is
+        dropped, and the thread opens no connection again."""
+        self.flush(flush_s)
+        self._closed = True
         if self._conn is not None:
             self._conn.close()
