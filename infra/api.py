@@ -65,11 +65,16 @@ _AUTHORIZATION: dict[str, apigw.AuthorizationType | None] = {
 _ANY_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 
+def _wildcard_path(resource: str) -> str:
+    """A route's path with each path parameter (`{entry_id}`, `{proxy+}`) as `*`."""
+    return re.sub(r"\{[^}]+\}", "*", resource)
+
+
 def execute_api_resources(stage: str, method: str, resource: str) -> list[str]:
     """A route as a resource policy names it, `execute-api:/<stage>/<METHOD>/<path>`, its
     path parameters as wildcards. The stage and the method are spelt out: IAM's `*` also
     matches `/`, so `/*/*/v1/admin/*` would match `/prod/GET/v1/iam/admin/x/v1/admin/y`."""
-    path = re.sub(r"\{[^}]+\}", "*", resource)
+    path = _wildcard_path(resource)
     methods = _ANY_METHODS if method == "ANY" else (method,)
     return [f"execute-api:/{stage}/{verb}{path}" for verb in methods]
 
@@ -102,11 +107,7 @@ def resource_policy(stage: str) -> iam.PolicyDocument:
     )
     # denied on every stage and method (a wider deny leaves nothing open)
     iam_routes = sorted(
-        {
-            "execute-api:/*/*" + re.sub(r"\{[^}]+\}", "*", r.resource)
-            for r in ROUTES
-            if r.auth == "iam"
-        }
+        {"execute-api:/*/*" + _wildcard_path(r.resource) for r in ROUTES if r.auth == "iam"}
     )
     sso_roles = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/aws-reserved/sso.amazonaws.com/*"
     return iam.PolicyDocument(

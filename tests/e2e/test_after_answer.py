@@ -36,13 +36,7 @@ from grandbo.runtime.lambda_container import (
 from grandbo.runtime.retrieval_writer import RetrievalWriter
 from grandbo.storage.connections import DatabaseUrls, connect
 
-
-def _rows(admin_conn: psycopg.Connection[Any], tenant: str) -> int:
-    row = admin_conn.execute(
-        "SELECT count(*) FROM org_memory_retrievals WHERE tenant_id = %s", (tenant,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+from .test_retrieval_log import _rows
 
 
 @pytest.fixture
@@ -66,16 +60,13 @@ def lambda_runtime(
         gate.wait(10)
         return connect(database.app)
 
-    writer = RetrievalWriter(slow_connect, gather_s=0.0)
-    runtime._retrievals = writer
+    runtime._retrievals = RetrievalWriter(slow_connect, gather_s=0.0)
     install_runtime(runtime)
     yield runtime
     gate.set()
     after_answer.reset()
     install_runtime(None)
-    writer.flush(5)
-    writer.close()  # its own connection: the runtime does not hold it
-    runtime.close()
+    runtime.close()  # its writer too, and the writer's own connection
 
 
 def _query(tenant: str, request_id: str | None = None) -> dict[str, Any]:
