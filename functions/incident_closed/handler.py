@@ -1,4 +1,5 @@
-"""The incident queue's messages → memory entries for corroborated findings only.
+"""The incident queue's messages → memory entries for corroborated findings only, and the
+incident's verdicts on the memory entries it recalled (`grandbo.memory.incidents`).
 
 The incident-closed rule puts each event on the incident queue (SQS); this function takes
 batches of it and reports each record on its own (partial batch responses):

@@ -22,7 +22,7 @@ from grandbo.api.resolver import RestResolver
 from grandbo.errors import AuthenticationError
 from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.after_answer import finishes_after_answer, register_after_answer
-from grandbo.runtime.lambda_container import drain_retrievals, runtime
+from grandbo.runtime.lambda_container import drain_retrievals, runtime, warm_at_init
 from grandbo.topology.model import Namespaces
 
 NAMESPACES = (
@@ -34,6 +34,8 @@ app = RestResolver(enable_validation=True)
 # in Lambda, the retrieval log's write finishes after the answer (grandbo.runtime.after_answer)
 register_after_answer(drain_retrievals)
 register_error_handlers(app)
+# the model loaded during init, not on the first question (issue 43)
+warm_at_init()
 
 
 def caller_tenant() -> str:

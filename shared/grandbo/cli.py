@@ -163,6 +163,8 @@ def cmd_purge_organization(args: argparse.Namespace, service: MemoryService) -> 
 
 
 def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
+    # one question per process: the model is loaded before its deadline starts
+    service.provider.warm()
     result = service.query_org_memory(
         args.tenant,
         args.topic,

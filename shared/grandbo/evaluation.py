@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from grandbo.beir import load_corpus, load_qrels, load_queries
 from grandbo.errors import InvalidInputError, invalid_input_from
+from grandbo.memory.fusion import FusedRank
 from grandbo.memory.idempotency import KeySpace, idempotency_key
 from grandbo.memory.models import NewEntry, Origin, WriteContext
 from grandbo.memory.recall import RankedCandidates, fuse
@@ -177,14 +178,19 @@ def only_as(
     return {entry_id for entry_id in ids if docs_of_entry[entry_id] == [own]}
 
 
-def fused_without(legs: SearchLegs, excluded: set[UUID]) -> list[UUID]:
+def fuse_without(legs: SearchLegs, excluded: set[UUID]) -> list[FusedRank[UUID]]:
     """The legs fused as if memory did not hold the `excluded` entries."""
     kept = dataclasses.replace(
         legs,
         lexical=[c for c in legs.lexical if c.entry_id not in excluded],
         vector=[c for c in legs.vector if c.entry_id not in excluded],
     )
-    return [f.key for f in fuse(kept)]
+    return fuse(kept)
+
+
+def fused_without(legs: SearchLegs, excluded: set[UUID]) -> list[UUID]:
+    """The candidates' order as if memory did not hold the `excluded` entries."""
+    return [f.key for f in fuse_without(legs, excluded)]
 
 
 def document_rankings(

@@ -31,20 +31,25 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from grandbo.beir import load_corpus, load_qrels, load_queries
+from grandbo.beir import Query, load_corpus, load_qrels, load_queries
 from grandbo.errors import InvalidInputError
 from grandbo.evaluation import (
     ProgressFactory,
     add_documents,
-    fused_without,
+    fuse_without,
     load_into_tenant,
     only_as,
 )
 from grandbo.memory.confidence.model import ConfidenceModel
+from grandbo.memory.confidence.regime import Searched, keyword_view
 from grandbo.memory.confidence.serving import reaches
-from grandbo.memory.confidence.signals import signals_of
+from grandbo.memory.confidence.signals import idf, signals_of
+from grandbo.memory.fusion import FusedRank
+from grandbo.memory.recall import fuse
+from grandbo.memory.repository import SearchLegs
 from grandbo.memory.service import MemoryService
 from grandbo.memory.topic import validate_topic
+from grandbo.text.tags import tokenize
 
 LIMIT = 5
 
@@ -63,6 +68,12 @@ def fit_half(query_id: str) -> str:
     return "fit" if _digest(query_id)[1] % 2 == 0 else "measure"
 
 
+# The regimes every deployment meets (`grandbo.memory.confidence.regime`), in the order the
+# run meets them: entries loaded but not embedded yet, then embedded, then the topic's
+# embedding missing its deadline
+REGIMES = ("entries_unembedded", "complete", "topic_unembedded")
+
+
 @dataclass(frozen=True, slots=True)
 class QueryOutcome:
     query_id: str
@@ -73,16 +84,21 @@ class QueryOutcome:
     served_confidence: list[float]
     top_confidence: float | None  # the best candidate's, before the floor
     top_relevant: bool
+    no_precedent: bool = False  # the answer said "memory holds nothing close"
 
 
 @dataclass
 class Samples:
-    """Every candidate's features and label, with its query and half (for fitting)."""
+    """Every candidate's features and label, with its query and half (for fitting), the
+    regime its features were computed in (`complete`: the provider's model's signals;
+    `keywords`: the keyword view's), and a few raw signals beside them (`EXTRA`)."""
 
     features: list[list[float]] = field(default_factory=list)
     labels: list[int] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
     halves: list[str] = field(default_factory=list)
+    regimes: list[str] = field(default_factory=list)
+    extra: list[list[float]] = field(default_factory=list)
     # per query: how many relevant documents memory holds for it (0: unanswerable)
     relevant: dict[str, int] = field(default_factory=dict)
 
@@ -92,8 +108,15 @@ class Samples:
             "labels": self.labels,
             "queries": self.queries,
             "halves": self.halves,
+            "regimes": self.regimes,
+            "extra_names": list(EXTRA),
+            "extra": self.extra,
             "relevant": self.relevant,
         }
+
+
+# raw signals kept beside the features, for trying new ones offline
+EXTRA = ("fused_score", "fused_rank", "idf_share", "title_share", "service_named")
 
 
 def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
@@ -140,13 +163,18 @@ def run_no_answer_eval(
     topic_words: int | None = None,
     progress: ProgressFactory | None = None,
 ) -> tuple[dict[str, Any], Samples]:
-    """Load the corpus without the no-answer half's relevant documents, query, score.
+    """Load the corpus without the no-answer half's relevant documents, query, score, in
+    each regime (`REGIMES`): before the entries are embedded, once they are, and with the
+    topic's embedding past its deadline. The samples are the complete regime's and the
+    keyword-only regimes' candidates (the topic-unembedded run's).
 
     `topic_words` cuts every query to its first N words: the size of a topic Beacon sends
     (a post-mortem's impact paragraph is 56 words at the median, a topic about 12)."""
     wrap = progress or (lambda _description, _unit: lambda items, _total: items)
     model = model or service.confidence_model(service.provider)
+    keywords = service.keyword_model(service.provider)
     floor = model.default_floor if min_confidence is None else min_confidence
+    keyword_floor = keywords.default_floor if min_confidence is None else min_confidence
     malformed: list[str] = []
     corpus = load_corpus(folder, malformed)
     queries = load_queries(folder, task, malformed)
@@ -162,88 +190,187 @@ def run_no_answer_eval(
     doc_of_entry = load_into_tenant(
         service, tenant, wrap("loading", "doc")(kept, len(kept)), refused
     )
-    service.embed_pending(tenant, progress=wrap("embedding", "batch"))
-    docs_of_entry: dict[UUID, list[str]] = {}
-    add_documents(service, tenant, doc_of_entry, docs_of_entry)
     loaded = set(doc_of_entry.values())
-
-    outcomes: list[QueryOutcome] = []
+    run = _Run(service, tenant, qrels, own_is_query, loaded, model, floor, keyword_floor)
     samples = Samples()
     skipped: list[str] = []
-    for query in wrap("querying", "query")(queries, len(queries)):
-        named = qrels.get(query.query_id, {})
-        own = query.query_id if query.query_id in own_is_query else None
-        relevant = {d for d in named if d != own and d in loaded}
-        if not named.keys() - {own}:
-            continue  # nothing is relevant to it in the data: not a question of this test
-        text = query.text if topic_words is None else " ".join(query.text.split()[:topic_words])
+    outcomes: dict[str, list[QueryOutcome]] = {}
+    for regime in REGIMES:
+        if regime == "complete":
+            service.embed_pending(tenant, progress=wrap("embedding", "batch"))
+        docs_of_entry: dict[UUID, list[str]] = {}
+        add_documents(service, tenant, doc_of_entry, docs_of_entry)
+        deadline = service.topic_embed_timeout_s
+        if regime == "topic_unembedded":  # the real deadline path, with no time to meet it
+            service.topic_embed_timeout_s = 0.0
         try:
-            validate_topic(text)
-            ranked = service.rank(tenant, text)
-        except InvalidInputError as exc:
-            skipped.append(f"{query.query_id}: {exc}")
-            continue
-        alone = only_as(own, ranked.fused, docs_of_entry)
-        fused = fused_without(ranked.legs, alone) if alone else ranked.fused
-
-        def is_relevant(entry_id: UUID, relevant: set[str] = relevant) -> bool:
-            return bool(relevant & set(docs_of_entry[entry_id]))
-
-        # the query's own document left out, the signals are computed as if memory did not
-        # hold it (as the fusion is: `fused_without`)
-        signals = signals_of(fused, ranked.legs, ranked.topic_tags, ranked.vector_cutoff)
-        confidence = {i: model.probability(signals[i]) for i in fused}
-        half = fit_half(query.query_id)
-        samples.relevant[query.query_id] = len(relevant)
-        for entry_id in fused:
-            samples.features.append(signals[entry_id].vector())
-            samples.labels.append(int(is_relevant(entry_id)))
-            samples.queries.append(query.query_id)
-            samples.halves.append(half)
-        entries = ranked.legs.entries
-        today = service.collapse(tenant, [entries[i] for i in fused], ranked.serving, LIMIT)
-        order = model.order(fused, confidence) if model.ranks else fused
-        # as `query_org_memory` serves: the floor first, then the limit
-        served = service.collapse(
-            tenant,
-            [entries[i] for i in order if reaches(confidence[i], floor)],
-            ranked.serving,
-            LIMIT,
-        )
-        top = order[0] if order else None
-        outcomes.append(
-            QueryOutcome(
-                query_id=query.query_id,
-                answerable=bool(relevant),
-                half=half,
-                today=[any(is_relevant(e.entry_id) for e in lesson.entries) for lesson in today],
-                served=[any(is_relevant(e.entry_id) for e in lesson.entries) for lesson in served],
-                served_confidence=[confidence[lesson.entry.entry_id] for lesson in served],
-                top_confidence=None if top is None else confidence[top],
-                top_relevant=top is not None and is_relevant(top),
-            )
-        )
+            outcomes[regime] = [
+                outcome
+                for query in wrap(f"querying ({regime})", "query")(queries, len(queries))
+                if (
+                    outcome := run.query(
+                        query,
+                        topic_words,
+                        docs_of_entry,
+                        samples if regime != "entries_unembedded" else None,
+                        skipped if regime == "complete" else [],
+                    )
+                )
+                is not None
+            ]
+        finally:
+            service.topic_embed_timeout_s = deadline
     held = relevant_held(qrels, loaded, own_is_query)
+    complete = outcomes["complete"]
     report: dict[str, Any] = {
         "dataset": folder.name,
         "task": task,
         "provider": service.provider.embed_rev,
         "model": model.name,
+        "keyword_model": keywords.name,
         "fit_on": model.fit_on,
         "ranking": "confidence" if model.ranks else "fused score",
         "min_confidence": floor,
+        "keyword_min_confidence": keyword_floor,
         "topic_words": topic_words,
         "documents": len(corpus),
         "documents_removed": len(removed),
         "documents_refused": len(refused),
         "queries_skipped": skipped,
         "halves": {
-            "all": summarize(outcomes, held),
-            "measure": summarize([o for o in outcomes if o.half == "measure"], held),
+            "all": summarize(complete, held),
+            "measure": summarize([o for o in complete if o.half == "measure"], held),
+        },
+        "degraded": {
+            regime: {
+                "all": degraded_summary(outcomes[regime], held),
+                "measure": degraded_summary(
+                    [o for o in outcomes[regime] if o.half == "measure"], held
+                ),
+            }
+            for regime in REGIMES
         },
         "tenant": tenant,
     }
     return report, samples
+
+
+@dataclass
+class _Run:
+    """One evaluation's tenant and labels: each query asked as `query_org_memory` serves."""
+
+    service: MemoryService
+    tenant: str
+    qrels: dict[str, dict[str, int]]
+    own_is_query: set[str]
+    loaded: set[str]
+    model: ConfidenceModel
+    floor: float
+    keyword_floor: float
+
+    def query(
+        self,
+        query: Query,
+        topic_words: int | None,
+        docs_of_entry: dict[UUID, list[str]],
+        samples: Samples | None,
+        skipped: list[str],
+    ) -> QueryOutcome | None:
+        service, tenant = self.service, self.tenant
+        named = self.qrels.get(query.query_id, {})
+        own = query.query_id if query.query_id in self.own_is_query else None
+        relevant = {d for d in named if d != own and d in self.loaded}
+        if not named.keys() - {own}:
+            return None  # nothing is relevant to it in the data: not a question of this test
+        text = query.text if topic_words is None else " ".join(query.text.split()[:topic_words])
+        try:
+            validate_topic(text)
+            ranked = service.rank(tenant, text)
+        except InvalidInputError as exc:
+            skipped.append(f"{query.query_id}: {exc}")
+            return None
+        alone = only_as(own, ranked.fused, docs_of_entry)
+        legs = ranked.legs
+        fused_ranks = fuse(legs) if not alone else fuse_without(legs, alone)
+        fused = [f.key for f in fused_ranks]
+
+        def is_relevant(entry_id: UUID, relevant: set[str] = relevant) -> bool:
+            return bool(relevant & set(docs_of_entry[entry_id]))
+
+        # the query's own document left out, the signals are computed as if memory did not
+        # hold it (as the fusion is), and scored as the query path scores them
+        regime, confidence, by_keywords = service.scored(
+            tenant,
+            fused,
+            legs,
+            ranked.topic_tags,
+            ranked.vector_cutoff,
+            ranked.serving,
+            topic_embedded=ranked.vector_error is None,
+        )
+        half = fit_half(query.query_id)
+        if samples is not None:
+            samples.relevant[query.query_id] = len(relevant)
+            full = signals_of(fused, legs, ranked.topic_tags, ranked.vector_cutoff)
+            blind = signals_of(fused, keyword_view(legs), ranked.topic_tags, ranked.vector_cutoff)
+            extra = _extra(fused_ranks, legs, ranked.topic_tags)
+            for entry_id in fused:
+                keyword = entry_id in by_keywords
+                samples.features.append((blind if keyword else full)[entry_id].vector())
+                samples.labels.append(int(is_relevant(entry_id)))
+                samples.queries.append(query.query_id)
+                samples.halves.append(half)
+                samples.regimes.append("keywords" if keyword else "complete")
+                samples.extra.append(extra[entry_id])
+        entries = legs.entries
+        today = service.collapse(tenant, [entries[i] for i in fused], ranked.serving, LIMIT)
+        order = self.model.order(fused, confidence) if self.model.ranks else fused
+        # as `query_org_memory` serves: the floor first, then the limit
+        served = service.collapse(
+            tenant,
+            [
+                entries[i]
+                for i in order
+                if reaches(confidence[i], self.keyword_floor if i in by_keywords else self.floor)
+            ],
+            ranked.serving,
+            LIMIT,
+        )
+        top = order[0] if order else None
+        return QueryOutcome(
+            query_id=query.query_id,
+            answerable=bool(relevant),
+            half=half,
+            today=[any(is_relevant(e.entry_id) for e in lesson.entries) for lesson in today],
+            served=[any(is_relevant(e.entry_id) for e in lesson.entries) for lesson in served],
+            served_confidence=[confidence[lesson.entry.entry_id] for lesson in served],
+            top_confidence=None if top is None else confidence[top],
+            top_relevant=top is not None and is_relevant(top),
+            no_precedent=not served and regime is Searched.COMPLETE,
+        )
+
+
+def _extra(
+    fused: Sequence[FusedRank[UUID]], legs: SearchLegs, topic_tags: Sequence[str]
+) -> dict[UUID, list[float]]:
+    """`EXTRA` of each candidate."""
+    topic = set(topic_tags)
+    unseen = idf(0, max(legs.active_entries, 1))
+    mass = sum(legs.tag_weights.get(t, unseen) for t in topic) or 1.0
+    rows = {}
+    for rank, f in enumerate(fused, start=1):
+        entry = legs.entries[f.key]
+        shared = legs.shared_tags.get(f.key, [])
+        title = set(tokenize(entry.title))
+        service_tags = set(tokenize(entry.service or ""))
+        rows[f.key] = [
+            f.score,
+            float(rank),
+            sum(legs.tag_weights.get(t, unseen) for t in shared) / mass,
+            len(title & topic) / len(title) if title else 0.0,
+            1.0 if service_tags and service_tags <= topic else 0.0,
+        ]
+    return rows
 
 
 def relevant_held(
@@ -315,6 +442,33 @@ def summarize(outcomes: Sequence[QueryOutcome], relevant: dict[str, int]) -> dic
     }
 
 
+def degraded_summary(outcomes: Sequence[QueryOutcome], relevant: dict[str, int]) -> dict[str, Any]:
+    """A regime's answers against what its search found: recall@5 served and found (the
+    unfiltered five), the hits served where memory cannot answer, and how many answers
+    said "no precedent" (or served nothing) while the unfiltered five held the answer."""
+    answerable = [o for o in outcomes if o.answerable]
+    unanswerable = [o for o in outcomes if not o.answerable]
+
+    def mean(values: Sequence[float]) -> float | None:
+        return round(statistics.fmean(values), 4) if values else None
+
+    return {
+        "queries": len(outcomes),
+        "answerable": len(answerable),
+        "answerable_recall@5": {
+            "found": mean([_recall5(o.today, relevant[o.query_id]) for o in answerable]),
+            "served": mean([_recall5(o.served, relevant[o.query_id]) for o in answerable]),
+        },
+        "unanswerable_mean_hits": {
+            "found": mean([len(o.today) for o in unanswerable]),
+            "served": mean([len(o.served) for o in unanswerable]),
+        },
+        "no_precedent": sum(o.no_precedent for o in outcomes),
+        "no_precedent_while_found": sum(o.no_precedent and any(o.today) for o in outcomes),
+        "empty_while_found": sum(not o.served and any(o.today) for o in outcomes),
+    }
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
@@ -355,6 +509,18 @@ def format_no_answer(report: dict[str, Any]) -> str:
             f"{_cell(figures['top_calibration_error'])}, every hit "
             f"{_cell(figures['hit_calibration_error'])}"
         )
+    for regime, halves in report.get("degraded", {}).items():
+        for name, d in halves.items():
+            lines.append(
+                f"regime {regime} ({name}): {d['queries']} queries; answerable recall@5 "
+                f"served {_cell(d['answerable_recall@5']['served'])} of found "
+                f"{_cell(d['answerable_recall@5']['found'])}; no-answer hits served "
+                f"{_cell(d['unanswerable_mean_hits']['served'])} of "
+                f"{_cell(d['unanswerable_mean_hits']['found'])}; 'no precedent' said "
+                f"{d['no_precedent']} times, {d['no_precedent_while_found']} while the "
+                f"unfiltered five held the answer; served nothing while they held it: "
+                f"{d['empty_while_found']}"
+            )
     if report["queries_skipped"]:
         lines.append(f"skipped by the topic contract: {len(report['queries_skipped'])}")
     return "\n".join(lines)

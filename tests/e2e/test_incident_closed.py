@@ -133,6 +133,40 @@ def test_a_malformed_event_stores_nothing_and_fails_loudly(
     assert "tenant_id" in reply.body["message"]
 
 
+def test_a_recalled_entry_the_organization_does_not_hold_refuses_the_event_whole(
+    gateway: Gateway, tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    first = gateway.publish(incident_event(tenant, "INC-2002"))
+    assert first.status == 200
+    lesson = first.body["entries"][0]
+    events = _count(admin_conn, "org_memory_events", tenant)
+    stranger = "00000000-0000-4000-8000-000000000001"
+    event = incident_event(tenant)
+    event["detail"]["recalled"] = [
+        {"entry_id": lesson, "outcome": "confirmed"},
+        {"entry_id": stranger, "outcome": "refuted"},
+    ]
+
+    reply = gateway.publish(event)
+
+    # a 400 naming the field (in AWS: the incident DLQ at once, with the reason), nothing
+    # stored: neither the findings nor the verdict on the entry it does hold
+    assert reply.status == 400
+    assert "recalled.1.entry_id" in reply.body["message"]
+    assert stranger in reply.body["message"]
+    assert _count(admin_conn, "org_memory_events", tenant) == events
+
+    del event["detail"]["recalled"][1]
+    assert gateway.publish(event).status == 200
+    assert gateway.publish(event).status == 200  # a redelivery: the verdict once
+    verdicts = admin_conn.execute(
+        "SELECT entry_id::text, actor, payload->>'verdict' FROM org_memory_events"
+        " WHERE tenant_id = %s AND event_type = 'feedback_recorded'",
+        (tenant,),
+    ).fetchall()
+    assert verdicts == [(lesson, "incident-closed:INC-2001", "helpful")]
+
+
 def test_an_event_is_recorded_at_the_deployed_log_level(
     gateway: Gateway,
     tenant: str,

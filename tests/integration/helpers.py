@@ -6,6 +6,7 @@ import math
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -15,6 +16,17 @@ from grandbo.embedding.base import EMBEDDING_DIMENSIONS
 from grandbo.memory.models import WriteContext
 from grandbo.migrations import migrate
 from grandbo.storage.connections import DatabaseUrls, app_url_for
+
+# A small lake about checkout's database connections (and the question it answers), for
+# the tests of confidence, its recalibration and what steers it
+CHECKOUT_TOPIC = "checkout requests time out waiting for a database connection from the pool"
+CHECKOUT_LESSONS = [
+    ("Checkout pool exhausted", "checkout requests waited for a free database connection"),
+    ("Checkout latency after deploy", "checkout requests slowed after the deploy doubled workers"),
+    ("Database failover paused writes", "the primary database failed over and writes paused"),
+    ("Pool sizing for workers", "the connection pool was sized below the worker count again"),
+    ("Timeouts on the payments path", "payments requests time out when the provider is slow"),
+]
 
 
 def context(key: str | None = None, actor: str = "test") -> WriteContext:
@@ -55,3 +67,25 @@ def database_at(
         yield DatabaseUrls(admin=admin, app=app_url_for(admin))
     finally:
         admin_conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def log_answer(
+    service: Any,
+    tenant: str,
+    topic: str,
+    *,
+    incident_id: str | None,
+    caller: str = "k",
+    asked_at: datetime | None = None,
+    **arguments: Any,
+) -> Any:
+    """`query_org_memory`'s answer, filed in the retrieval log as the runtime's writer
+    files it (`RetrievalRecord.of`), asked a minute ago unless `asked_at` says when."""
+    from grandbo.memory.retrievals import RetrievalRecord
+
+    result = service.query_org_memory(tenant, topic, **arguments)
+    at = asked_at or datetime.now(UTC) - timedelta(minutes=1)
+    service.repository.log_retrievals(
+        [RetrievalRecord.of(tenant, caller, incident_id, topic, result, 1.0, at)]
+    )
+    return result

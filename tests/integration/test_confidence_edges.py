@@ -17,16 +17,10 @@ from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect
 
-from .helpers import context, database_at, entry
+from .helpers import CHECKOUT_LESSONS, CHECKOUT_TOPIC, context, database_at, entry, log_answer
 
-TOPIC = "checkout requests time out waiting for a database connection from the pool"
-TEXTS = [
-    ("Checkout pool exhausted", "checkout requests waited for a free database connection"),
-    ("Checkout latency after deploy", "checkout requests slowed after the deploy doubled workers"),
-    ("Database failover paused writes", "the primary database failed over and writes paused"),
-    ("Pool sizing for workers", "the connection pool was sized below the worker count again"),
-    ("Timeouts on the payments path", "payments requests time out when the provider is slow"),
-]
+TOPIC = CHECKOUT_TOPIC
+TEXTS = CHECKOUT_LESSONS
 
 
 def lake(service: MemoryService, tenant: str) -> None:
@@ -96,16 +90,13 @@ def test_an_admin_drops_the_recalibration_its_verdicts_made(
     lake(service, tenant)
     hit = service.query_org_memory(tenant, TOPIC).hits[0]
     assert hit.confidence is not None
-    for n in range(30):
+    for n in range(30):  # three agents' verdicts on the hit they were served
+        log_answer(service, tenant, TOPIC, incident_id=f"INC-{n}")
         service.record_caller_feedback(
             tenant,
             hit.entry_id,
-            {
-                "verdict": "helpful" if n < 6 else "misleading",
-                "incident_id": f"INC-{n}",
-                "confidence": hit.confidence,
-            },
-            caller="beacon",
+            {"verdict": "helpful" if n < 6 else "misleading", "incident_id": f"INC-{n}"},
+            caller=f"beacon-{n % 3}",
         )
     assert Curation(service).settings(tenant).recalibration_verdicts == 30
     moved = service.query_org_memory(tenant, TOPIC).hits[0].confidence

@@ -13,7 +13,7 @@ from grandbo.memory.confidence.fitted import MINILM
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 
-from .helpers import context, entry
+from .helpers import context, entry, log_answer
 
 PAYMENTS = "card payments fail with timeouts after the payments service deploy"
 NOTHING_CLOSE = "the marketing team wants a new font for the quarterly newsletter layout"
@@ -145,13 +145,14 @@ def test_an_organizations_verdicts_recalibrate_its_confidence_and_only_its_own(
     hit = service.query_org_memory(tenant, topic).hits[0]
     before = hit.confidence
     assert before is not None
-    # every investigation found the confident hit misleading, bar a few
+    # every investigation was served the confident hit and found it misleading, bar a few
     for n in range(40):
+        log_answer(service, tenant, topic, incident_id=f"INC-{n}")
         verdict = "helpful" if n % 8 == 0 else "misleading"
         service.record_caller_feedback(
             tenant,
             hit.entry_id,
-            {"verdict": verdict, "incident_id": f"INC-{n}", "confidence": before},
+            {"verdict": verdict, "incident_id": f"INC-{n}"},
             caller=f"beacon-{n}",
         )
         if n == 20:  # not enough verdicts yet: unchanged

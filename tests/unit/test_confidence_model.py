@@ -1,4 +1,5 @@
-"""The confidence model: its fit, its bounds, the floor's validation, the agent's text."""
+"""The confidence model: its fit, the floor's validation, the agent's text (the
+organization's recalibration: test_recalibration)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,18 @@ from grandbo.agent.answer_text import answer_text
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.titan import TitanEmbeddingProvider
 from grandbo.errors import InvalidInputError
-from grandbo.memory.confidence import recalibration
-from grandbo.memory.confidence.fitted import MINILM, TITAN_DEFAULT, UNCALIBRATED, model_for
+from grandbo.memory.confidence.fitted import (
+    KEYWORDS,
+    MINILM,
+    TITAN_DEFAULT,
+    UNCALIBRATED,
+    keyword_model_for,
+    model_for,
+)
 from grandbo.memory.confidence.logistic import sigmoid
 from grandbo.memory.confidence.model import fit_logistic
 from grandbo.memory.confidence.serving import validate_min_confidence, withholding
-from grandbo.memory.confidence.signals import FEATURES, Signals
+from grandbo.memory.confidence.signals import FEATURES, KEYWORD_FEATURES, Signals
 from grandbo.memory.models import (
     MatchExplanation,
     MemoryHit,
@@ -52,8 +59,12 @@ def test_sigmoid_never_overflows_and_stays_in_bounds(x: float) -> None:
 
 
 def test_a_candidate_strong_on_both_legs_is_far_more_confident_than_a_one_tag_match() -> None:
-    strong = Signals(0.6, 0.7, 0.8, 1.0, 1.0, 1.0, 0.5, 0.0, 0.3, 0.4, 0.2, 0.3, 1.0, 1.0)
-    weak = Signals(-1.0, 0.05, 0.1, 0.5, 0.0, 0.0, 0.0, 0.0, -1.0, -0.1, -1.1, -0.2, 0.0, 0.0)
+    strong = Signals(
+        0.6, 0.7, 0.8, 1.0, 1.0, 1.0, 0.5, 0.0, 0.3, 0.4, 0.2, 0.3, 1.0, 1.0, 0.8, 0.7, 0.0
+    )
+    weak = Signals(
+        -1.0, 0.05, 0.1, 0.5, 0.0, 0.0, 0.0, 0.0, -1.0, -0.1, -1.1, -0.2, 0.0, 0.0, 0.05, 0.0, 1.6
+    )
     assert MINILM.probability(strong) > 0.5
     assert MINILM.probability(weak) < MINILM.default_floor
     assert 0.0 <= MINILM.probability(weak) <= MINILM.probability(strong) <= 1.0
@@ -66,7 +77,11 @@ def test_each_provider_has_its_model_and_the_test_double_withholds_nothing() -> 
     # Titan's default is more permissive than MiniLM's fit and orders by fusion
     assert TITAN_DEFAULT.default_floor < MINILM.default_floor
     assert not TITAN_DEFAULT.ranks
-    assert set(MINILM.weights) == set(FEATURES)
+    assert set(MINILM.weights) <= set(FEATURES)
+    # what the keyword leg alone found is scored by a model with no vector term
+    assert keyword_model_for(TitanEmbeddingProvider()) is KEYWORDS
+    assert set(KEYWORDS.weights) == set(KEYWORD_FEATURES)
+    assert keyword_model_for(FakeEmbeddingProvider()).default_floor == 0.0
 
 
 @pytest.mark.parametrize(
@@ -145,83 +160,6 @@ def test_the_agent_text_is_one_quoted_line_per_hit_whatever_a_title_holds() -> N
     assert lines[1].startswith('1. confidence 0.42: "Redis evicted keys 2. confidence 0.99: \\"')
     assert lines[2].startswith('2. confidence 0.05: "Second"; service payments; matched on redis')
     assert lines[3] == "1 weaker candidate(s) under the confidence floor 0.03 withheld."
-
-
-def test_recalibration_needs_enough_verdicts_of_both_kinds() -> None:
-    assert recalibration.fit([(0.5, True)] * 40) is None  # one kind only
-    assert recalibration.fit([(0.5, True)] * 10 + [(0.5, False)] * 10) is None  # too few
-    fitted = recalibration.fit([(0.5, True)] * 15 + [(0.5, False)] * 15)
-    assert fitted is not None
-    assert fitted.verdicts == 30
-
-
-def test_an_overconfident_model_is_pulled_down_and_stays_monotonic() -> None:
-    # served at 0.8, helpful one time in five: the organization's outcomes say 0.2
-    served = [(0.8, i % 5 == 0) for i in range(100)] + [(0.1, False)] * 20
-    fitted = recalibration.fit(served)
-    assert fitted is not None
-    assert fitted.apply(0.8) < 0.5
-    assert fitted.apply(0.05) < fitted.apply(0.5) < fitted.apply(0.95)  # order kept
-    assert recalibration.SCALE_BOUNDS[0] <= fitted.scale <= recalibration.SCALE_BOUNDS[1]
-
-
-@pytest.mark.parametrize("confidence", [0.0, 1.0, 1e-300, 1 - 1e-16])
-def test_recalibration_is_finite_at_the_edges(confidence: float) -> None:
-    fitted = recalibration.Recalibration(scale=4.0, shift=-4.0, verdicts=30)
-    value = fitted.apply(confidence)
-    assert 0.0 <= value <= 1.0
-    assert math.isfinite(value)
-
-
-def _penalized_optimum(served: list[tuple[float, bool]]) -> tuple[float, float]:
-    """A brute-force grid search of the same penalized loss (the reference)."""
-    from grandbo.memory.confidence.recalibration import _loss, logit
-
-    xs = [logit(c) for c, _ in served]
-    ys = [1.0 if h else 0.0 for _, h in served]
-    grid = [
-        (a / 100, b / 100)
-        for a in range(int(recalibration.SCALE_BOUNDS[0] * 100), 401, 4)
-        for b in range(-400, 401, 8)
-    ]
-    return min(grid, key=lambda ab: _loss(xs, ys, *ab))
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_the_recalibration_fit_reaches_the_optimum_on_spread_confidences(seed: int) -> None:
-    """The break-it pass's case: an overconfident model, confidences spread over logits
-    -5..5; plain Newton steps bounced between two points and kept the last (scale 4, the
-    wrong way)."""
-    rng = random.Random(seed)
-    served = []
-    for _ in range(200):
-        z = rng.uniform(-5, 5)
-        truth = sigmoid(0.3 * z - 1)
-        served.append((sigmoid(z), rng.random() < truth))
-    fitted = recalibration.fit(served)
-    assert fitted is not None
-    a, b = _penalized_optimum(served)
-    assert fitted.scale == pytest.approx(a, abs=0.05)
-    assert fitted.shift == pytest.approx(b, abs=0.1)
-    assert fitted.scale < 1.0  # pulled down, not pushed up
-    assert fitted.apply(0.95) < 0.95
-
-
-def test_the_fit_maps_served_confidences_back_to_the_models_first() -> None:
-    current = recalibration.Recalibration(scale=0.5, shift=-1.0, verdicts=30)
-    for p in (0.01, 0.3, 0.5, 0.9, 0.999):
-        assert current.invert(current.apply(p)) == pytest.approx(p, rel=1e-6)
-    rng = random.Random(3)
-    raw = [sigmoid(rng.uniform(-4, 4)) for _ in range(300)]
-    outcomes = [rng.random() < current.apply(p) for p in raw]  # the truth is `current`
-    # served through `current`, fit with it: the fit is `current` itself (near)
-    fitted = recalibration.fit(
-        [(current.apply(p), o) for p, o in zip(raw, outcomes, strict=True)], "m", current
-    )
-    assert fitted is not None
-    assert fitted.model == "m"
-    assert fitted.scale == pytest.approx(0.5, abs=0.15)
-    assert fitted.shift == pytest.approx(-1.0, abs=0.35)
 
 
 def test_a_floor_of_minus_zero_is_zero() -> None:

@@ -213,3 +213,90 @@ def test_a_model_file_with_the_wrong_hash_is_refused(tmp_path: Path) -> None:
     tampered.write_bytes(b"not the pinned model")
     with pytest.raises(EmbeddingError, match="sha256"):
         _verified(tampered, "0" * 64)
+
+
+# -- loading before the first query (issue 43) -----------------------------------------------
+
+
+def test_warming_the_local_model_loads_it_before_any_query() -> None:
+    from grandbo.embedding.local import LocalMiniLMProvider
+
+    provider = LocalMiniLMProvider()
+    assert provider._session is None  # loads lazily
+
+    provider.warm()
+
+    assert provider._session is not None
+    assert provider._single is not None
+
+
+def test_warming_titan_makes_its_client_during_init(aws_credentials: None) -> None:
+    provider = TitanEmbeddingProvider()
+    assert provider._client is None
+
+    provider.warm()  # no model call: botocore sends nothing until invoke_model
+
+    assert provider._client is not None
+    assert provider._client.meta.service_model.service_name == "bedrock-runtime"
+
+
+class _Warming(FakeEmbeddingProvider):
+    def __init__(self, fails: bool = False) -> None:
+        super().__init__()
+        self.warmed = 0
+        self.fails = fails
+
+    def warm(self) -> None:
+        self.warmed += 1
+        if self.fails:
+            raise EmbeddingError("model file missing")
+
+
+@pytest.mark.parametrize("in_lambda", [True, False])
+def test_a_lambda_warms_its_provider_at_init_and_nothing_else_does(
+    monkeypatch: pytest.MonkeyPatch, in_lambda: bool
+) -> None:
+    from grandbo.runtime.lambda_container import (
+        LambdaEnvironment,
+        LambdaRuntime,
+        install_runtime,
+        warm_at_init,
+    )
+
+    if in_lambda:
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "grandbo-query")
+    else:
+        monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    provider = _Warming()
+    environment = LambdaEnvironment.model_validate(
+        {"DATABASE_URL": "postgresql://x@localhost/db", "GRANDBO_EMBEDDING_PROVIDER": "fake"}
+    )
+    install_runtime(LambdaRuntime(environment, provider=provider))
+    try:
+        warm_at_init()
+    finally:
+        install_runtime(None)
+    assert provider.warmed == (1 if in_lambda else 0)
+
+
+def test_a_provider_that_fails_to_warm_never_fails_the_init(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from grandbo.runtime.lambda_container import (
+        LambdaEnvironment,
+        LambdaRuntime,
+        install_runtime,
+        warm_at_init,
+    )
+
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "grandbo-query")
+    provider = _Warming(fails=True)
+    environment = LambdaEnvironment.model_validate(
+        {"DATABASE_URL": "postgresql://x@localhost/db", "GRANDBO_EMBEDDING_PROVIDER": "fake"}
+    )
+    install_runtime(LambdaRuntime(environment, provider=provider))
+    try:
+        warm_at_init()  # logged, not raised: the first query loads it, as before
+    finally:
+        install_runtime(None)
+    assert provider.warmed == 1

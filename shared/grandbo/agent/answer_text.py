@@ -1,6 +1,8 @@
 """The query tool's text for a model: one compact line per hit (its confidence, title,
 service, the words it matched on), and, when memory holds nothing close, a sentence that
-says so. The whole answer stays structured beside it (`structuredContent`).
+says so; when the search was degraded (meaning search unavailable, entries not embedded
+yet), what it could not search, in words, and never "no precedent". The whole answer
+stays structured beside it (`structuredContent`).
 
 Stored text is data: a title is quoted (JSON string escaping, one line, cut), never
 written into a sentence of ours.
@@ -49,9 +51,13 @@ def answer_text(result: MemoryQueryResult) -> str:
     """The compact text of an answer."""
     meta = result.metadata
     if not result.hits:
+        if meta.degraded:  # could not look everywhere: never "no precedent"
+            return one_line(meta.degraded)
         floor = "" if meta.min_confidence is None else f" {meta.min_confidence:g}"
         return NOTHING.format(floor=floor)
     lines = [HEADER.format(count=len(result.hits))]
+    if meta.degraded:
+        lines.append(one_line(meta.degraded))
     lines += [hit_line(n, hit) for n, hit in enumerate(result.hits, start=1)]
     if meta.withheld:
         lines.append(

@@ -169,6 +169,8 @@ def _store_backend(settings: Settings, containers: int) -> MemoryBackend:
     runtime = LambdaRuntime(
         environment, provider=provider_named(settings.provider), containers=containers
     )
+    # the model loaded before the first tool call: it meets the topic's deadline
+    runtime.provider.warm()
     return StoreBackend(runtime)
 
 

@@ -97,8 +97,12 @@ hits are ordered by, 0-1: every candidate is scored on both searches, 1.0 being 
 on both; it orders one answer's hits and says nothing across answers. `confidence` (0-1)
 is the estimated probability that the hit is relevant, comparable across queries: a
 hit under the confidence floor (`min_confidence`, default the organization's) is not
-returned, and an answer with no hit means memory holds nothing close (the text says so;
-treat the problem as new). A hit is a hint, not ground truth: verify it with live tools."""
+returned. An answer with no hit from a complete search means memory holds nothing close
+(the text says so; treat the problem as new). When the search was degraded
+(`metadata.searched` keywords_only: meaning search was unavailable; partial: some entries
+are not embedded yet), the hits are keyword matches scored for that situation, and the
+text says what could not be searched: an empty degraded answer is not evidence that the
+problem is new. A hit is a hint, not ground truth: verify it with live tools."""
 
 ENTRY_DESCRIPTION = """One memory entry by its id (a hit's `entry_id`): the full text, its
 revision and status (active, retired, superseded), its origin and incident. Only entries of
@@ -406,7 +410,11 @@ def build_server(
         incident_id: Annotated[IncidentId, Field(description="the incident investigated")],
         note: Annotated[FeedbackNote, Field(description="why, briefly")] = None,
         confidence: Annotated[
-            ServedConfidence, Field(description="the hit's confidence as it was served")
+            ServedConfidence,
+            Field(
+                description="accepted for compatibility and ignored: the organization's "
+                "recalibration reads the confidence its retrieval log says was served"
+            ),
         ] = None,
     ) -> FeedbackCounts:
         token = get_access_token()

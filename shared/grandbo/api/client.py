@@ -221,7 +221,8 @@ class MemoryClient:
         confidence: float | None = None,
     ) -> dict[str, Any]:
         """After an investigation: helpful, not_helpful or misleading (counted, an event);
-        `confidence` is the hit's as it was served (it recalibrates the organization's)."""
+        `confidence` is accepted and ignored (a verdict recalibrates with the confidence
+        the server logged for the hit under `incident_id`, never one a caller states)."""
         body: dict[str, Any] = {"verdict": verdict, "incident_id": incident_id}
         if note is not None:
             body["note"] = note

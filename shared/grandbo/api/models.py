@@ -84,12 +84,18 @@ class FeedbackRequest(_Body):
     """After an investigation: did this entry help? (query token; an event, counted)"""
 
     verdict: Literal["helpful", "not_helpful", "misleading"]
-    incident_id: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    incident_id: Annotated[StrictStr, Field(min_length=1, max_length=200)] = Field(
+        description="the incident investigated: the verdict is tied to the latest answer "
+        "the retrieval log filed under this incident that served the entry (a query's "
+        "`incident_id`), and recalibrates the organization's confidence with the "
+        "confidence served there; a verdict no answer ties is counted, never fit",
+    )
     note: Annotated[StrictStr, Field(max_length=MAX_FEEDBACK_NOTE_CHARS)] | None = None
     confidence: Probability | None = Field(
         default=None,
-        description="the hit's `confidence` as it was served: once the organization has "
-        "enough such verdicts, they recalibrate its confidence model",
+        description="ignored (accepted for compatibility): the confidence a verdict "
+        "recalibrates with is the one the server served, from its retrieval log, never "
+        "one a caller states",
     )
 
 
@@ -259,7 +265,8 @@ class CatalogRequest(_Body):
 
 class RetrievalsRequest(_Body):
     """The organization's retrieval log, newest first: one incident's (`incident_id`), the
-    questions memory could not answer (`unanswered`: no hit, or none confident), a page
+    questions memory could not answer (`unanswered`: no hit served, by the answer's own
+    floor and regime), a page
     before `before` (the `next` of the previous page)."""
 
     incident_id: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = None

@@ -68,6 +68,15 @@ FRAMING = (
     "hints, not ground truth: verify each against live telemetry before relying on it."
 )
 
+# What the block says when the search was degraded (`metadata.searched`): fixed sentences
+# of the hook's own, never the answer's free text
+SEARCHED_NOTES = {
+    "keywords_only": "Meaning search was unavailable for this question: these are keyword "
+    "matches only, and a past incident worded differently may be missing.",
+    "partial": "Some entries are not searchable by meaning yet: those could only match by "
+    "keywords.",
+}
+
 FailOpenReason = Literal[
     "timeout",  # no complete answer within timeout_s
     "unreachable",  # connection refused, reset, DNS: the service is not there
@@ -275,8 +284,18 @@ class RecallHook:
                 return _empty("malformed_answer", "a hit lacks its fields", started)
             if memory.score >= self.min_score and len(memories) < self.max_memories:
                 memories.append(memory)
+        metadata = answer.get("metadata")
+        searched = metadata.get("searched") if isinstance(metadata, dict) else None
+        note = SEARCHED_NOTES.get(searched) if isinstance(searched, str) else None
         if not memories:
-            metadata = answer.get("metadata")
+            if not answer["hits"] and note is not None:
+                return _empty(
+                    "no_match",
+                    f"keyword search found nothing close and the search was not complete "
+                    f"({searched}): not evidence that memory holds no precedent; nothing "
+                    "injected",
+                    started,
+                )
             if not answer["hits"] and isinstance(metadata, dict) and metadata.get("no_precedent"):
                 return _empty(
                     "no_match",
@@ -286,7 +305,7 @@ class RecallHook:
                 )
             return _empty("no_match", f"no memory scored {self.min_score:.4f} or more", started)
         return Recall(
-            block=context_block(memories),
+            block=context_block(memories, note=note),
             memories=tuple(memories),
             reason=None,
             detail="",
@@ -294,8 +313,9 @@ class RecallHook:
         )
 
 
-def context_block(memories: list[RecalledMemory]) -> str:
-    """The framing, then one numbered memory per item, a stale one saying what changed
+def context_block(memories: list[RecalledMemory], *, note: str | None = None) -> str:
+    """The framing (and `note`, one of SEARCHED_NOTES, when the search was degraded),
+    then one numbered memory per item, a stale one saying what changed
     on a line of its own ("Stale: orders was renamed to order-service ..."). A memory's
     text is one line
     (newlines, control and bidi characters removed), so no stored text can end the
@@ -303,8 +323,8 @@ def context_block(memories: list[RecalledMemory]) -> str:
     and summary is cut to its length (ending "[cut]"), and memories that would take the
     block past BLOCK_MAX_BYTES (UTF-8, the note included) are left out, the last line
     saying how many."""
-    lines = [FRAMING]
-    size = len(FRAMING.encode())
+    lines = [FRAMING] if note is None else [FRAMING, note]
+    size = len("\n".join(lines).encode())
     for number, memory in enumerate(memories, start=1):
         summary = _cut(one_line(memory.summary), BLOCK_SUMMARY_CHARS)
         seen = f"seen {memory.recurrences} times, " if memory.recurrences > 1 else ""

@@ -35,7 +35,7 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
         f"{meta.active_entries_without_current_vector} of {meta.active_entries} active "
         "entries lack a current vector"
     )
-    if meta.vector_leg_error:
+    if meta.vector_leg_error and not meta.degraded:
         print(f"  vector leg: {meta.vector_leg_error}")
     if meta.message:
         print(f"  {meta.message}")

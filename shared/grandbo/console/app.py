@@ -359,20 +359,14 @@ class Console:
         )
 
     async def unanswered(self, request: Request, session: Session) -> Response:
-        """The questions memory could not answer (no hit, or none confident), grouped by
-        similar topics: each group a lesson a curator may write."""
+        """The questions memory served no hit for (the answer's own rule: the floor and
+        the regime), grouped by similar topics: each group a lesson a curator may write."""
         filters: dict[str, Any] = {"unanswered": True, "limit": 100}
         before = request.query_params.get("before", "").strip()
         if before:
             filters["before"] = before
         page = await self.api(session).retrievals(filters)
-        by_id = {
-            r["retrieval_id"]: {
-                **r,
-                "best": max((hit["confidence"] or 0.0 for hit in r["hits"]), default=None),
-            }
-            for r in page["retrievals"]
-        }
+        by_id = {r["retrieval_id"]: r for r in page["retrievals"]}
         groups = [
             {**group, "questions": [by_id[i] for i in group["retrieval_ids"]]}
             for group in page["groups"]

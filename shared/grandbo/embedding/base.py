@@ -76,6 +76,11 @@ class EmbeddingProvider(ABC):
     def embed_one(self, text: str) -> Embedding:
         return self.embed([text])[0]
 
+    def warm(self) -> None:  # noqa: B027 - optional: most providers load nothing
+        """Load what the first embedding would (a local model's weights, a client): a
+        server calls it before it serves, so that its first query meets the topic's
+        deadline instead of spending it on loading (issue 43). Nothing by default."""
+
     @abstractmethod
     def _embed(self, texts: list[str]) -> Sequence[Sequence[float]]:
         """Raw vectors for `texts`, in order."""

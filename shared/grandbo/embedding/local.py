@@ -107,6 +107,11 @@ class LocalMiniLMProvider(EmbeddingProvider):
             str(model), sess_options=options, providers=["CPUExecutionProvider"]
         )
 
+    def warm(self) -> None:
+        """The model and tokenizer loaded and verified, and one topic embedded (the first
+        inference sets up the runtime's kernels): about 1 s, once per process."""
+        self.embed_one("the model is loaded before the first query")
+
     def _embed(self, texts: list[str]) -> list[list[float]]:
         if self._session is None:
             self._load()

@@ -42,6 +42,11 @@ class TitanEmbeddingProvider(EmbeddingProvider):
             self._client = client("bedrock-runtime")
         return self._client
 
+    def warm(self) -> None:
+        """The Bedrock client made (boto3 imported, credentials resolved) during init:
+        no model call, which would cost and could fail."""
+        _ = self.client
+
     def _embed(self, texts: list[str]) -> list[list[float]]:
         return [self._invoke(text) for text in texts]
 

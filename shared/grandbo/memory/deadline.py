@@ -8,13 +8,32 @@ gives up at once instead of leaving one more behind.
 
 from __future__ import annotations
 
+import atexit
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
 T = TypeVar("T")
+
+# How long a process that is exiting waits for the calls still running on these threads: a
+# native runtime (onnxruntime) torn down under a running call aborts the whole process
+# ("terminate called without an active exception", exit 134: issue 43)
+EXIT_WAIT_S = 5.0
+_running: set[threading.Thread] = set()
+_running_lock = threading.Lock()
+
+
+@atexit.register
+def _wait_for_running_calls() -> None:
+    """At exit, the calls still running finish first (at most EXIT_WAIT_S in all)."""
+    ends = time.monotonic() + EXIT_WAIT_S
+    with _running_lock:
+        threads = list(_running)
+    for thread in threads:
+        thread.join(max(0.0, ends - time.monotonic()))
 
 
 class DeadlineExceeded(Exception):  # noqa: N818 - reads as what happened
@@ -47,8 +66,13 @@ def call_with_deadline(
             future.set_exception(DeadlineExceeded(f"{what} aborted: {type(exc).__name__}"))
         finally:
             slots.release()
+            with _running_lock:
+                _running.discard(threading.current_thread())
 
-    threading.Thread(target=run, name=thread_name, daemon=True).start()
+    thread = threading.Thread(target=run, name=thread_name, daemon=True)
+    with _running_lock:
+        _running.add(thread)
+    thread.start()
     try:
         return future.result(timeout=timeout_s)
     except FutureTimeout:

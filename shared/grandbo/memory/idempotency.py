@@ -48,6 +48,12 @@ def incident_finding_key(incident_id: str, finding_id: str) -> str:
     return idempotency_key(KeySpace.INCIDENT, incident_id, "finding", finding_id)
 
 
+def incident_recalled_key(incident_id: str, entry_id: str) -> str:
+    """The key of an incident's outcome on an entry its investigation recalled: one per
+    incident and entry, so a redelivery records it once, whatever it says then."""
+    return idempotency_key(KeySpace.INCIDENT, incident_id, "recalled", entry_id)
+
+
 def caller_key(value: str, field: str = "Idempotency-Key") -> str:
     """A key a caller chose, checked: 1-255 characters, no control characters."""
     if not 1 <= len(value) <= MAX_CALLER_KEY_CHARS:

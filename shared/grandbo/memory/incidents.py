@@ -13,6 +13,9 @@ EventBridge event (`source` = `landfall.incidents`, `detail-type` = `IncidentClo
          "title": "...", "summary": "...", "service": "...", "tags": ["..."],
          "kind": "durable" | "episodic"}            # optional, durable by default
       ],
+      "recalled": [                                 # optional, up to 25
+        {"entry_id": "<uuid>", "outcome": "confirmed" | "refuted"}
+      ],
       "chatter": [{"author": "...", "text": "..."}] # optional, never stored
     }
 
@@ -25,6 +28,16 @@ an admin set another). In the same transaction, the incident's node, its AFFECTS
 (the incident's service and its corroborated findings' services) and their
 CORRELATES_WITH edges go into the topology tier's learned graph
 (`grandbo.topology.learned`); an incident with no corroborated finding teaches nothing.
+
+`recalled` names the memory entries the investigation was served and what it made of
+them: `confirmed` (the lesson held) or `refuted` (it did not). Each becomes a verdict on
+its entry for this incident (`helpful`, `not_helpful`), written by the incident
+(`incident-closed:ID`, keyed by incident and entry: recorded once, whatever a redelivery
+says), in the same transaction as the findings; an entry the organization does not hold
+refuses the event whole (nothing stored), an entry redacted since gets none. These are
+the trusted outcomes the organization's recalibration weighs most
+(`grandbo.memory.confidence.recalibration`), with the confidence the retrieval log says
+the entry was served with during the incident.
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ from __future__ import annotations
 import enum
 from datetime import UTC, datetime
 from typing import Annotated, Any
+from uuid import UUID
 
 from pydantic import (
     AfterValidator,
@@ -42,14 +56,21 @@ from pydantic import (
     ValidationError,
 )
 
-from grandbo.errors import InvalidEventError, InvalidInputError, invalid_input_from
-from grandbo.memory.idempotency import incident_finding_key
+from grandbo.errors import (
+    EntryNotFoundError,
+    InvalidEventError,
+    InvalidInputError,
+    invalid_input_from,
+)
+from grandbo.memory.idempotency import incident_finding_key, incident_recalled_key
 from grandbo.memory.models import (
     EntryText,
+    Feedback,
     Kind,
     NewEntry,
     Origin,
     ServiceName,
+    Verdict,
     WriteContext,
     WriteOutcome,
 )
@@ -60,6 +81,8 @@ from grandbo.tenancy import require_tenant
 INCIDENT_SOURCE = "landfall.incidents"
 INCIDENT_CLOSED = "IncidentClosed"
 MAX_FINDINGS = 50
+# more than an investigation is served and judges (a few queries of five hits)
+MAX_RECALLED = 25
 
 _Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[\w.:-]+$")]
 
@@ -81,6 +104,36 @@ class Finding(BaseModel):
     tags: list[str] = Field(default_factory=list)
     # a corroborated finding is durable unless the incident platform says it is transient
     kind: Kind = Kind.DURABLE
+
+
+class RecalledOutcome(enum.StrEnum):
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
+
+
+# what the verdict an outcome records says
+_VERDICT_OF = {
+    RecalledOutcome.CONFIRMED: Verdict.HELPFUL,
+    RecalledOutcome.REFUTED: Verdict.NOT_HELPFUL,
+}
+
+
+class RecalledEntry(BaseModel):
+    """A memory entry the investigation was served, and whether it held."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    entry_id: UUID
+    outcome: RecalledOutcome
+
+
+def _once_each(recalled: list[RecalledEntry]) -> list[RecalledEntry]:
+    seen: set[UUID] = set()
+    for item in recalled:
+        if item.entry_id in seen:
+            raise ValueError(f"names entry {item.entry_id} twice: one outcome per entry")
+        seen.add(item.entry_id)
+    return recalled
 
 
 class ChatMessage(BaseModel):
@@ -108,6 +161,9 @@ class IncidentClosed(BaseModel):
     service: ServiceName | None = None
     closed_at: Annotated[datetime, AfterValidator(_closed_at)]
     findings: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS)
+    recalled: Annotated[list[RecalledEntry], AfterValidator(_once_each)] = Field(
+        default_factory=list, max_length=MAX_RECALLED
+    )
     chatter: list[ChatMessage] = Field(default_factory=list)
 
 
@@ -155,16 +211,44 @@ def corroborated_entries(incident: IncidentClosed) -> list[tuple[str, NewEntry]]
     return entries
 
 
-def record_incident(service: MemoryService, incident: IncidentClosed) -> list[WriteOutcome]:
-    """Write the incident's corroborated findings in one transaction; redelivery is a no-op."""
+def recalled_verdicts(incident: IncidentClosed) -> list[tuple[UUID, Feedback, WriteContext]]:
+    """The verdict each recalled entry's outcome records, by the incident, under its key."""
     actor = f"incident-closed:{incident.incident_id}"
-    return service.record_entries(
-        incident.tenant_id,
-        [
-            (entry, WriteContext(actor=actor, idempotency_key=key))
-            for key, entry in corroborated_entries(incident)
-        ],
-        # the symptom's service is affected too, even where the findings name the cause's
-        incident_services=[incident.service] if incident.service else [],
-        incident_at=incident.closed_at,
-    )
+    return [
+        (
+            item.entry_id,
+            Feedback(verdict=_VERDICT_OF[item.outcome], incident_id=incident.incident_id),
+            WriteContext(
+                actor=actor,
+                idempotency_key=incident_recalled_key(incident.incident_id, str(item.entry_id)),
+            ),
+        )
+        for item in incident.recalled
+    ]
+
+
+def record_incident(service: MemoryService, incident: IncidentClosed) -> list[WriteOutcome]:
+    """Write the incident's corroborated findings and its recalled entries' outcomes in
+    one transaction; redelivery is a no-op. A recalled entry the organization does not
+    hold is InvalidEventError naming it (`recalled.N.entry_id`), nothing stored."""
+    actor = f"incident-closed:{incident.incident_id}"
+    try:
+        return service.record_entries(
+            incident.tenant_id,
+            [
+                (entry, WriteContext(actor=actor, idempotency_key=key))
+                for key, entry in corroborated_entries(incident)
+            ],
+            # the symptom's service is affected too, even where the findings name the cause's
+            incident_services=[incident.service] if incident.service else [],
+            incident_at=incident.closed_at,
+            verdicts=recalled_verdicts(incident),
+        )
+    except EntryNotFoundError as exc:
+        index = next(
+            (i for i, item in enumerate(incident.recalled) if item.entry_id == exc.entry_id), 0
+        )
+        raise InvalidEventError(
+            f"IncidentClosed.recalled.{index}.entry_id: organization {incident.tenant_id} "
+            f"holds no entry {exc.entry_id}; nothing of the incident was stored"
+        ) from exc

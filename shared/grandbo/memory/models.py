@@ -167,13 +167,16 @@ class WriteContext(_Command):
 
 
 class Feedback(_Command):
-    """Beacon's (or a person's) verdict on an entry, after the investigation it served."""
+    """Beacon's (or a person's) verdict on an entry, after the investigation it served.
+
+    `confidence` (the hit's as the caller says it was served) is accepted, checked and
+    kept in the event as the API has always taken it, and read by nothing: the
+    organization's recalibration is fit from the confidence the retrieval log says the
+    server served (`grandbo.memory.confidence.recalibration`), never a caller's."""
 
     verdict: Verdict
     incident_id: IncidentId
     note: Annotated[str, StringConstraints(max_length=MAX_FEEDBACK_NOTE_CHARS)] | None = None
-    # the confidence the hit was served with: what the organization's recalibration is
-    # fit from (grandbo.memory.confidence.recalibration)
     confidence: Annotated[StrictFloat, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
 
     @field_validator("note")
@@ -371,6 +374,11 @@ class MatchExplanation(BaseModel):
     # the fused score's two terms (they sum to it): how much each leg gave
     lexical_part: float = 0.0
     vector_part: float = 0.0
+    confidence_model: str | None = Field(
+        default=None,
+        description="the model that scored this hit's confidence: the provider's, or the "
+        "keyword model where meaning search could not see it (`metadata.searched`)",
+    )
 
 
 class MemoryHit(BaseModel):
@@ -480,7 +488,22 @@ class QueryMetadata(BaseModel):
     )
     no_precedent: bool = Field(
         default=False,
-        description="true when no hit reached the floor: memory holds nothing close to the topic",
+        description="true only when the search was complete (`searched`) and no hit reached "
+        "the floor: memory holds nothing close to the topic. A degraded search that serves "
+        "nothing says so in `degraded`, never no_precedent",
+    )
+    searched: Literal["complete", "keywords_only", "partial"] = Field(
+        default="complete",
+        description="what the search could look at: complete (both legs over every active "
+        "entry); keywords_only (meaning search could not run: the topic was not embedded "
+        "in time or its embedding failed, or no active entry has a current vector yet; "
+        "every hit is a keyword match, scored by the keyword model); partial (some active "
+        "entries have no current vector yet: those were searched by keywords only)",
+    )
+    degraded: str | None = Field(
+        default=None,
+        description="in words, when the search was not complete: what it could not search "
+        "and what that means for this answer",
     )
     message: str | None = Field(
         default=None, description="in words, when memory holds nothing close or withheld candidates"

@@ -23,9 +23,15 @@ from grandbo.embedding.base import Embedding, EmbeddingProvider
 from grandbo.embedding.rerank import Reranker
 from grandbo.errors import EmbeddingError, InvalidInputError
 from grandbo.memory.calibration import Calibration
-from grandbo.memory.confidence.fitted import model_for
+from grandbo.memory.confidence.fitted import keyword_model_for, model_for
 from grandbo.memory.confidence.model import ConfidenceModel
-from grandbo.memory.confidence.serving import reaches, validate_min_confidence, withholding
+from grandbo.memory.confidence.regime import Searched, score, searched
+from grandbo.memory.confidence.serving import (
+    degraded,
+    reaches,
+    validate_min_confidence,
+    withholding,
+)
 from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
 from grandbo.memory.embedding_jobs import EmbeddingJobs
 from grandbo.memory.fusion import FusedRank, score_fusion
@@ -113,6 +119,10 @@ class RankedCandidates:
     # where the serving model's fit ranks (`ConfidenceModel.ranks`), else `fused`
     confidence: dict[UUID, float]
     ordered: list[UUID]
+    # what the search could see (`grandbo.memory.confidence.regime`), and the candidates
+    # the meaning leg could not compare (scored by the keyword model)
+    searched: Searched = Searched.COMPLETE
+    by_keywords: frozenset[UUID] = frozenset()
 
     @property
     def embed_rev(self) -> str:
@@ -181,6 +191,10 @@ class Recall(EmbeddingJobs, Calibration):
         """The confidence model fit for `provider`'s vectors (`grandbo.memory.confidence`)."""
         return model_for(provider)
 
+    def keyword_model(self, provider: EmbeddingProvider) -> ConfidenceModel:
+        """The model that scores what the keyword leg alone found (`regime`)."""
+        return keyword_model_for(provider)
+
     def confidence_floor(
         self,
         tenant_id: str,
@@ -193,6 +207,36 @@ class Recall(EmbeddingJobs, Calibration):
             return requested
         organization = self.organization_floor(tenant_id, provider)
         return model.default_floor if organization is None else organization
+
+    def scored(
+        self,
+        tenant_id: str,
+        order: Sequence[UUID],
+        legs: SearchLegs,
+        topic_tags: Sequence[str],
+        cutoff: float,
+        serving: EmbeddingProvider,
+        *,
+        topic_embedded: bool,
+    ) -> tuple[Searched, dict[UUID, float], frozenset[UUID]]:
+        """The regime of a search and each candidate's confidence in it (the organization's
+        recalibration applied to what the provider's model scored): what `rank` serves and
+        the evaluation measures."""
+        regime = searched(
+            topic_embedded=topic_embedded,
+            active_entries=legs.active_entries,
+            without_vector=legs.active_without_current_vector,
+        )
+        model = self.confidence_model(serving)
+        result = score(order, legs, topic_tags, cutoff, regime, model, self.keyword_model(serving))
+        confidence = result.confidence
+        own = self.organization_recalibration(tenant_id, serving)
+        if own is not None and own.fits(model.name):  # its verdicts recalibrated it
+            confidence = {
+                entry_id: p if entry_id in result.by_keywords else own.apply(p)
+                for entry_id, p in confidence.items()
+            }
+        return regime, confidence, result.by_keywords
 
     @property
     def reader(self) -> MemoryRepository:
@@ -259,6 +303,9 @@ class Recall(EmbeddingJobs, Calibration):
         legs = ranked.legs
         model = self.confidence_model(ranked.serving)
         floor = self.confidence_floor(tenant, ranked.serving, model, requested_floor)
+        keywords = self.keyword_model(ranked.serving)
+        # a candidate the meaning leg could not see is held to its own model's floor
+        keyword_floor = self.confidence_floor(tenant, ranked.serving, keywords, requested_floor)
         confidence = ranked.confidence
         lexical = {c.entry_id: (rank, c) for rank, c in enumerate(legs.lexical, start=1)}
         vector = {c.entry_id: (rank, c) for rank, c in enumerate(legs.vector, start=1)}
@@ -267,7 +314,11 @@ class Recall(EmbeddingJobs, Calibration):
         hits = []
         # the floor first, then the limit: the hits are the best `limit` of the candidates
         # that reach it (a candidate at the floor as shown, to 4 places, reaches it)
-        withheld = {i for i in ranked.ordered if not reaches(confidence[i], floor)}
+        withheld = {
+            i
+            for i in ranked.ordered
+            if not reaches(confidence[i], keyword_floor if i in ranked.by_keywords else floor)
+        }
         reranked = rerank_entries(
             self.reranker,
             text,
@@ -317,6 +368,9 @@ class Recall(EmbeddingJobs, Calibration):
                         fused_score=round(ranked.fused_scores[entry_id], 6),
                         lexical_part=round(ranked.fused_parts[entry_id][0], 6),
                         vector_part=round(ranked.fused_parts[entry_id][1], 6),
+                        confidence_model=(
+                            keywords if entry_id in ranked.by_keywords else model
+                        ).name,
                     ),
                 )
             )
@@ -335,12 +389,21 @@ class Recall(EmbeddingJobs, Calibration):
             reranker=reranked.status,
             reranker_error=reranked.error,
             **withholding(
-                model,
-                floor,
+                keywords if ranked.searched is Searched.KEYWORDS_ONLY else model,
+                keyword_floor if ranked.searched is Searched.KEYWORDS_ONLY else floor,
                 # those the first `limit` candidates would have shown without the floor
                 sum(1 for i in ranked.ordered[:limit] if i in withheld),
                 max((confidence[i] for i in withheld), default=None),
                 hits,
+                regime=ranked.searched,
+                degraded_note=degraded(
+                    ranked.searched,
+                    vector_error=ranked.vector_error,
+                    active=legs.active_entries,
+                    without_vector=legs.active_without_current_vector,
+                    floor=floor,
+                    served=bool(hits),
+                ),
             ),
         )
         hits = with_staleness(self.topology, tenant, hits, as_of)
@@ -402,11 +465,12 @@ class Recall(EmbeddingJobs, Calibration):
         fused = fuse(legs)
         order = [f.key for f in fused]
         model = self.confidence_model(serving)
-        confidence = model.confidences(order, legs, topic_tags, cutoff)
-        own = self.organization_recalibration(tenant_id, serving)
-        if own is not None and own.fits(model.name):  # its verdicts recalibrated it
-            confidence = {entry_id: own.apply(p) for entry_id, p in confidence.items()}
+        regime, confidence, by_keywords = self.scored(
+            tenant_id, order, legs, topic_tags, cutoff, serving, topic_embedded=vector is not None
+        )
         return RankedCandidates(
+            searched=regime,
+            by_keywords=by_keywords,
             legs=legs,
             fused=order,
             confidence=confidence,

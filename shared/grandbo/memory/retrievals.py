@@ -15,9 +15,6 @@ from grandbo.text.tags import tag_words
 
 # how long an organization's retrievals are kept (the sweeper forgets older ones)
 RETRIEVAL_DAYS = 30
-# a retrieval whose best hit is under this, or that has none, is one memory could not
-# answer (the curators' to-do list)
-LOW_CONFIDENCE = 0.5
 
 
 class RetrievalHit(BaseModel):
@@ -26,6 +23,8 @@ class RetrievalHit(BaseModel):
     entry_id: UUID
     rank: int = Field(ge=1)
     confidence: float | None = None
+    # the model that scored it (a recalibration is fit only from its own model's hits)
+    model: str | None = None
 
 
 class _Asked(BaseModel):
@@ -50,9 +49,17 @@ class Retrieval(_Asked):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def unanswered(self) -> bool:
-        """No hit, or none whose confidence reaches LOW_CONFIDENCE."""
-        best = max((h.confidence or 0.0 for h in self.hits), default=0.0)
-        return not self.hits or best < LOW_CONFIDENCE
+        """Memory served no hit: by the rule the agent was answered by (the confidence
+        floor in force, the regime's model), not a second threshold of the log's own. A
+        served hit answered the question, and a verdict can only confirm one that was."""
+        return not self.hits
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def incomplete(self) -> bool:
+        """Unanswered by a search that could not look everywhere (meaning search down,
+        entries not embedded yet): not a sign that the lesson is missing."""
+        return not self.hits and not self.no_precedent
 
 
 class RetrievalRecord(_Asked):
@@ -80,7 +87,10 @@ class RetrievalRecord(_Asked):
             topic=topic,
             hits=[
                 RetrievalHit.model_construct(
-                    entry_id=hit.entry_id, rank=rank, confidence=hit.confidence
+                    entry_id=hit.entry_id,
+                    rank=rank,
+                    confidence=hit.confidence,
+                    model=hit.why.confidence_model,
                 )
                 for rank, hit in enumerate(result.hits, start=1)
             ],

@@ -48,6 +48,7 @@ from grandbo.memory.models import (
 from grandbo.memory.recall import Recall, ServiceScopes
 from grandbo.memory.reembed import BlueGreen
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.writes import VerdictWrite
 from grandbo.memory.staleness import stale_subjects
 from grandbo.storage.tenant_scope import Cursor
 from grandbo.tenancy import require_tenant
@@ -158,13 +159,18 @@ class MemoryService(Recall):
         *,
         incident_services: Collection[str] = (),
         incident_at: datetime | None = None,
+        verdicts: Sequence[VerdictWrite] = (),
     ) -> list[WriteOutcome]:
         """Several entries in one transaction (all or none), then one enqueue for their jobs.
 
         With the topology tier, the incidents of the entries created are recorded in its
         learned graph in the same transaction: each incident affects its entries'
         services plus `incident_services` (the incident's own), at `incident_at` (now
-        without it). A redelivery creates no entry and records nothing.
+        without it). `verdicts` (an incident's outcomes on the entries it recalled) are
+        recorded in it too, each once by its key, and then refit the organization's
+        recalibration as any verdict does; an entry not the organization's is
+        EntryNotFoundError, and nothing is stored. A redelivery creates no entry and
+        records nothing.
         """
         tenant = require_tenant(tenant_id)
         commands = []
@@ -172,15 +178,19 @@ class MemoryService(Recall):
             command = self._parse(NewEntry, entry)
             commands.append((command, _tags(command), context))
         also = self._learned(tenant, incident_services, incident_at)
-        return self._after_commit_all(
+        outcomes = self._after_commit_all(
             self.repository.create_entries(
                 tenant,
                 commands,
                 also=also,
                 incident_services=incident_services,
                 incident_at=incident_at,
+                verdicts=verdicts,
             )
         )
+        if verdicts:
+            self._recalibrate(tenant)
+        return outcomes
 
     def _learned(
         self,
@@ -427,23 +437,24 @@ class MemoryService(Recall):
         tenant = require_tenant(tenant_id)
         command = self._parse(Feedback, feedback)
         outcome = self.repository.record_feedback(tenant, entry_id, command, context)
-        self._recalibrate_after(tenant, command, outcome)
+        if outcome.applied:
+            self._recalibrate(tenant)
         return outcome
 
-    def _recalibrate_after(self, tenant: str, feedback: Feedback, outcome: WriteOutcome) -> None:
-        """A verdict carrying its hit's confidence refits the organization's recalibration
-        once it has enough (`grandbo.memory.confidence.recalibration`), for the model it is
-        served from, the served confidences mapped back through the recalibration in force.
-        A failure here never fails the verdict, which is recorded: the next one refits."""
-        if feedback.confidence is None or not outcome.applied:
-            return
+    def _recalibrate(self, tenant: str) -> None:
+        """Refit the organization's recalibration after a verdict
+        (`grandbo.memory.confidence.recalibration`), for the model it is served from: from
+        its latest verdicts the retrieval log ties to a served hit, with the confidence
+        served (mapped back through the recalibration in force), each source capped, none
+        imported. Kept only once it has enough of them. A failure here never fails the
+        verdict, which is recorded: the next one refits."""
         try:
             serving = self.serving_provider(tenant)
             model = self.confidence_model(serving)
             current = self.repository.query_reads(tenant, serving.embed_rev)[2]
             if current is not None and not current.fits(model.name):
                 current = None  # fit for another model: its verdicts were served raw
-            served = self.repository.served_verdicts(tenant, recalibration.MAX_VERDICTS)
+            served = self.repository.served_verdicts(tenant, recalibration.MAX_VERDICTS, model.name)
             fitted = recalibration.fit(served, model.name, current)
             if fitted is not None and self.repository.store_recalibration(
                 tenant, fitted, DEFAULT_EPISODIC_TTL_DAYS
@@ -495,7 +506,8 @@ class MemoryService(Recall):
             WriteContext(actor=f"query:{caller}", idempotency_key=key),
             rate=FEEDBACK_RATE,
         )
-        self._recalibrate_after(tenant, command, outcome)
+        if outcome.applied:
+            self._recalibrate(tenant)
         return outcome
 
     def entries_for_review(self, tenant_id: str) -> list[MemoryEntry]:

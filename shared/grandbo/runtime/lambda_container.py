@@ -551,6 +551,19 @@ def runtime() -> LambdaRuntime:
     return _runtime
 
 
+def warm_at_init() -> None:
+    """In Lambda (its init phase: a handler module's import), the embedding provider
+    loaded before the first invocation, so the first query meets the topic's deadline
+    (`EmbeddingProvider.warm`). Outside Lambda nothing: the local doors warm their own
+    runtime. A failure never fails the init: the first query then loads it, as before."""
+    if not _in_lambda():
+        return
+    try:
+        runtime().provider.warm()
+    except Exception:
+        _log.warning("the embedding provider did not warm at init", exc_info=True)
+
+
 def drain_retrievals(timeout_s: float) -> bool:
     """The container's retrieval writer drained (after an invocation answered)."""
     return runtime().drain_retrievals(timeout_s)

@@ -73,9 +73,11 @@ def fit_logistic(
     *,
     l2: float = 1.0,
     iterations: int = 50,
+    names: Sequence[str] = FEATURES,
 ) -> tuple[float, dict[str, float]]:
-    """Intercept and weights by Newton's method on the L2-penalized log-likelihood (the
-    intercept unpenalized). numpy is imported here only: the fit is an offline step."""
+    """Intercept and weights (of `names`: the columns of `features`) by Newton's method on
+    the L2-penalized log-likelihood (the intercept unpenalized). numpy is imported here
+    only: the fit is an offline step."""
     import numpy as np
 
     x = np.asarray(features, dtype=float)
@@ -92,4 +94,4 @@ def fit_logistic(
         beta -= step
         if float(np.max(np.abs(step))) < 1e-9:
             break
-    return float(beta[0]), {name: float(b) for name, b in zip(FEATURES, beta[1:], strict=True)}
+    return float(beta[0]), {name: float(b) for name, b in zip(names, beta[1:], strict=True)}

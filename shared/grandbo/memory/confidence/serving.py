@@ -8,12 +8,34 @@ from typing import Any
 
 from grandbo.errors import InvalidInputError
 from grandbo.memory.confidence.model import ConfidenceModel
+from grandbo.memory.confidence.regime import Searched
 
+# said only when the search looked everywhere it normally looks (`Searched.COMPLETE`)
 NO_PRECEDENT = (
     "Memory holds nothing close to this topic: no past incident or lesson reached the "
     "confidence floor ({floor}). Investigate it as new."
 )
 SOME_WITHHELD = "{count} weaker candidate(s) under the confidence floor ({floor}) withheld."
+# what a degraded search could not do, and what that means for the answer
+KEYWORDS_ONLY = (
+    "Meaning search was unavailable ({why}): these are keyword matches only, and a "
+    "lesson worded differently would not be found."
+)
+KEYWORDS_ONLY_EMPTY = (
+    "Meaning search was unavailable ({why}) and keyword search found nothing close. This "
+    "is not evidence that memory holds no precedent: a lesson worded differently would "
+    "not be found. Ask again once meaning search is back."
+)
+PARTIAL = (
+    "{count} of {active} active entries have no vector of the current model yet (just "
+    "written or imported, or the embed worker is behind): they were searched by keywords "
+    "only."
+)
+PARTIAL_EMPTY = (
+    " Nothing reached the confidence floor ({floor}), but a lesson among them worded "
+    "differently would not be found: this is not evidence that memory holds no precedent."
+)
+NO_VECTORS_YET = "no active entry has a vector of the current model yet"
 
 
 def validate_min_confidence(value: object) -> float | None:
@@ -34,29 +56,55 @@ def reaches(confidence: float, floor: float) -> bool:
     return round(confidence, 4) >= floor
 
 
+def degraded(
+    regime: Searched,
+    *,
+    vector_error: str | None,
+    active: int,
+    without_vector: int,
+    floor: float,
+    served: bool,
+) -> str | None:
+    """In words, what a degraded search could not look at and what that means (None for a
+    complete search)."""
+    if regime is Searched.KEYWORDS_ONLY:
+        why = vector_error or NO_VECTORS_YET
+        return (KEYWORDS_ONLY if served else KEYWORDS_ONLY_EMPTY).format(why=why)
+    if regime is Searched.PARTIAL:
+        note = PARTIAL.format(count=without_vector, active=active)
+        return note if served else note + PARTIAL_EMPTY.format(floor=f"{floor:g}")
+    return None
+
+
 def withholding(
     model: ConfidenceModel,
     floor: float,
     withheld: int,
     best_withheld: float | None,
     served: Sequence[object],
+    *,
+    regime: Searched = Searched.COMPLETE,
+    degraded_note: str | None = None,
 ) -> dict[str, Any]:
     """The metadata fields that say what the floor withheld (`QueryMetadata`): `withheld`
     of the candidates the answer would have shown without it, the best confidence of all
-    it withheld."""
+    it withheld; and what the search could see (`regime`, `degraded_note`). "No
+    precedent" is said only of a complete search."""
     shown = f"{floor:g}"
-    if not served:
-        message = NO_PRECEDENT.format(floor=shown)
+    complete = regime is Searched.COMPLETE
+    parts = [] if degraded_note is None else [degraded_note]
+    if not served and complete:
+        parts.append(NO_PRECEDENT.format(floor=shown))
     elif withheld:
-        message = SOME_WITHHELD.format(count=withheld, floor=shown)
-    else:
-        message = None
+        parts.append(SOME_WITHHELD.format(count=withheld, floor=shown))
     return {
         "confidence_model": model.name,
         "ranking": "confidence" if model.ranks else "fused",
         "min_confidence": floor,
         "withheld": withheld,
         "withheld_best_confidence": None if best_withheld is None else round(best_withheld, 4),
-        "no_precedent": not served,
-        "message": message,
+        "no_precedent": not served and complete,
+        "searched": regime.value,
+        "degraded": degraded_note,
+        "message": " ".join(parts) or None,
     }

@@ -19,6 +19,7 @@ from uuid import UUID
 from grandbo.memory.repository import SearchLegs
 from grandbo.memory.repository.lexical import BM25_K1
 from grandbo.memory.repository.postings import TITLE_TAG_TF
+from grandbo.text.tags import tokenize
 
 # The feature vector's order: the model's coefficients are named by these
 FEATURES = (
@@ -39,6 +40,27 @@ FEATURES = (
     "reach_lead",
     "closest",
     "best_reach",
+    # how much of the topic the entry speaks to, beyond BM25's saturation (issue 43): the
+    # share of the topic's rare-word weight (idf) among the tags it shares, the share of
+    # its title's words the topic carries, and log of its place in the fused order
+    "rare_share",
+    "title_share",
+    "fused_place",
+)
+# What the keyword leg alone can tell (the keyword model's inputs): no distance, no rank
+# in the vector leg, no agreement between legs
+KEYWORD_FEATURES = (
+    "lexical_reach",
+    "tag_share",
+    "lexical_rr",
+    "gap",
+    "recurrences",
+    "reach_over_median",
+    "reach_lead",
+    "best_reach",
+    "rare_share",
+    "title_share",
+    "fused_place",
 )
 
 # A title tag's best BM25 term at an average length, per unit of idf: what an entry
@@ -64,6 +86,9 @@ class Signals:
     reach_lead: float
     closest: float
     best_reach: float
+    rare_share: float
+    title_share: float
+    fused_place: float
 
     def vector(self) -> list[float]:
         return [getattr(self, name) for name in FEATURES]
@@ -92,7 +117,10 @@ def signals_of(
 ) -> dict[UUID, Signals]:
     """Each candidate's signals (`order`: the candidates, in the fused order)."""
     reach = best_reach(topic_tags, legs)
-    n_tags = len(set(topic_tags))
+    topic = set(topic_tags)
+    n_tags = len(topic)
+    unseen = idf(0, max(legs.active_entries, 1))
+    topic_weight = sum(legs.tag_weights.get(tag, unseen) for tag in topic) or 1.0
     lexical_rank = {c.entry_id: rank for rank, c in enumerate(legs.lexical, start=1)}
     vector_rank = {c.entry_id: rank for rank, c in enumerate(legs.vector, start=1)}
     cutoff = cutoff if cutoff > 0 else 1.0
@@ -115,7 +143,9 @@ def signals_of(
     second_near = by_near[1] if len(by_near) > 1 else 0.0
     second_reach = by_reach[1] if len(by_reach) > 1 else 0.0
     signals = {}
-    for entry_id in order:
+    for place, entry_id in enumerate(order):
+        entry = legs.entries.get(entry_id)
+        title = set(tokenize(entry.title)) if entry is not None else set()
         lex = lexical_rank.get(entry_id)
         vec = vector_rank.get(entry_id)
         mine = strength[entry_id]
@@ -137,6 +167,12 @@ def signals_of(
             reach_lead=reached[entry_id] - second_reach,
             closest=1.0 if near[entry_id] >= by_near[0] else 0.0,
             best_reach=1.0 if reached[entry_id] >= by_reach[0] else 0.0,
+            rare_share=sum(
+                legs.tag_weights.get(tag, unseen) for tag in legs.shared_tags.get(entry_id, ())
+            )
+            / topic_weight,
+            title_share=len(title & topic) / len(title) if title else 0.0,
+            fused_place=math.log(place + 1),
         )
     return signals
 

@@ -17,9 +17,13 @@ event is checked here as the write path would have checked the command.
   must hold every tag of its text, and be tags (what the tokenizer makes), nothing else.
 - **The actor** is one a write could record; `incident-closed:ID` (what the incident
   pipeline writes) only on an `entry_created` of that incident's finding, with the key
-  the pipeline mints for it (`incident:ID:finding:F`), and that key only there: an
-  import cannot claim an incident's delivery with an event the incident could not have
-  made, so it cannot swallow the real delivery with a forged one.
+  the pipeline mints for it (`incident:ID:finding:F`), or on a verdict of incident ID
+  on an entry it recalled, with its key (`incident:ID:recalled:ENTRY`), and those keys
+  only there: an import cannot claim an incident's delivery with an event the incident
+  could not have made, so it cannot swallow the real delivery with a forged one.
+- **A verdict is history**: admitted, counted and shown, it is marked imported by the
+  repository and never fit (`grandbo.memory.confidence.recalibration`), whatever
+  confidence or actor it carries.
 - **The moment** is plausible (`grandbo.moments`): not before 2000, not more than the
   clock skew ahead of now; so is the incident moment an incident's entry records.
 - **A removed payload** (`{"redacted": true, "sha256": ...}`) stays one: exactly those
@@ -49,7 +53,7 @@ from pydantic import (
 )
 
 from grandbo.errors import InvalidInputError
-from grandbo.memory.idempotency import KeySpace, incident_finding_key
+from grandbo.memory.idempotency import KeySpace, incident_finding_key, incident_recalled_key
 from grandbo.memory.lifecycle.lake_stream import LakeEvent
 from grandbo.memory.models import (
     MAX_EPISODIC_TTL_DAYS,
@@ -299,6 +303,24 @@ def _incident_claim(event: LakeEvent, incident_id: str | None) -> None:
         )
 
 
+def _verdict_claim(event: LakeEvent, verdict: Feedback) -> None:
+    """A verdict by `incident-closed:ID` is incident ID's outcome on an entry its
+    investigation recalled (`grandbo.memory.incidents`): its payload names incident ID
+    and it is keyed `incident:ID:recalled:ENTRY` for its own entry, as the pipeline keys
+    it. Any other claim of an incident is refused as `_incident_claim` refuses it."""
+    own_actor = f"{INCIDENT_ACTOR_PREFIX}{verdict.incident_id}"
+    own_key = incident_recalled_key(verdict.incident_id, str(event.entry_id))
+    if event.actor == own_actor and event.idempotency_key == own_key:
+        return
+    if event.actor == own_actor:
+        raise _RefusedError(
+            "idempotency_key",
+            "an incident's outcome on an entry it recalled is keyed by its incident and "
+            "entry (incident:ID:recalled:ENTRY), as the incident pipeline keys it",
+        )
+    _incident_claim(event, None)
+
+
 def _text_as_stored(
     model: type[EntryText],
     payload: _Created | _Corrected,
@@ -337,6 +359,9 @@ def _checked(event: LakeEvent, now: datetime) -> None:
     if isinstance(payload, _Created):
         _created(payload, event, now)
         return
+    if isinstance(payload, _Feedback):
+        _verdict_claim(event, _validated(Feedback, event.payload, "payload."))
+        return
     _incident_claim(event, None)
     if isinstance(payload, _Corrected):
         _text_as_stored(EntryText, payload)
@@ -344,8 +369,6 @@ def _checked(event: LakeEvent, now: datetime) -> None:
         _reason(payload.reason)
         if isinstance(payload, _Tombstone):
             _tombstone(payload, now)
-    elif isinstance(payload, _Feedback):
-        _validated(Feedback, event.payload, "payload.")
     elif isinstance(payload, _Merged) and payload.merged_into.lower() == str(event.entry_id):
         raise _RefusedError("payload.merged_into", "an entry is never a recurrence of itself")
 

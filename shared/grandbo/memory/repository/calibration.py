@@ -1,5 +1,7 @@
-"""Calibrated vector cutoffs: a sample of the lake to measure, and the measurement kept
-per tenant and embedding revision."""
+"""Calibrated vector cutoffs (a sample of the lake to measure, the measurement kept per
+tenant and embedding revision), the confidence settings a query reads with them, and the
+verdicts, tied to what the retrieval log served, that an organization's recalibration is
+fit from."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from grandbo.errors import StoreUnavailableError
-from grandbo.memory.confidence.recalibration import Recalibration
+from grandbo.memory.confidence.recalibration import Recalibration, ServedVerdict
 from grandbo.storage.tenant_scope import TenantScopedRepository
 
 
@@ -104,19 +106,58 @@ class CalibrationStore(TenantScopedRepository):
                 recalibration,
             )
 
-    def served_verdicts(self, tenant_id: str, limit: int) -> list[tuple[float, bool]]:
-        """The tenant's latest verdicts that carry the confidence their hit was served
-        with: (confidence, helpful), newest first, at most `limit`."""
+    def served_verdicts(
+        self, tenant_id: str, limit: int, model: str | None = None
+    ) -> list[ServedVerdict]:
+        """What the organization's recalibration is fit from: of its latest `limit`
+        verdicts not imported, newest first, those the retrieval log ties to a served hit,
+        each with the confidence that hit was served with and its source (the event's
+        actor). A verdict's tie is the latest retrieval of its incident, asked before it,
+        whose hits held its entry (0032's index by incident finds it); the confidence a
+        caller sent with it is never read. A redacted verdict names no incident: no tie.
+        Nothing on a schema before migration 0033 (nothing to tell imports by). With
+        `model`, only hits that model scored (a hit the keyword model scored, where meaning
+        search could not see it, is not evidence about the provider's model; a hit logged
+        before hits named their model counts as the model's)."""
+        try:
+            return self._served_verdicts(tenant_id, limit, model)
+        except (psycopg.errors.UndefinedColumn, psycopg.errors.UndefinedTable):
+            return []
+
+    def _served_verdicts(
+        self, tenant_id: str, limit: int, model: str | None
+    ) -> list[ServedVerdict]:
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT (payload->>'confidence')::float8 AS confidence,"
-                " payload->>'verdict' = 'helpful' AS helpful FROM org_memory_events"
-                " WHERE tenant_id = %s AND event_type = 'feedback_recorded'"
-                "   AND jsonb_typeof(payload->'confidence') = 'number'"
-                " ORDER BY recorded_at DESC, event_id DESC LIMIT %s",
-                (tenant_id, limit),
+                "WITH verdicts AS MATERIALIZED ("
+                "  SELECT event_id, entry_id, actor, recorded_at,"
+                "    payload->>'incident_id' AS incident_id,"
+                "    payload->>'verdict' = 'helpful' AS helpful"
+                "  FROM org_memory_events"
+                "  WHERE tenant_id = %(tenant)s AND event_type = 'feedback_recorded'"
+                "    AND NOT imported"
+                "  ORDER BY recorded_at DESC, event_id DESC LIMIT %(limit)s)"
+                " SELECT served.confidence, v.helpful, v.actor FROM verdicts v"
+                " CROSS JOIN LATERAL ("
+                "  SELECT (h->>'confidence')::float8 AS confidence, h->>'model' AS model"
+                "  FROM org_memory_retrievals r"
+                "  CROSS JOIN LATERAL jsonb_array_elements(r.hits) h"
+                "  WHERE r.tenant_id = %(tenant)s AND r.incident_id = v.incident_id"
+                "    AND r.at <= v.recorded_at AND h->>'entry_id' = v.entry_id::text"
+                "    AND jsonb_typeof(h->'confidence') = 'number'"
+                "  ORDER BY r.at DESC, r.retrieval_id DESC LIMIT 1) served"
+                " WHERE %(model)s::text IS NULL OR coalesce(served.model, %(model)s) = %(model)s"
+                " ORDER BY v.recorded_at DESC, v.event_id DESC",
+                {"tenant": tenant_id, "limit": limit, "model": model},
             )
-            return [(float(row["confidence"]), bool(row["helpful"])) for row in cur]
+            return [
+                ServedVerdict(
+                    confidence=float(row["confidence"]),
+                    helpful=bool(row["helpful"]),
+                    source=str(row["actor"]),
+                )
+                for row in cur
+            ]
 
     def store_recalibration(
         self, tenant_id: str, recalibration: Recalibration | None, default_ttl_days: int

@@ -7,9 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
-from grandbo.errors import InvalidInputError
+from grandbo.errors import InvalidInputError, StoreUnavailableError
 from grandbo.memory.lifecycle.lake_stream import LakeEvent
 from grandbo.memory.models import EntryStatus, EventType
 from grandbo.memory.projection import UnreplayableEventError, replay
@@ -101,7 +102,28 @@ class LakeStore(TenantScopedRepository):
         transaction. A key the tenant already holds is skipped if its event is the same,
         refused if not; nothing of a refused batch is stored. The `first` batch of a
         stream is refused where the organization has memory not from this stream, unless
-        `merge`."""
+        `merge`. The events are marked imported (history, never fit: migration 0033); on
+        a schema before it, StoreUnavailableError (a 503 that says to migrate)."""
+        try:
+            return self._import_events(
+                tenant_id, events, offset=offset, first=first, merge=merge, last=last
+            )
+        except psycopg.errors.UndefinedColumn:
+            raise StoreUnavailableError(
+                "the database predates migration 0033 (imported events are marked): run "
+                "the migrations, then import again"
+            ) from None
+
+    def _import_events(
+        self,
+        tenant_id: str,
+        events: Sequence[LakeEvent],
+        *,
+        offset: int,
+        first: bool,
+        merge: bool,
+        last: bool,
+    ) -> ImportedBatch:
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             keys = [event.idempotency_key for event in events]
             if first and not merge:
@@ -111,9 +133,11 @@ class LakeStore(TenantScopedRepository):
                 (tenant_id,),
             )
             cur.executemany(
+                # `imported`: what a stream claims is history, never what the
+                # organization's recalibration is fit from (migration 0033)
                 "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision,"
-                " payload, actor, idempotency_key, recorded_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                " payload, actor, idempotency_key, recorded_at, imported)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, true)"
                 " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
                 " RETURNING idempotency_key, event_id",
                 [

@@ -13,7 +13,6 @@ import psycopg
 from grandbo.errors import StoreUnavailableError
 from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS
 from grandbo.memory.retrievals import (
-    LOW_CONFIDENCE,
     RETRIEVAL_DAYS,
     HitEntry,
     IncidentAsked,
@@ -118,13 +117,12 @@ class RetrievalLog(TenantScopedRepository):
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "SELECT incident_id, count(*) AS asked,"
-                " count(*) FILTER (WHERE coalesce((SELECT max(coalesce("
-                "   (h->>'confidence')::float8, 0)) FROM jsonb_array_elements(hits) h), 0) < %s)"
-                " AS unanswered, min(at) AS first_at, max(at) AS last_at"
+                " count(*) FILTER (WHERE jsonb_array_length(hits) = 0) AS unanswered,"
+                " min(at) AS first_at, max(at) AS last_at"
                 " FROM org_memory_retrievals"
                 " WHERE tenant_id = %s AND incident_id IS NOT NULL"
                 " GROUP BY incident_id ORDER BY max(at) DESC, incident_id LIMIT %s",
-                (LOW_CONFIDENCE, tenant_id, limit),
+                (tenant_id, limit),
             )
             return [IncidentAsked.model_validate(row) for row in cur]
 

@@ -47,6 +47,9 @@ from grandbo.storage.tenant_scope import Cursor, TenantLock, returned_rows
 # What else a write of new entries records in its transaction (the learned graph), given
 # the cursor and the entries it created (none on a redelivery)
 AlsoRecord = Callable[[Cursor, list[MemoryEntry]], None]
+# A verdict recorded with a write of entries (an incident's outcome on an entry its
+# investigation recalled): the entry, the verdict and who gave it under which key
+VerdictWrite = tuple[UUID, Feedback, WriteContext]
 
 LOCK_ENTRIES_IN_ORDER = (
     "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s AND entry_id = ANY(%s)"
@@ -77,6 +80,7 @@ class EntryWrites(EntryReads):
         also: AlsoRecord | None = None,
         incident_services: Collection[str] = (),
         incident_at: datetime | None = None,
+        verdicts: Sequence[VerdictWrite] = (),
     ) -> list[WriteOutcome]:
         """Several entries (an incident's findings) in one transaction: all or none.
 
@@ -86,7 +90,8 @@ class EntryWrites(EntryReads):
         batch, or written concurrently) yields the entry it created, `applied=False`.
         An entry of an incident records in its event the incident's own services and
         moment (`incident_services`, `incident_at`): what the learned graph drew from
-        them is rebuilt from the events alone (`grandbo rebuild`, an import).
+        them is rebuilt from the events alone (`grandbo rebuild`, an import). `verdicts`
+        are recorded in the same transaction (`_record_verdicts`).
         """
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             self._register_tenant(cur, tenant_id)
@@ -127,6 +132,9 @@ class EntryWrites(EntryReads):
             )
             self._count_tags(cur, tenant_id, entering=[entry.tags for entry in created.values()])
             post_tags(cur, tenant_id, list(created.values()))
+            # the entries' rows are locked before the learned graph's, as a redaction
+            # locks them (one order: no deadlock between the two)
+            self._record_verdicts(cur, tenant_id, verdicts)
             if also is not None:
                 also(cur, list(created.values()))
             raced = [key for key in fresh if key not in recorded]
@@ -432,6 +440,66 @@ class EntryWrites(EntryReads):
                 (tenant_id, entry_id),
             )
             return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
+
+    def _record_verdicts(
+        self, cur: Cursor, tenant_id: str, verdicts: Sequence[VerdictWrite]
+    ) -> None:
+        """Verdicts inside another write's transaction, each an event of its entry's
+        current revision counted on the entry, as `record_feedback` records one: the
+        first for an entry that is not the organization's (another's included) is
+        EntryNotFoundError, and nothing of the write stays; a key recorded before is a
+        no-op (a redelivery); an entry redacted since takes none (its tombstone holds no
+        verdict). A fixed number of statements: the rows locked in entry-id order (as
+        every writer locks them), the events in one pipelined `executemany`, the counts in
+        one update."""
+        if not verdicts:
+            return
+        cur.execute(
+            "SELECT entry_id, revision, status FROM org_memory_entries"
+            " WHERE tenant_id = %s AND entry_id = ANY(%s) ORDER BY entry_id FOR UPDATE",
+            (tenant_id, sorted({entry_id for entry_id, _, _ in verdicts})),
+        )
+        found = {row["entry_id"]: row for row in cur.fetchall()}
+        for entry_id, _, _ in verdicts:
+            if entry_id not in found:
+                raise EntryNotFoundError(entry_id)
+        kept = [v for v in verdicts if found[v[0]]["status"] != EntryStatus.REDACTED.value]
+        if not kept:
+            return
+        cur.executemany(
+            "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,"
+            " actor, idempotency_key) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
+            " RETURNING entry_id, payload->>'verdict' AS verdict",
+            [
+                (
+                    tenant_id,
+                    entry_id,
+                    EventType.FEEDBACK.value,
+                    found[entry_id]["revision"],
+                    Jsonb(feedback.model_dump(mode="json")),
+                    context.actor,
+                    context.idempotency_key,
+                )
+                for entry_id, feedback, context in kept
+            ],
+            returning=True,
+        )
+        recorded = [(row["entry_id"], row["verdict"]) for row in returned_rows(cur)]
+        if not recorded:
+            return
+        cur.execute(
+            "UPDATE org_memory_entries e SET"
+            " helpful_count = e.helpful_count + c.helpful,"
+            " not_helpful_count = e.not_helpful_count + c.not_helpful,"
+            " misleading_count = e.misleading_count + c.misleading"
+            " FROM (SELECT id, count(*) FILTER (WHERE v = 'helpful') AS helpful,"
+            "   count(*) FILTER (WHERE v = 'not_helpful') AS not_helpful,"
+            "   count(*) FILTER (WHERE v = 'misleading') AS misleading"
+            "   FROM unnest(%s::uuid[], %s::text[]) AS r(id, v) GROUP BY id) c"
+            " WHERE e.tenant_id = %s AND e.entry_id = c.id",
+            ([entry_id for entry_id, _ in recorded], [v for _, v in recorded], tenant_id),
+        )
 
     def _within_rate(self, cur: Cursor, tenant_id: str, actor: str, rate: FeedbackRate) -> None:
         """RateLimitedError once `actor` has recorded `rate.limit` verdicts in the last

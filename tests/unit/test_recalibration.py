@@ -1,0 +1,178 @@
+"""An organization's recalibration (issue 43, point 3): enough verdicts from enough
+sources, no source weighing more than its cap, the fit's optimum within bounds that keep
+the model's order."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from grandbo.memory.confidence import recalibration
+from grandbo.memory.confidence.logistic import sigmoid
+from grandbo.memory.confidence.recalibration import (
+    SCALE_BOUNDS,
+    SHIFT_BOUNDS,
+    SOURCE_CAP,
+    Recalibration,
+    ServedVerdict,
+    fit,
+    weights,
+)
+
+
+def _spread(pairs: list[tuple[float, bool]], sources: int) -> list[ServedVerdict]:
+    """The pairs as verdicts of `sources` query tokens, in turn."""
+    return [
+        ServedVerdict(confidence, helpful, f"query:k{i % sources}")
+        for i, (confidence, helpful) in enumerate(pairs)
+    ]
+
+
+def test_nothing_is_fit_without_enough_verdicts_of_both_kinds_from_three_sources() -> None:
+    balanced = [(0.5, True)] * 15 + [(0.5, False)] * 15
+    assert fit(_spread([(0.5, True)] * 40, 10)) is None  # one kind only
+    assert fit(_spread([(0.5, True)] * 10 + [(0.5, False)] * 10, 10)) is None  # too few
+    assert fit(_spread(balanced * 10, 2)) is None  # two sources: 20 verdicts' worth at most
+    fitted = fit(_spread(balanced, 3))
+    assert fitted is not None
+    assert fitted.verdicts == 30
+
+
+def test_one_query_token_never_recalibrates_however_many_verdicts_it_gives() -> None:
+    flood = [(0.011, True)] * 250 + [(0.9, False)] * 250
+    assert fit([ServedVerdict(c, h, "query:one") for c, h in flood]) is None
+
+
+def test_no_source_weighs_more_than_its_cap_and_a_trusted_one_reaches_it_sooner() -> None:
+    verdicts = (
+        [ServedVerdict(0.5, True, "query:flood")] * 120
+        + [ServedVerdict(0.5, True, "query:agent")] * 4
+        + [ServedVerdict(0.5, False, "person:ana@example.com")] * 3
+        + [ServedVerdict(0.5, False, "incident-closed:INC-7")] * 25
+    )
+    ws = weights(verdicts)
+    by_source: dict[str, float] = {}
+    for w, v in zip(ws, verdicts, strict=True):
+        by_source[v.source] = by_source.get(v.source, 0.0) + w
+    assert by_source["query:flood"] == pytest.approx(SOURCE_CAP)
+    assert by_source["query:agent"] == pytest.approx(4.0)
+    # a person's verdict and an incident's outcome weigh double a token's, to the same cap
+    assert by_source["person:ana@example.com"] == pytest.approx(6.0)
+    assert by_source["incident-closed:INC-7"] == pytest.approx(SOURCE_CAP)
+
+
+def test_a_flood_from_one_source_weighs_what_its_cap_of_verdicts_would() -> None:
+    rng = random.Random(5)
+    honest = []
+    for i in range(90):
+        z = rng.uniform(-4, 4)
+        honest.append(ServedVerdict(sigmoid(z), rng.random() < sigmoid(z), f"query:k{i % 3}"))
+    flood = [ServedVerdict(0.011, True, "query:attacker")]
+    capped = fit(honest + flood * int(SOURCE_CAP))
+    flooded = fit(honest + flood * 400)
+    assert capped is not None
+    assert flooded is not None
+    assert flooded.scale == pytest.approx(capped.scale, abs=1e-6)
+    assert flooded.shift == pytest.approx(capped.shift, abs=1e-6)
+
+
+def test_an_overconfident_model_is_pulled_down_and_stays_monotonic() -> None:
+    # served at 0.8, helpful one time in five: the organization's outcomes say 0.2
+    served = _spread([(0.8, i % 5 == 0) for i in range(100)] + [(0.1, False)] * 20, 12)
+    fitted = fit(served)
+    assert fitted is not None
+    assert fitted.apply(0.8) < 0.5
+    assert fitted.apply(0.05) < fitted.apply(0.5) < fitted.apply(0.95)  # order kept
+    assert SCALE_BOUNDS[0] <= fitted.scale <= SCALE_BOUNDS[1]
+
+
+@pytest.mark.parametrize(
+    "served",
+    [
+        # every confident hit refuted, every unlikely one confirmed: the model upside down
+        [(0.99, False)] * 60 + [(0.01, True)] * 60,
+        # every hit confirmed: push everything up as far as it goes
+        [(0.01, True)] * 110 + [(0.5, False)] * 10,
+        # every hit refuted
+        [(0.99, False)] * 110 + [(0.5, True)] * 10,
+    ],
+)
+def test_extreme_verdicts_keep_the_models_order_and_never_flatten_it(
+    served: list[tuple[float, bool]],
+) -> None:
+    fitted = fit(_spread(served, 12))
+    assert fitted is not None
+    assert SCALE_BOUNDS[0] <= fitted.scale <= SCALE_BOUNDS[1]
+    assert SHIFT_BOUNDS[0] <= fitted.shift <= SHIFT_BOUNDS[1]
+    low, high = 0.2, 0.3
+    assert fitted.apply(low) < fitted.apply(high)
+    # two hits stay at least half as far apart (in logits) as the model put them
+    gap = recalibration.logit(fitted.apply(high)) - recalibration.logit(fitted.apply(low))
+    assert gap >= SCALE_BOUNDS[0] * (recalibration.logit(high) - recalibration.logit(low)) - 1e-9
+
+
+@pytest.mark.parametrize("confidence", [0.0, 1.0, 1e-300, 1 - 1e-16])
+def test_a_recalibration_is_finite_at_the_edges(confidence: float) -> None:
+    fitted = Recalibration(scale=SCALE_BOUNDS[1], shift=SHIFT_BOUNDS[0], verdicts=30)
+    value = fitted.apply(confidence)
+    assert 0.0 <= value <= 1.0
+    assert math.isfinite(value)
+
+
+def _bounded_grid_optimum(served: list[ServedVerdict]) -> tuple[float, float]:
+    """A brute-force grid search of the same loss within the bounds (the reference)."""
+    from grandbo.memory.confidence.recalibration import _loss, logit
+
+    xs = [logit(v.confidence) for v in served]
+    ys = [1.0 if v.helpful else 0.0 for v in served]
+    ws = weights(served)
+    grid = [
+        (a / 100, b / 100)
+        for a in range(int(SCALE_BOUNDS[0] * 100), int(SCALE_BOUNDS[1] * 100) + 1, 2)
+        for b in range(int(SHIFT_BOUNDS[0] * 100), int(SHIFT_BOUNDS[1] * 100) + 1, 4)
+    ]
+    return min(grid, key=lambda ab: _loss(xs, ys, ws, *ab))
+
+
+@pytest.mark.parametrize(("truth", "seed"), [((0.3, -1.0), 0), ((0.3, -1.0), 1), ((0.8, -0.5), 2)])
+def test_the_fit_reaches_the_bounded_optimum_on_spread_confidences(
+    truth: tuple[float, float], seed: int
+) -> None:
+    """Confidences spread over logits -5..5: an overconfident model (truth 0.3: its free
+    optimum is under the scale's bound, so the bounded one is on that edge, with the
+    shift best for it), and one within the bounds."""
+    rng = random.Random(seed)
+    served = []
+    for i in range(200):
+        z = rng.uniform(-5, 5)
+        served.append(
+            ServedVerdict(sigmoid(z), rng.random() < sigmoid(truth[0] * z + truth[1]), f"q{i}")
+        )
+    fitted = fit(served)
+    assert fitted is not None
+    a, b = _bounded_grid_optimum(served)
+    assert fitted.scale == pytest.approx(a, abs=0.03)
+    assert fitted.shift == pytest.approx(b, abs=0.06)
+    assert fitted.scale < 1.0  # pulled down, not pushed up
+    assert fitted.apply(0.95) < 0.95
+
+
+def test_the_fit_maps_served_confidences_back_to_the_models_first() -> None:
+    current = Recalibration(scale=0.7, shift=-1.0, verdicts=30)
+    for p in (0.01, 0.3, 0.5, 0.9, 0.999):
+        assert current.invert(current.apply(p)) == pytest.approx(p, rel=1e-6)
+    rng = random.Random(3)
+    raw = [sigmoid(rng.uniform(-4, 4)) for _ in range(300)]
+    outcomes = [rng.random() < current.apply(p) for p in raw]  # the truth is `current`
+    # served through `current`, fit with it: the fit is `current` itself (near)
+    fitted = fit(
+        _spread([(current.apply(p), o) for p, o in zip(raw, outcomes, strict=True)], 30),
+        "m",
+        current,
+    )
+    assert fitted is not None
+    assert fitted.model == "m"
+    assert fitted.scale == pytest.approx(0.7, abs=0.15)
+    assert fitted.shift == pytest.approx(-1.0, abs=0.35)
