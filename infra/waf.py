@@ -1,5 +1,6 @@
 """The stage's WAF: AWS's Core rule set and known-bad inputs, a per-address rate limit
-derived from the stage's API throttle, and the API's body limit; every block Grandbo
+derived from the stage's API throttle, a per-caller one (its token header) at the default
+query rate, and the API's body limit; every block Grandbo
 defines answers with the edge's own document (`grandbo.api.edge`).
 
 Rule by rule, what blocks and what only counts, and why:
@@ -15,6 +16,7 @@ from constructs import Construct
 
 from grandbo.api.edge import BODY_TOO_LARGE, NO_USER_AGENT, RATE_LIMITED, Refusal
 from grandbo.api.models import MAX_BODY_BYTES
+from grandbo.memory.service import QUERY_RATE_PER_MINUTE
 from infra.config import WAF_RATE_WINDOW_S, StageConfig
 
 CORE_RULE_SET = "AWSManagedRulesCommonRuleSet"
@@ -55,6 +57,21 @@ def waf_rate_limit(stage: StageConfig) -> int:
     callers are services behind one NAT address (and a recall hook on every model call),
     so one address may legitimately use all of it; API Gateway's throttle still caps it."""
     return stage.api_rate_limit * WAF_RATE_WINDOW_S
+
+
+# Queries per caller: the rate-based rule counts each distinct Authorization header (one
+# query token, or one admin signature, which differs on every request and so is never
+# limited here) over WAF's shortest window, at the service's default per-caller rate. A
+# request without the header is not counted by this rule (AWS: "Web requests that are
+# missing any of the components specified in the aggregation keys are omitted"); the
+# authorizer refuses it anyway. An organization's own, lower rate is the query function's
+# (grandbo_admit_query, migration 0034), which every door shares.
+TOKEN_RATE_WINDOW_S = 60
+
+
+def waf_token_limit() -> int:
+    """Requests per Authorization header per TOKEN_RATE_WINDOW_S: the default query rate."""
+    return QUERY_RATE_PER_MINUTE * TOKEN_RATE_WINDOW_S // 60
 
 
 def _body_key(refusal: Refusal) -> str:
@@ -148,6 +165,31 @@ class EdgeFirewall(Construct):
                         )
                     ),
                     visibility_config=_visibility("rate-per-ip"),
+                ),
+                wafv2.CfnWebACL.RuleProperty(
+                    name="RatePerToken",
+                    priority=4,
+                    action=_block(RATE_LIMITED),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
+                            limit=waf_token_limit(),
+                            aggregate_key_type="CUSTOM_KEYS",
+                            custom_keys=[
+                                wafv2.CfnWebACL.RateBasedStatementCustomKeyProperty(
+                                    header=wafv2.CfnWebACL.RateLimitHeaderProperty(
+                                        name="authorization",
+                                        text_transformations=[
+                                            wafv2.CfnWebACL.TextTransformationProperty(
+                                                priority=0, type="NONE"
+                                            )
+                                        ],
+                                    )
+                                )
+                            ],
+                            evaluation_window_sec=TOKEN_RATE_WINDOW_S,
+                        )
+                    ),
+                    visibility_config=_visibility("rate-per-token"),
                 ),
                 wafv2.CfnWebACL.RuleProperty(
                     name="BodyOverApiLimit",

@@ -45,6 +45,7 @@ from grandbo.api.models import (
     PurgeConfirmation,
     PurgeRequest,
     QueryRequest,
+    QuestionRemovalRequest,
     RedactionRequest,
     RepairRequest,
     RetireEntryRequest,
@@ -367,6 +368,12 @@ def update_settings(request: SettingsRequest) -> dict[str, Any]:
         service.set_min_confidence(caller.tenant_id, request.min_confidence)
     if request.reset_recalibration:
         service.reset_recalibration(caller.tenant_id)
+    if request.query_rate_per_minute is not None or request.retrieval_rows_per_day is not None:
+        service.set_log_bounds(
+            caller.tenant_id,
+            query_rate_per_minute=request.query_rate_per_minute,
+            retrieval_rows_per_day=request.retrieval_rows_per_day,
+        )
     return Curation(service).settings(caller.tenant_id).model_dump(mode="json")
 
 
@@ -565,6 +572,25 @@ def retrievals(request: RetrievalsRequest) -> dict[str, Any]:
         limit=request.limit,
     )
     return page.model_dump(mode="json")
+
+
+@app.post("/v1/admin/retrievals/<retrieval_id>/removal")
+@tracer.capture_method
+def remove_question(retrieval_id: UUID, request: QuestionRemovalRequest) -> dict[str, Any]:
+    """Remove one question from the retrieval log (a secret someone typed into a topic):
+    its removal is recorded with who, when, why and the topic's SHA-256."""
+    caller: Caller = app.context["caller"]
+    digest = (
+        runtime()
+        .service()
+        .remove_logged_question(
+            caller.tenant_id,
+            retrieval_id,
+            request.reason,
+            _context("remove-question", str(retrieval_id)),
+        )
+    )
+    return {"retrieval_id": str(retrieval_id), "removed": True, "topic_sha256": digest}
 
 
 @app.post("/v1/admin/retrievals/incidents")

@@ -29,7 +29,13 @@ from grandbo.commands import people as people_command
 from grandbo.commands import redaction as redaction_command
 from grandbo.commands import retrievals as retrievals_command
 from grandbo.commands import smoke as smoke_command
-from grandbo.commands.common import keyring_path, print_result, settings_from
+from grandbo.commands.common import (
+    add_create_tenant,
+    keyring_path,
+    print_result,
+    require_named_organization,
+    settings_from,
+)
 from grandbo.commands.progress import terminal_progress
 from grandbo.commands.serve import cmd_serve
 from grandbo.embedding.rerank import reranker_named
@@ -164,7 +170,7 @@ def cmd_purge_organization(args: argparse.Namespace, service: MemoryService) -> 
 
 def cmd_query(args: argparse.Namespace, service: MemoryService) -> int:
     # one question per process: the model is loaded before its deadline starts
-    service.provider.warm()
+    service.provider.warm_or_say()
     result = service.query_org_memory(
         args.tenant,
         args.topic,
@@ -423,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     add = writer("add", "create an entry")
+    add_create_tenant(add, "its first entry creates it")
     add.add_argument("--title", required=True, help="what was learned, in a few words")
     add.add_argument(
         "--summary",
@@ -544,8 +551,10 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "blast-radius":
             read.add_argument("--hops", type=int, default=3, help="how far to walk")
-    for p in (topo, *topo_sub.choices.values()):
-        p.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+    topo.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+    for p in topo_sub.choices.values():
+        # before or after the subcommand: a default here would undo one given before it
+        p.add_argument("--tenant", default=argparse.SUPPRESS, help="the organization")
 
     srv = sub.add_parser("serve", help="run every Lambda locally over HTTP (the local runner)")
     srv.add_argument(
@@ -767,7 +776,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_migrate(args)
         if args.command in _STANDALONE_COMMANDS:
             return _STANDALONE_COMMANDS[args.command](args)
-        with open_service(settings_from(args), embed_writes=True) as service:
+        settings = settings_from(args)
+        with open_service(settings, embed_writes=True) as service:
+            require_named_organization(args, settings, service.repository.tenant_ids())
             return _SERVICE_COMMANDS[args.command](args, service)
     except (InvalidInputError, ValidationError) as exc:
         problem = exc if isinstance(exc, InvalidInputError) else invalid_input_from(exc)

@@ -43,6 +43,14 @@ class EntryNotFoundError(GrandboError):
         self.entry_id = entry_id
 
 
+class RetrievalNotFoundError(GrandboError):
+    """No logged question with that id exists for this tenant (maps to 404)."""
+
+    def __init__(self, retrieval_id: object) -> None:
+        super().__init__(f"logged question {retrieval_id} not found")
+        self.retrieval_id = retrieval_id
+
+
 class RevisionConflictError(GrandboError):
     """A correction named an expected revision that is no longer current."""
 

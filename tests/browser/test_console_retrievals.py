@@ -113,3 +113,43 @@ def test_unanswered_questions_grouped_lead_to_the_missing_lesson(tab: Tab, tmp_p
     assert "Entry created" in page.locator("p.done").inner_text()
     catalog = console.api("POST", "/v1/admin/catalog", {"text": "rebalance forever"}).body
     assert len(catalog["entries"]) == 1
+
+
+SECRET = "hunter2-Zq81xW"
+
+
+def test_a_redacted_secret_leaves_the_incident_page_and_an_admin_removes_a_question(
+    tab: Tab, tmp_path: Path
+) -> None:
+    """Issue 44, point 1: the page shows the question as its redaction rewrote it; an admin
+    removes another (a secret typed into a topic) with a reason, and it is gone."""
+    console = tab.console
+    entry = console.create(
+        {
+            "title": "Database password pasted into the incident channel",
+            "summary": f"The payments database password {SECRET} was pasted into the "
+            "incident channel during the outage; it was rotated within the hour.",
+            "incident_id": "INC-SEC",
+        }
+    )
+    console.gateway.drain()
+    _ask(console, f"was the password {SECRET} pasted into the channel", "INC-SEC")
+    _ask(console, "the ops token is tok-9f8e7d6c5b typed by mistake into this topic", "INC-SEC")
+    redacted = console.api(
+        "POST", f"/v1/admin/entries/{entry['entry_id']}/redaction", {"reason": "a password"}
+    )
+    assert redacted.status == 200, redacted.body
+
+    page = tab.open("/incidents?id=INC-SEC")
+    page.locator("ol.retrievals > li").first.wait_for()
+    assert SECRET not in page.content()
+    assert "[redacted]" in page.content()
+
+    typed = page.locator("ol.retrievals > li", has_text="tok-9f8e7d6c5b")
+    typed.locator("details.remove-question summary").click()
+    typed.locator("input[name=reason]").fill("a token typed into a topic")
+    typed.locator("form button[type=submit]").click()
+    assert "Removed" in page.locator("p.done").inner_text()
+    assert "tok-9f8e7d6c5b" not in page.content()
+    assert page.locator("ol.retrievals > li").count() == 1
+    tab.shot("incident-question-removed", tmp_path)

@@ -7,7 +7,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from grandbo.storage.connections import DatabaseUrls
 class Reply:
     status: int
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -70,7 +71,7 @@ class Gateway:
             parsed: Any = json.loads(raw) if raw else None
         except ValueError:
             parsed = raw.decode(errors="replace")
-        return Reply(response.status, parsed)
+        return Reply(response.status, parsed, {k.lower(): v for k, v in response.getheaders()})
 
     def query(self, tenant: str, payload: Any, *, raw: bytes | None = None) -> Reply:
         token = mint_query_token(self.keys[f"{tenant}-query"])

@@ -153,10 +153,11 @@ def test_people_from_the_command_line(
 ) -> None:
     data = ["--data-dir", str(tmp_path / "data")]
     keyring = tmp_path / "data" / "keyring.json"
-    assert (
-        main([*data, "people", "add", "Ann@Example.com", "--tenant", "acme", "--role", "curator"])
-        == 0
-    )
+    ann = ["people", "add", "Ann@Example.com", "--tenant", "acme", "--role", "curator"]
+    # a new organization is made only when asked for; its first person makes it
+    assert main([*data, *ann]) == 1
+    assert "no organization 'acme'" in capsys.readouterr().err
+    assert main([*data, *ann, "--create-tenant"]) == 0
     added = capsys.readouterr().out
     assert "ann@example.com is curator of acme" in added
     link = re.search(r"http://127\.0\.0\.1:8790/login\?token=(gbl1\.\S+)", added)
@@ -165,10 +166,8 @@ def test_people_from_the_command_line(
         main([*data, "people", "add", "bob@example.com", "--tenant", "acme", "--role", "viewer"])
         == 0
     )
-    assert (
-        main([*data, "people", "add", "eve@example.com", "--tenant", "other", "--role", "admin"])
-        == 0
-    )
+    eve = ["people", "add", "eve@example.com", "--tenant", "other", "--role", "admin"]
+    assert main([*data, *eve, "--create-tenant"]) == 0
     capsys.readouterr()
     assert main([*data, "people", "list", "--tenant", "acme", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)

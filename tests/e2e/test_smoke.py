@@ -1,7 +1,12 @@
 """Issue 35, point 7: `grandbo smoke` passes against the local runner (the same edge
 contract, the local door for the event) and fails naming the step when one part is
 broken, one part at a time; it cleans up what it wrote either way. The stage's side
-(its outputs, its keyring, its bus and its alarm topic) runs against moto."""
+(its outputs, its keyring, its bus and its alarm topic) runs against moto.
+
+Issue 44, point 3: `grandbo smoke --local` writes into an organization of its own, lent
+for the run through the runner's keyring file and purged at its end: the demo
+organization's entries, retrievals and growth are the same before and after it, and no
+organization keeps anything of the check."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +27,21 @@ import pytest
 from moto import mock_aws
 
 from grandbo.api.auth import Keyring, SigningKey, keyring_document, new_secret
+from grandbo.api.client import AdminClient, MemoryClient
+from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.memory.repository.purge import OrganizationPurge
+from grandbo.smoke.organization import SMOKE_TENANT
 from grandbo.smoke.steps import SmokeRun, smoke_incident
 from grandbo.smoke.targets import AwsStage, LocalRunner, SmokeTargetError
+from grandbo.storage.connections import DatabaseUrls, connect
 
-from .conftest import Gateway
+from .conftest import Gateway, start_gateway, stop_runner
+
+LESSON = {
+    "title": "Connection pool exhausted by a retry storm",
+    "summary": "Checkout retried every failed call at once and exhausted the database pool.",
+}
+ASKED = "checkout requests time out because the database connection pool is exhausted"
 
 
 def _pump_in_background(gateway: Gateway) -> threading.Event:
@@ -89,6 +105,105 @@ def test_the_smoke_check_passes_against_the_local_runner_and_leaves_nothing(
     # nothing of it stays readable: the admin entry and the incident's, both redacted
     assert _smoke_entries(pumping, tenant, "active") == []
     assert "cleanup: redacted 1 smoke entry" in printed  # the incident's
+
+
+AdminCall = Callable[[str, str, "dict[str, Any] | None"], dict[str, Any]]
+
+
+def _what_it_shows(admin: AdminCall) -> dict[str, Any]:
+    """What a person sees of an organization: its entries (as the catalog lists them), its
+    retrieval log (every question, the unanswered ones, the incidents page) and its
+    growth chart."""
+    entries = admin("POST", "/v1/admin/catalog", {"limit": 200})["entries"]
+    return {
+        "entries": [(e["entry_id"], e["revision"], e["status"], e["title"]) for e in entries],
+        "retrievals": admin("POST", "/v1/admin/retrievals", {"limit": 200}),
+        "unanswered": admin("POST", "/v1/admin/retrievals", {"unanswered": True, "limit": 200}),
+        "incidents": admin("POST", "/v1/admin/retrievals/incidents", {"limit": 50}),
+        "growth": admin("GET", "/v1/admin/growth", None),
+    }
+
+
+def _through_gateway(gateway: Gateway, tenant: str) -> AdminCall:
+    def admin(method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        reply = gateway.admin(tenant, method, path, body)
+        assert reply.status == 200, (path, reply.body)
+        return dict(reply.body)
+
+    return admin
+
+
+def _rows_left(database: DatabaseUrls, tenant: str) -> dict[str, int]:
+    """The tables that still hold a row of the organization, and how many."""
+    conn = connect(database.app)
+    try:
+        counts = OrganizationPurge(conn).organization_rows(tenant)
+    finally:
+        conn.close()
+    return {table: n for table, n in counts.items() if n}
+
+
+@pytest.fixture
+def filed_gateway(
+    database: DatabaseUrls, tenant: str, provider: FakeEmbeddingProvider, tmp_path: Path
+) -> Iterator[tuple[Gateway, Path]]:
+    """A runner reading its keyring from a file, as `grandbo serve` does, pumping."""
+    keyring = tmp_path / "keyring.json"
+    gateway, server = start_gateway(database, (tenant,), provider, keyring_file=keyring)
+    stop = _pump_in_background(gateway)
+    yield gateway, keyring
+    stop.set()
+    stop_runner(server)
+
+
+def test_the_local_check_lends_its_own_organization_and_leaves_nothing(
+    filed_gateway: tuple[Gateway, Path], database: DatabaseUrls, tenant: str
+) -> None:
+    gateway, keyring = filed_gateway
+    # Given an organization with memory and a question of its own
+    created = gateway.admin(tenant, "POST", "/v1/admin/entries", LESSON)
+    assert created.status == 201, created.body
+    assert gateway.query(tenant, {"topic": ASKED}).status == 200
+    before = _what_it_shows(_through_gateway(gateway, tenant))
+    assert before["retrievals"]["retrievals"], "the organization's own question is logged"
+    key_ids = {key.key_id for key in Keyring.from_json(keyring.read_text()).signing_keys()}
+    # When the check runs in the smoke organization, lent through the runner's keyring file
+    runner = _runner(gateway, keyring_file=keyring)
+    code, printed = _smoke(runner, SMOKE_TENANT, embed_within_s=30)
+    # Then it passed there, purged that organization and gave its keys back
+    assert code == 0, printed
+    assert f"for {SMOKE_TENANT}, lent for this run" in printed
+    assert f"cleanup: purged organization {SMOKE_TENANT} (" in printed, printed
+    assert f"cleanup: the keys lent to organization {SMOKE_TENANT} given back" in printed
+    assert "note:" not in printed  # it wrote where it says: nowhere to warn about
+    assert _rows_left(database, SMOKE_TENANT) == {}
+    held = {key.key_id for key in Keyring.from_json(keyring.read_text()).signing_keys()}
+    assert held == key_ids
+    # and the other organization shows exactly what it showed before
+    assert _what_it_shows(_through_gateway(gateway, tenant)) == before
+
+
+def test_a_check_told_another_organization_says_what_it_leaves_there(
+    pumping: Gateway, tenant: str
+) -> None:
+    code, printed = _smoke(_runner(pumping), tenant, embed_within_s=30)
+    assert code == 0, printed
+    assert f"note: the check writes into organization {tenant}:" in printed
+    assert "tombstones" in printed
+    assert "purged" not in printed  # never another organization's
+
+
+def test_an_organization_without_keys_fails_the_keys_step_naming_those_with_keys(
+    gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    code, printed = _smoke(_runner(gateway), "nosuch-org")
+    assert code == 1
+    assert "FAIL keys" in printed
+    assert "no admin key for organization 'nosuch-org'" in printed
+    # the organizations it holds keys of
+    assert tenant in printed
+    assert other_tenant in printed
+    assert printed.strip().endswith("smoke check failed at step: keys")
 
 
 def _wrong(gateway: Gateway, label: str) -> dict[str, SigningKey]:
@@ -242,7 +357,9 @@ def _port() -> int:
 
 
 def test_the_command_passes_against_grandbo_serve(tmp_path: Path) -> None:
-    """`grandbo smoke --local` against `grandbo serve` as processes, as README runs them."""
+    """`grandbo smoke --local` against `grandbo serve` as processes, as README runs them;
+    the demo organization shows the same entries, retrievals and growth before and after
+    it, and no organization is left of the check (issue 44, point 3)."""
     port = _port()
     cli = [sys.executable, "-m", "grandbo.cli", "--data-dir", str(tmp_path), "--provider", "fake"]
     server = subprocess.Popen(  # noqa: S603 - our own CLI
@@ -256,6 +373,13 @@ def test_the_command_passes_against_grandbo_serve(tmp_path: Path) -> None:
             assert server.poll() is None, "grandbo serve exited"
             assert time.monotonic() < deadline, "grandbo serve did not start"
             time.sleep(0.3)
+        url = f"http://127.0.0.1:{port}"
+        keyring = Keyring.from_json((tmp_path / "keyring.json").read_text())
+        demo = AdminClient(url, keyring.find("demo-admin", "admin"), timeout=30)
+        # the demo organization asked a question of its own (its retrieval log is not empty)
+        MemoryClient.with_key(url, keyring.find("demo-beacon", "query")).query_org_memory(ASKED)
+        before = _what_it_shows(demo.call)
+        assert before["retrievals"]["retrievals"]
         done = subprocess.run(  # noqa: S603 - our own CLI
             [*cli, "smoke", "--local", "--url", f"http://127.0.0.1:{port}", "--embed-within", "60"],
             capture_output=True,
@@ -266,6 +390,24 @@ def test_the_command_passes_against_grandbo_serve(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "smoke check passed" in done.stdout
+        assert f"cleanup: purged organization {SMOKE_TENANT} (" in done.stdout, done.stdout
+        # the demo organization is as it was: no tombstone, question or growth of the check
+        assert _what_it_shows(demo.call) == before
+        # and no organization is left of the check: its keys are out of the keyring and
+        # the store has no memory of it
+        held = Keyring.from_json((tmp_path / "keyring.json").read_text()).signing_keys()
+        assert {key.tenant_id for key in held} == {"demo"}
+        gone = subprocess.run(  # noqa: S603 - our own CLI
+            [*cli, "retrievals", "--tenant", SMOKE_TENANT],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert gone.returncode == 1, gone.stdout + gone.stderr
+        assert gone.stderr.startswith(
+            f"grandbo: no organization '{SMOKE_TENANT}' (organizations: demo);"
+        ), gone.stderr
         # the runner is down: the first step that needs it names itself
         server.terminate()
         server.wait(30)

@@ -145,3 +145,33 @@ def test_every_edge_route_is_a_method_of_the_api_and_nothing_else_is(dev: Any) -
     # https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-access-control-iam.html)
     expected = {"token": "CUSTOM", "signed": "NONE", "iam": "AWS_IAM"}
     assert by_auth == sorted(expected[route.auth] for route in ROUTES)
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_each_query_token_is_held_to_the_default_query_rate_at_the_edge(
+    stage: str, dev: Any, prod: Any
+) -> None:
+    """Issue 44: a rate-based rule keyed on the caller's token header. AWS documents the
+    evaluation windows as 60, 120, 300 or 600 s and the lowest limit as 10
+    (https://docs.aws.amazon.com/waf/latest/developerguide/waf-rule-statement-type-rate-based-high-level-settings.html),
+    each distinct header value as its own aggregation instance
+    (https://docs.aws.amazon.com/waf/latest/developerguide/waf-rule-statement-type-rate-based-aggregation-instances.html),
+    and that "web requests that are missing any of the components specified in the
+    aggregation keys are omitted from the rate-based rule evaluation"
+    (https://docs.aws.amazon.com/waf/latest/APIReference/API_RateBasedStatementCustomKey.html):
+    a request without the header is left to the authorizer."""
+    from grandbo.memory.service import QUERY_RATE_PER_MINUTE
+
+    _, t = {"dev": dev, "prod": prod}[stage]
+    (rule,) = [rule for rule in _acl(t)["Rules"] if rule["Name"] == "RatePerToken"]
+    statement = rule["Statement"]["RateBasedStatement"]
+    assert statement["AggregateKeyType"] == "CUSTOM_KEYS"
+    (key,) = statement["CustomKeys"]
+    assert key["Header"]["Name"].lower() == "authorization"
+    assert statement["EvaluationWindowSec"] in (60, 120, 300, 600)
+    per_minute = statement["Limit"] * 60 / statement["EvaluationWindowSec"]
+    assert per_minute == QUERY_RATE_PER_MINUTE
+    assert statement["Limit"] >= 10
+    assert rule["Action"]["Block"]["CustomResponse"]["ResponseCode"] == RATE_LIMITED.status == 429
+    priorities = [r["Priority"] for r in _acl(t)["Rules"]]
+    assert len(priorities) == len(set(priorities))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from grandbo.api.auth import SigningKey, keyring_document, new_secret
 from grandbo.cli import main
 from grandbo.storage.connections import DatabaseUrls
 
@@ -16,11 +18,18 @@ SUMMARY = "debug logging left on after a deploy filled the log volume within an 
 
 
 @pytest.fixture
-def cli_env(database: DatabaseUrls, monkeypatch: pytest.MonkeyPatch) -> str:
+def cli_env(database: DatabaseUrls, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """An organization onboarded (a key of it in the local keyring) with no memory yet."""
     monkeypatch.setenv("DATABASE_URL", database.app)
     monkeypatch.setenv("GRANDBO_ADMIN_DATABASE_URL", database.admin)
     monkeypatch.setenv("GRANDBO_EMBEDDING_PROVIDER", "fake")
-    return f"cli-{uuid.uuid4().hex[:10]}"
+    monkeypatch.setenv("GRANDBO_DATA_DIR", str(tmp_path))
+    tenant = f"cli-{uuid.uuid4().hex[:10]}"
+    key = SigningKey(
+        key_id=f"{tenant}-admin", tenant_id=tenant, secret=new_secret(), roles=["admin"]
+    )
+    (tmp_path / "keyring.json").write_text(keyring_document([key]))
+    return tenant
 
 
 def test_add_embed_query_correct_retire_rebuild(

@@ -90,13 +90,13 @@ def test_an_admin_drops_the_recalibration_its_verdicts_made(
     lake(service, tenant)
     hit = service.query_org_memory(tenant, TOPIC).hits[0]
     assert hit.confidence is not None
-    for n in range(30):  # three agents' verdicts on the hit they were served
-        log_answer(service, tenant, TOPIC, incident_id=f"INC-{n}")
+    for n in range(30):  # five agents' verdicts on the hit they were served
+        log_answer(service, tenant, TOPIC, incident_id=f"INC-{n}", caller=f"beacon-{n % 5}")
         service.record_caller_feedback(
             tenant,
             hit.entry_id,
             {"verdict": "helpful" if n < 6 else "misleading", "incident_id": f"INC-{n}"},
-            caller=f"beacon-{n % 3}",
+            caller=f"beacon-{n % 5}",
         )
     assert Curation(service).settings(tenant).recalibration_verdicts == 30
     moved = service.query_org_memory(tenant, TOPIC).hits[0].confidence

@@ -147,7 +147,7 @@ def test_an_organizations_verdicts_recalibrate_its_confidence_and_only_its_own(
     assert before is not None
     # every investigation was served the confident hit and found it misleading, bar a few
     for n in range(40):
-        log_answer(service, tenant, topic, incident_id=f"INC-{n}")
+        log_answer(service, tenant, topic, incident_id=f"INC-{n}", caller=f"beacon-{n}")
         verdict = "helpful" if n % 8 == 0 else "misleading"
         service.record_caller_feedback(
             tenant,

@@ -63,7 +63,13 @@ def upside_down_verdicts(
     for n in range(verdicts):
         incident = f"INC-{n}"
         hits = log_answer(
-            service, tenant, ATTACKED, incident_id=incident, limit=25, min_confidence=0.0
+            service,
+            tenant,
+            ATTACKED,
+            incident_id=incident,
+            caller=caller(n),  # the key that judges asked the question
+            limit=25,
+            min_confidence=0.0,
         ).hits
         low = min(hits, key=lambda h: h.confidence)
         high = max(hits, key=lambda h: h.confidence)
@@ -180,7 +186,7 @@ def test_an_import_of_120_verdicts_moves_no_served_confidence(
     assert moved(before, confidences(service, tenant, UNRELATED)) <= MOVED
 
 
-def test_verdicts_of_three_sources_refit_with_the_confidence_served_not_the_one_stated(
+def test_verdicts_of_five_sources_refit_with_the_confidence_served_not_the_one_stated(
     service: MemoryService, tenant: str
 ) -> None:
     # Given an organization, and an unrelated question's confidences
@@ -188,9 +194,9 @@ def test_verdicts_of_three_sources_refit_with_the_confidence_served_not_the_one_
     before = confidences(service, tenant, UNRELATED)
     order_before = sorted(before, key=lambda i: before[i])
 
-    # When three agents give ten verdicts each (30 verdicts' worth: enough only at the
+    # When five agents give six verdicts each (30 verdicts' worth: enough only at the
     # last, so every one was served by the model as it is), stating confidences they chose
-    given = upside_down_verdicts(service, tenant, 30, lambda n: f"agent-{n % 3}")
+    given = upside_down_verdicts(service, tenant, 30, lambda n: f"agent-{n % 5}")
 
     # Then they refit, from the confidences the retrieval log holds, not the stated ones
     fitted = recalibration_of(service, tenant)
@@ -198,14 +204,15 @@ def test_verdicts_of_three_sources_refit_with_the_confidence_served_not_the_one_
     assert fitted.verdicts == 30
     read = service.repository.served_verdicts(tenant, 500)
     assert sorted(v.confidence for v in read) == pytest.approx(sorted(s for s, _ in given))
-    assert {v.source for v in read} == {"query:agent-0", "query:agent-1", "query:agent-2"}
+    assert {v.source for v in read} == {f"query:agent-{n}" for n in range(5)}
+    assert {v.asker for v in read} == {f"agent-{n}" for n in range(5)}
     model = service.confidence_model(service.provider).name
     served = recalibration.fit(read, model)
     assert served is not None
     assert (fitted.scale, fitted.shift) == pytest.approx((served.scale, served.shift))
     stated = recalibration.fit(
         [
-            ServedVerdict(stated, v.helpful, v.source)
+            ServedVerdict(stated, v.helpful, v.source, v.asker)
             for v, (_, stated) in zip(read, reversed(given), strict=True)
         ],
         model,

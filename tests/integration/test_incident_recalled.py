@@ -155,34 +155,35 @@ def test_an_entry_redacted_since_it_was_recalled_takes_no_verdict(
     assert [row[0] for row in verdict_events(admin_conn, tenant)] == [held]
 
 
-def test_outcomes_of_three_incidents_refit_with_what_each_was_served(
+def test_outcomes_of_five_incidents_refit_with_what_each_was_served(
     service: MemoryService, tenant: str, admin_conn: psycopg.Connection[Any]
 ) -> None:
-    # Given three incidents whose agents were served the same five hits
+    # Given five incidents whose agents were served the same five hits
     lake(service, tenant)
     served: dict[UUID, float] = {}
-    for n in range(3):
-        for hit in log_answer(service, tenant, TOPIC, incident_id=f"INC-{n}").hits:
+    for n in range(5):
+        asked = log_answer(service, tenant, TOPIC, incident_id=f"INC-{n}", caller=f"agent-{n}")
+        for hit in asked.hits:
             served[hit.entry_id] = float(hit.confidence or 0.0)
     assert len(served) == 5
     ranked = sorted(served, key=lambda i: served[i])
 
     # When each closes naming them all: the surest refuted, the others confirmed
-    for n in range(3):
+    for n in range(5):
         outcomes = [(i, "refuted" if i == ranked[-1] else "confirmed") for i in ranked]
         record_incident(
             service, parse_incident_closed(incident(tenant, outcomes, incident_id=f"INC-{n}"))
         )
 
-    # Then fifteen trusted outcomes (three sources, each at its cap) refit the confidence,
-    # with the confidences the incidents were served
+    # Then 25 trusted outcomes (five sources and five askers, each at its cap) refit the
+    # confidence, with the confidences the incidents were served
     read = service.repository.served_verdicts(tenant, 500)
-    assert len(read) == 15
-    assert sorted({v.source for v in read}) == [f"incident-closed:INC-{n}" for n in range(3)]
-    assert sorted(v.confidence for v in read) == pytest.approx(sorted([*served.values()] * 3))
+    assert len(read) == 25
+    assert sorted({v.source for v in read}) == [f"incident-closed:INC-{n}" for n in range(5)]
+    assert sorted(v.confidence for v in read) == pytest.approx(sorted([*served.values()] * 5))
     fitted = service.repository.query_reads(tenant, service.provider.embed_rev)[2]
     assert fitted is not None
-    assert fitted.verdicts == 15
+    assert fitted.verdicts == 25
 
 
 def test_an_incidents_outcomes_move_with_the_lake_as_history(

@@ -529,11 +529,15 @@ def test_the_command_line_exports_and_imports_a_lake(
     capsys.readouterr()
 
     # another organization's stream: refused, naming --rename, nothing stored
-    assert main(["import", str(lake), "--tenant", other_tenant]) == 2
+    assert main(["import", str(lake), "--tenant", other_tenant, "--create-tenant"]) == 2
     assert "rename" in capsys.readouterr().err
     assert event_count(admin_conn, other_tenant) == 0
 
-    assert main(["import", str(lake), "--tenant", other_tenant, "--rename"]) == 0
+    assert main(["import", str(lake), "--tenant", other_tenant, "--rename"]) == 1
+    assert f"no organization '{other_tenant}'" in capsys.readouterr().err  # a new one: asked for
+    assert event_count(admin_conn, other_tenant) == 0
+    new = ["import", str(lake), "--tenant", other_tenant, "--rename", "--create-tenant"]
+    assert main(new) == 0
     out = capsys.readouterr().out
     assert f"{manifest['count']} new, 0 already there" in out
     assert "embedded with the local model" in out

@@ -173,3 +173,55 @@ def test_the_agent_text_carries_no_bidi_or_zero_width_characters() -> None:
     line = answer_text(_result([_hit(sneaky, 0.5)], [])).splitlines()[1]
     assert '"Redis evicted keys here"' in line
     assert not any(ch in line for ch in "\u202e\u200b\u2066\u2069\ufeff")
+
+
+def test_an_empty_answer_that_does_not_say_it_searched_completely_never_says_treat_it_as_new() -> (
+    None
+):
+    # an older server's answer (no `searched`, no `degraded`) whose vector leg failed
+    complete = _result([], [0.01])
+    older = complete.model_copy(
+        update={
+            "metadata": complete.metadata.model_copy(
+                update={
+                    "no_precedent": False,
+                    "vector_leg": "unavailable",
+                    "vector_leg_error": "embedding the topic timed out after 2.0s",
+                    "degraded": None,
+                }
+            )
+        }
+    )
+    text = answer_text(older)
+    assert "Treat the problem as new" not in text
+    assert "not evidence that the problem is new" in text
+    assert "timed out after 2.0s" in text
+    # a complete search that found nothing close still says so
+    assert "Treat the problem as new" in answer_text(complete)
+
+
+def test_a_degraded_answer_says_what_it_could_not_search_before_its_hits() -> None:
+    from grandbo.memory.confidence.regime import Searched
+    from grandbo.memory.confidence.serving import degraded
+
+    hits = [_hit("Redis OOM", 0.4)]
+    plain = _result(hits, [])
+    note = degraded(
+        Searched.KEYWORDS_ONLY,
+        vector_error="embedding the topic failed: ThrottlingException",
+        active=3,
+        without_vector=0,
+        floor=0.025,
+        served=True,
+    )
+    result = plain.model_copy(
+        update={
+            "metadata": plain.metadata.model_copy(
+                update={"searched": "keywords_only", "degraded": note}
+            )
+        }
+    )
+    lines = answer_text(result).split("\n")
+    assert lines[1].startswith("Meaning search was unavailable")
+    assert "ThrottlingException" in lines[1]
+    assert lines[2].startswith("1. confidence 0.40")

@@ -300,3 +300,20 @@ def test_a_provider_that_fails_to_warm_never_fails_the_init(
     finally:
         install_runtime(None)
     assert provider.warmed == 1
+
+
+def test_a_provider_that_cannot_warm_says_why_and_never_stops_its_server() -> None:
+    failing = _Warming(fails=True)
+
+    said = failing.warm_or_say()
+
+    assert said == "EmbeddingError: model file missing"
+    assert failing.warmed == 1
+    assert _Warming().warm_or_say() is None
+
+
+def test_a_padded_incident_id_is_logged_as_a_verdict_names_it() -> None:
+    from grandbo.runtime.lambda_container import _check_incident_id
+
+    assert _check_incident_id("  INC-PAD \t") == "INC-PAD"
+    assert _check_incident_id(None) is None

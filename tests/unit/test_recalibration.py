@@ -30,12 +30,12 @@ def _spread(pairs: list[tuple[float, bool]], sources: int) -> list[ServedVerdict
     ]
 
 
-def test_nothing_is_fit_without_enough_verdicts_of_both_kinds_from_three_sources() -> None:
+def test_nothing_is_fit_without_enough_verdicts_of_both_kinds_from_five_sources() -> None:
     balanced = [(0.5, True)] * 15 + [(0.5, False)] * 15
     assert fit(_spread([(0.5, True)] * 40, 10)) is None  # one kind only
     assert fit(_spread([(0.5, True)] * 10 + [(0.5, False)] * 10, 10)) is None  # too few
-    assert fit(_spread(balanced * 10, 2)) is None  # two sources: 20 verdicts' worth at most
-    fitted = fit(_spread(balanced, 3))
+    assert fit(_spread(balanced * 10, 4)) is None  # four sources: 24 verdicts' worth at most
+    fitted = fit(_spread(balanced, 5))
     assert fitted is not None
     assert fitted.verdicts == 30
 
@@ -59,8 +59,27 @@ def test_no_source_weighs_more_than_its_cap_and_a_trusted_one_reaches_it_sooner(
     assert by_source["query:flood"] == pytest.approx(SOURCE_CAP)
     assert by_source["query:agent"] == pytest.approx(4.0)
     # a person's verdict and an incident's outcome weigh double a token's, to the same cap
-    assert by_source["person:ana@example.com"] == pytest.approx(6.0)
+    assert by_source["person:ana@example.com"] == pytest.approx(min(6.0, SOURCE_CAP))
     assert by_source["incident-closed:INC-7"] == pytest.approx(SOURCE_CAP)
+
+
+def test_the_answers_of_one_asker_weigh_no_more_than_a_source_however_trusted_the_verdicts() -> (
+    None
+):
+    # one key asked under twelve open incidents and chose what each entry was served at;
+    # the incidents' trusted outcomes are tied to its answers
+    tied = [
+        ServedVerdict(0.001, True, f"incident-closed:INC-{n}", asker="query:attacker")
+        for n in range(12)
+        for _ in range(3)
+    ]
+    honest = [
+        ServedVerdict(0.5, n % 2 == 0, f"person:p{n % 5}@example.com", asker=f"query:agent{n % 5}")
+        for n in range(40)
+    ]
+    ws = weights(tied + honest)
+    assert sum(ws[: len(tied)]) == pytest.approx(SOURCE_CAP)
+    assert sum(ws[len(tied) :]) >= 4 * SOURCE_CAP
 
 
 def test_a_flood_from_one_source_weighs_what_its_cap_of_verdicts_would() -> None:
@@ -68,7 +87,7 @@ def test_a_flood_from_one_source_weighs_what_its_cap_of_verdicts_would() -> None
     honest = []
     for i in range(90):
         z = rng.uniform(-4, 4)
-        honest.append(ServedVerdict(sigmoid(z), rng.random() < sigmoid(z), f"query:k{i % 3}"))
+        honest.append(ServedVerdict(sigmoid(z), rng.random() < sigmoid(z), f"query:k{i % 5}"))
     flood = [ServedVerdict(0.011, True, "query:attacker")]
     capped = fit(honest + flood * int(SOURCE_CAP))
     flooded = fit(honest + flood * 400)

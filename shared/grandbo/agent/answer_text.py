@@ -22,6 +22,10 @@ HEADER = (
     "{count} past lesson(s), best first; confidence is the estimated probability that a "
     "hit is relevant. Hints, not ground truth: verify each with live tools."
 )
+NO_HIT = (
+    "No hit reached the confidence floor{floor}, and the answer does not say that memory "
+    "was searched completely: this is not evidence that the problem is new."
+)
 NOTHING = (
     "No precedent: memory holds nothing close to this topic (no hit reached the confidence "
     "floor{floor}). Treat the problem as new."
@@ -54,7 +58,16 @@ def answer_text(result: MemoryQueryResult) -> str:
         if meta.degraded:  # could not look everywhere: never "no precedent"
             return one_line(meta.degraded)
         floor = "" if meta.min_confidence is None else f" {meta.min_confidence:g}"
-        return NOTHING.format(floor=floor)
+        if meta.no_precedent:
+            return NOTHING.format(floor=floor)
+        # an answer that does not say it searched completely (an older server's, or one
+        # whose vector leg failed): what it found, never "treat the problem as new"
+        failed = (
+            f" The vector leg failed: {one_line(meta.vector_leg_error)}."
+            if (meta.vector_leg_error)
+            else ""
+        )
+        return NO_HIT.format(floor=floor) + failed
     lines = [HEADER.format(count=len(result.hits))]
     if meta.degraded:
         lines.append(one_line(meta.degraded))

@@ -76,11 +76,11 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, keyring_path: Path) ->
     if args.transport == "stdio" and args.allowed_host:
         raise GrandboError("--allowed-host is for --transport http")
     if args.transport == "stdio":
-        return _serve_stdio(args, settings)
+        return _serve_stdio(args, settings, keyring_path)
     return _serve_http(args, settings, keyring_path)
 
 
-def _serve_stdio(args: argparse.Namespace, settings: Settings) -> int:
+def _serve_stdio(args: argparse.Namespace, settings: Settings, keyring_path: Path) -> int:
     from grandbo.agent.server import build_server, fixed_tenant
 
     # stdout is the protocol's channel: nothing else may write to it, a child included
@@ -89,9 +89,12 @@ def _serve_stdio(args: argparse.Namespace, settings: Settings) -> int:
             backend, tenant = _remote_backend(args), None
         else:
             from grandbo.local.demo import DEMO_TENANT
-            from grandbo.tenancy import require_tenant
+            from grandbo.local.organizations import require_organization
 
-            tenant = require_tenant(args.tenant or DEMO_TENANT)
+            # an organization that exists: a typo serves no empty memory
+            tenant = require_organization(
+                args.tenant or DEMO_TENANT, keyring=keyring_path, settings=settings
+            )
             backend = _store_backend(settings, args.containers)
     with _supervised(settings, local=not args.url):
         try:
@@ -170,7 +173,7 @@ def _store_backend(settings: Settings, containers: int) -> MemoryBackend:
         environment, provider=provider_named(settings.provider), containers=containers
     )
     # the model loaded before the first tool call: it meets the topic's deadline
-    runtime.provider.warm()
+    runtime.provider.warm_or_say()
     return StoreBackend(runtime)
 
 

@@ -49,6 +49,7 @@ from grandbo.errors import (
     EntryNotFoundError,
     GrandboError,
     InvalidInputError,
+    RateLimitedError,
     StoreUnavailableError,
     invalid_input_from,
 )
@@ -457,6 +458,8 @@ def _tool_error(exc: Exception) -> tuple[str, ToolError]:
         return "invalid_input", ToolError(f"invalid {exc.field}: {exc.message}")
     if isinstance(exc, EntryNotFoundError):
         return "not_found", ToolError(str(exc))
+    if isinstance(exc, RateLimitedError):
+        return "rate_limited", ToolError(f"{exc}: retry after {exc.retry_after_s} s")
     if isinstance(exc, StoreUnavailableError | ContainersBusyError):
         logger.warning("store unavailable: %s", exc)  # the driver's words stay in the log
         return "unavailable", ToolError("Grandbo's store is unavailable; retry in a few seconds")
@@ -472,6 +475,8 @@ def _tool_error(exc: Exception) -> tuple[str, ToolError]:
             return "unavailable", ToolError(
                 f"the Grandbo API failed (HTTP {exc.status}): {message}; retry shortly"
             )
+        if exc.status == 429:
+            return "rate_limited", ToolError(f"{message} (HTTP 429): retry later")
         prefix = f"invalid {field}: " if isinstance(field, str) else ""
         outcome = "not_found" if exc.status == 404 else "invalid_input"
         return outcome, ToolError(f"{prefix}{message} (HTTP {exc.status})")

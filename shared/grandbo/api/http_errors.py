@@ -34,6 +34,7 @@ from grandbo.errors import (
     MergeRefusedError,
     NotARecurrenceError,
     RateLimitedError,
+    RetrievalNotFoundError,
     RevisionConflictError,
     StoreUnavailableError,
 )
@@ -188,6 +189,10 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
 
     @app.exception_handler(EntryNotFoundError)
     def _not_found(exc: EntryNotFoundError) -> Response[Any]:
+        return error_response(404, "not_found", str(exc))
+
+    @app.exception_handler(RetrievalNotFoundError)
+    def _no_question(exc: RetrievalNotFoundError) -> Response[Any]:
         return error_response(404, "not_found", str(exc))
 
     @app.exception_handler(RevisionConflictError)

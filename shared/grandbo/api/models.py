@@ -127,6 +127,16 @@ class SettingsRequest(_Body):
     reset_min_confidence: StrictBool = Field(
         default=False, description="go back to the confidence model's default floor"
     )
+    query_rate_per_minute: Annotated[StrictInt, Field(ge=1, le=100_000)] | None = Field(
+        default=None,
+        description="queries one caller (a key, a person) may ask per minute (default 600); "
+        "past it a query answers 429 with Retry-After",
+    )
+    retrieval_rows_per_day: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = Field(
+        default=None,
+        description="the most questions the retrieval log keeps of one day (UTC, default "
+        "20,000); the rest are counted as dropped",
+    )
     reset_recalibration: StrictBool = Field(
         default=False,
         description="drop the recalibration the organization's verdicts made (its "
@@ -141,10 +151,12 @@ class SettingsRequest(_Body):
             and self.min_confidence is None
             and not self.reset_min_confidence
             and not self.reset_recalibration
+            and self.query_rate_per_minute is None
+            and self.retrieval_rows_per_day is None
         ):
             raise ValueError(
-                "send episodic_ttl_days, retrieval_days, min_confidence, reset_min_confidence or "
-                "reset_recalibration"
+                "send episodic_ttl_days, retrieval_days, min_confidence, reset_min_confidence, "
+                "reset_recalibration, query_rate_per_minute or retrieval_rows_per_day"
             )
         if self.min_confidence is not None and self.reset_min_confidence:
             raise ValueError("send min_confidence or reset_min_confidence, not both")
@@ -188,6 +200,13 @@ class RedactionRequest(_Body):
 
     reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
     keep_recurrences: StrictBool = False
+
+
+class QuestionRemovalRequest(_Body):
+    """Remove one question from the retrieval log (a secret someone typed into a topic):
+    why. What stays is who removed it, when, why and its topic's SHA-256."""
+
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
 
 
 class PurgeRequest(_Body):

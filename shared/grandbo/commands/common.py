@@ -1,11 +1,14 @@
 """What several `grandbo` commands share: settings from the command line, the local
-keyring's path, a query result printed for a person."""
+keyring's path, the organization `--tenant` names (it must exist, or `--create-tenant`
+say it may be made: `grandbo.local.organizations`), a query result printed for a person."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from pathlib import Path
 
+from grandbo.local.organizations import CREATE_TENANT, require_organization
 from grandbo.local.settings import Settings
 from grandbo.memory.models import MemoryQueryResult
 
@@ -22,6 +25,36 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def keyring_path(settings: Settings) -> Path:
     return settings.data_dir / "keyring.json"
+
+
+def add_create_tenant(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--create-tenant`: the command may make the organization it names (`what` says how)."""
+    parser.add_argument(
+        CREATE_TENANT,
+        action="store_true",
+        help=f"the organization may be new: {what} (without it, an organization that does "
+        "not exist is refused)",
+    )
+
+
+def require_named_organization(
+    args: argparse.Namespace, settings: Settings, in_store: Iterable[str] | None = None
+) -> None:
+    """The organization `--tenant` names exists, or the command may make it and was told
+    to (`--create-tenant`): else UnknownOrganizationError, before anything is read or
+    written. A command without `--tenant`, or not given one where it means every
+    organization, has nothing to check."""
+    tenant = getattr(args, "tenant", None)
+    if tenant is None:
+        return
+    require_organization(
+        tenant,
+        keyring=keyring_path(settings),
+        in_store=in_store,
+        settings=settings,
+        can_create=hasattr(args, "create_tenant"),
+        create=bool(getattr(args, "create_tenant", False)),
+    )
 
 
 def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:

@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from grandbo.api.auth import Keyring, KeyringFile, SigningKey
-from grandbo.commands.common import StopServingError, keyring_path, settings_from, stop_serving
+from grandbo.commands.common import (
+    StopServingError,
+    keyring_path,
+    require_named_organization,
+    settings_from,
+    stop_serving,
+)
 from grandbo.errors import GrandboError
 from grandbo.local.demo import DEMO_TENANT
 from grandbo.local.doors import is_loopback
@@ -113,6 +119,7 @@ def _local_api(
     urls = resolve_urls(settings)
     migrate(urls.admin)
     keyring = local_keyring(keyring_path(settings), DEMO_TENANT)
+    require_named_organization(args, settings)
     try:
         key = keyring.find(f"{args.tenant}-admin", "admin")
     except GrandboError:

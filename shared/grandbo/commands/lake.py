@@ -16,10 +16,16 @@ from pathlib import Path
 
 from grandbo.api.auth import Keyring, SigningKey
 from grandbo.api.client import AdminClient, GrandboHTTPError
-from grandbo.commands.common import keyring_path, settings_from
+from grandbo.commands.common import (
+    add_create_tenant,
+    keyring_path,
+    require_named_organization,
+    settings_from,
+)
 from grandbo.errors import GrandboError, InvalidInputError
 from grandbo.local.bootstrap import open_service
 from grandbo.local.demo import DEMO_TENANT
+from grandbo.local.organizations import require_organization
 from grandbo.memory.lifecycle.lake import LakeTransfer
 from grandbo.memory.lifecycle.lake_stream import LakeStream, read_stream
 
@@ -67,6 +73,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="locally, leave the vectors to `grandbo embed-pending` (default: embed now)",
     )
     imp.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    add_create_tenant(imp, "the import creates it in the local store")
     _remote_arguments(imp, "import through")
 
 
@@ -158,7 +165,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.url:
             manifest = _client(args, args.tenant).export_lake(write_line)
         else:
-            with open_service(settings_from(args)) as service:
+            settings = settings_from(args)
+            with open_service(settings) as service:
+                require_named_organization(args, settings, service.repository.tenant_ids())
                 manifest = LakeTransfer(service).export(args.tenant, write_line)
     print(
         f"exported {manifest.count} events of {manifest.tenant_id} "
@@ -182,6 +191,11 @@ def _read(path: str) -> LakeStream:
 
 def cmd_import(args: argparse.Namespace) -> int:
     stream = _read(args.file)  # proven whole before anything is sent or stored
+    if args.url and args.create_tenant:
+        raise InvalidInputError(
+            "create-tenant",
+            "is for the local store: through --url the admin key's organization is imported",
+        )
     if args.url:
         with _refusals():
             answer = _client(args, args.tenant).import_lake(
@@ -190,7 +204,15 @@ def cmd_import(args: argparse.Namespace) -> int:
         awaiting = f"; {answer['entries_awaiting_vectors']} entries await their vectors"
     else:
         tenant = args.tenant or DEMO_TENANT
-        with open_service(settings_from(args)) as service:
+        settings = settings_from(args)
+        with open_service(settings) as service:
+            require_organization(
+                tenant,
+                keyring=keyring_path(settings),
+                in_store=service.repository.tenant_ids(),
+                can_create=True,
+                create=args.create_tenant,
+            )
             outcome = LakeTransfer(service).import_stream(
                 tenant, stream, rename=args.rename, merge=args.merge
             )

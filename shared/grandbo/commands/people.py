@@ -1,5 +1,7 @@
 """`grandbo people add|list|remove|revoke|link`: the organization's people in the local
-keyring, each with their own key, role and console sign-in link (`grandbo.api.people`)."""
+keyring, each with their own key, role and console sign-in link (`grandbo.api.people`).
+Each names an organization that exists (`grandbo.local.organizations`); `add` makes a new
+one only with `--create-tenant`."""
 
 from __future__ import annotations
 
@@ -8,7 +10,12 @@ import json
 
 from grandbo.api.auth import SigningKey
 from grandbo.api.people import DEFAULT_LINK_DAYS, MAX_LINK_DAYS, ROLES, mint_sign_in_token
-from grandbo.commands.common import keyring_path, settings_from
+from grandbo.commands.common import (
+    add_create_tenant,
+    keyring_path,
+    require_named_organization,
+    settings_from,
+)
 from grandbo.local import people as local_people
 from grandbo.local.demo import DEMO_TENANT
 
@@ -54,6 +61,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     add = action("add", "add a person (or change their role) with a new key and link")
     add.add_argument("--role", required=True, choices=ROLES, help="what they may do")
+    add_create_tenant(add, "this person is its first key")
     with_link(add)
     listing = action("list", "the organization's people and service keys", email=False)
     listing.add_argument("--json", action="store_true", help="as JSON")
@@ -77,7 +85,10 @@ def _row(key: SigningKey) -> dict[str, object]:
 
 
 def cmd_people(args: argparse.Namespace) -> int:
-    path = keyring_path(settings_from(args))
+    settings = settings_from(args)
+    # the keyring answers for an onboarded organization; the store only for one it lacks
+    require_named_organization(args, settings)
+    path = keyring_path(settings)
     command = args.people_command
     if command == "list":
         people = local_people.people(path, args.tenant)
@@ -99,7 +110,10 @@ def cmd_people(args: argparse.Namespace) -> int:
             what = key.stands_for or "a service, not a person"
             print(f"(service)\t{','.join(key.roles)}\t{key.key_id}\t{what}")
         if not people:
-            print(f"no people in {args.tenant} yet: grandbo people add EMAIL --role ROLE")
+            print(
+                f"no people in {args.tenant} yet: "
+                f"grandbo people add EMAIL --tenant {args.tenant} --role ROLE"
+            )
         return 0
     if command == "add":
         key = local_people.add_person(path, args.tenant, args.email, args.role)

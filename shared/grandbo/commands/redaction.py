@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from uuid import UUID
 
+from grandbo.commands.common import require_named_organization
 from grandbo.errors import GrandboError
 from grandbo.local.settings import Settings
 from grandbo.memory.models import WriteContext
@@ -93,6 +94,7 @@ def cmd_redact(
 def cmd_rewrite_redacted(args: argparse.Namespace, settings: Settings) -> int:
     from grandbo.local.bootstrap import resolve_urls
 
+    require_named_organization(args, settings)  # a --tenant that exists, or none: all
     admin = resolve_urls(settings).admin
     plan = plan_rewrite(admin, args.tenant)
     print("the rewrite goes over, one table at a time:\n" + plan.describe())

@@ -64,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     pump = LocalEmbedPump(embed_queue, embed_worker)
     # the model loaded before anything is served: the first query meets its deadline
-    runtime().provider.warm()
+    runtime().provider.warm_or_say()
     service = runtime().service()
     created = seed_demo_once(service)
     # entries of every tenant written before this run (or whose enqueue failed) go through

@@ -1,14 +1,17 @@
 """`grandbo smoke --stage NAME` (a deployed stage, with the operator's AWS credentials) or
 `grandbo smoke --local [--url URL]` (the local runner): what a new deploy must show, each
 step printed with what it checked and how long it took; exit 1 naming the first step that
-failed. It cleans up what it wrote (the smoke entries are redacted)."""
+failed. It writes into the smoke organization, `grandbo-smoke`, and cleans up what it
+wrote (the smoke entries are redacted); locally that organization is lent for the run
+and purged at its end, so the local store keeps nothing of the check."""
 
 from __future__ import annotations
 
 import argparse
 
 from grandbo.local.settings import Settings
-from grandbo.smoke.steps import EMBED_WITHIN_S, INCIDENT_WITHIN_S, SMOKE_TENANT, SmokeRun
+from grandbo.smoke.organization import SMOKE_TENANT
+from grandbo.smoke.steps import EMBED_WITHIN_S, INCIDENT_WITHIN_S, SmokeRun
 from grandbo.smoke.targets import AwsStage, LocalRunner, SmokeTargetError, Target
 
 LOCAL_URL = "http://127.0.0.1:8787"
@@ -32,12 +35,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("--region", help="the stage's AWS region (default: your profile's)")
     parser.add_argument(
-        "--url", default=LOCAL_URL, help=f"with --local: the runner's URL (default {LOCAL_URL})"
+        "--url",
+        default=LOCAL_URL,
+        help=f"with --local: the runner's URL (default {LOCAL_URL}); it must read this data "
+        "directory's keyring, through which the smoke organization's keys are lent",
     )
     parser.add_argument(
         "--tenant",
         help=f"the organization whose keys the check uses and whose memory it writes "
-        f"(default: {SMOKE_TENANT} on a stage, the demo organization locally)",
+        f"(default: {SMOKE_TENANT}, the check's own; locally lent for the run and purged "
+        "at its end; another keeps the check's tombstones, questions and growth, and the "
+        "check says so)",
     )
     parser.add_argument(
         "--notify",
@@ -63,8 +71,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_smoke(args: argparse.Namespace, settings: Settings) -> int:
-    from grandbo.local.demo import DEMO_TENANT
-
     target: Target
     try:
         if args.stage:
@@ -77,10 +83,9 @@ def cmd_smoke(args: argparse.Namespace, settings: Settings) -> int:
         print(f"FAIL stage        {exc}")
         print("smoke check failed at step: stage")
         return 1
-    tenant = args.tenant or (SMOKE_TENANT if args.stage else DEMO_TENANT)
     return SmokeRun(
         target,
-        tenant=tenant,
+        tenant=args.tenant or SMOKE_TENANT,
         notify=args.notify,
         embed_within_s=args.embed_within,
         incident_within_s=args.incident_within,

@@ -63,6 +63,8 @@ DONE = {
     "never-merge": "Merge policy recorded.",
     "merged": "Merged: the entry is a recurrence of the other now (split reverses it).",
     "redacted": "Redacted: the entry's text is gone for good; its tombstone stays.",
+    "question_removed": "Removed: the question is gone from the log; who removed it, when, "
+    "why and its digest stay.",
     "distinct": "Recorded as two lessons: the pair is not suggested again.",
     "settings": "Settings saved.",
 }
@@ -358,6 +360,19 @@ class Console:
             unserved=[v for v in page["verdicts"] if v["entry_id"] not in served],
         )
 
+    async def remove_question(self, request: Request, session: Session) -> Response:
+        """An admin removes one logged question (a secret typed into a topic), with its
+        reason; back to its incident's page, which no longer shows it."""
+        form = await request.form()
+        retrieval_id = entry_id_of(text_of(form, "retrieval_id"), "retrieval_id")
+        reason = text_of(form, "reason")
+        if not reason:
+            raise ConsoleError(400, "a removal needs its reason", "reason")
+        incident_id = text_of(form, "incident_id")[:200]
+        await self.api(session).remove_question(retrieval_id, reason)
+        back = "/incidents?" + urlencode({"id": incident_id}) if incident_id else "/incidents"
+        return redirect_done(back, "question_removed")
+
     async def unanswered(self, request: Request, session: Session) -> Response:
         """The questions memory served no hit for (the answer's own rule: the floor and
         the regime), grouped by similar topics: each group a lesson a curator may write."""
@@ -571,6 +586,7 @@ def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
         Route("/review", page(console.review)),
         Route("/review/bulk", page(console.review_bulk), methods=["POST"]),
         Route("/incidents", page(console.incidents)),
+        Route("/incidents/remove-question", page(console.remove_question), methods=["POST"]),
         Route("/unanswered", page(console.unanswered)),
         Route("/health", page(console.health), methods=["GET", "POST"]),
         Route("/settings", page(console.settings), methods=["GET", "POST"]),

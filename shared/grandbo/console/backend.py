@@ -169,6 +169,9 @@ class ConsoleBackend:
     def retire(self, entry_id: UUID, retirement: dict[str, Any]) -> dict[str, Any]:
         return self._post(f"/v1/admin/entries/{entry_id}/retirement", retirement)
 
+    def remove_question(self, retrieval_id: UUID, reason: str) -> dict[str, Any]:
+        return self._post(f"/v1/admin/retrievals/{retrieval_id}/removal", {"reason": reason})
+
     def redact(self, entry_id: UUID, reason: str) -> dict[str, Any]:
         return self._post(f"/v1/admin/entries/{entry_id}/redaction", {"reason": reason})
 

@@ -6,11 +6,14 @@ version); the vector leg only compares vectors of the current `embed_rev`.
 
 from __future__ import annotations
 
+import logging
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from grandbo.errors import EmbeddingError
+
+_log = logging.getLogger(__name__)
 
 EMBEDDING_DIMENSIONS = 1024
 TEXT_TEMPLATE_VERSION = 1
@@ -75,6 +78,17 @@ class EmbeddingProvider(ABC):
 
     def embed_one(self, text: str) -> Embedding:
         return self.embed([text])[0]
+
+    def warm_or_say(self) -> str | None:
+        """`warm`, never failing what calls it: a provider that cannot load now (a model
+        file missing, no region for Bedrock) answers its first queries from keywords, as
+        any failed embedding does, and this says why (None when it warmed)."""
+        try:
+            self.warm()
+        except Exception as exc:  # the caller serves on; the first query reports it too
+            _log.warning("the embedding provider did not warm: %s", exc)
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
     def warm(self) -> None:  # noqa: B027 - optional: most providers load nothing
         """Load what the first embedding would (a local model's weights, a client): a

@@ -1,68 +1,31 @@
-"""The people of the local keyring: added, listed, renewed and removed in the file.
-
-Each change takes the keyring's lock file, reads the keyring, writes the new one beside it
-and renames it into place: a running `grandbo serve` or `grandbo console` reads the new
-file at its next request (`KeyringFile`), so a removal takes effect at once, and two
-commands run together never lose each other's change.
-"""
+"""The people of the local keyring: added, listed, renewed and removed in the file
+(`grandbo.local.keyring_file`: each change under the file's lock, the file replaced whole,
+so a running `grandbo serve` or `grandbo console` reads it at its next request and a
+removal takes effect at once)."""
 
 from __future__ import annotations
 
-import fcntl
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
-from grandbo.api.auth import Keyring, PersonRole, SigningKey, keyring_document, new_secret
+from grandbo.api.auth import PersonRole, SigningKey, new_secret
 from grandbo.api.people import person_key_id
 from grandbo.errors import GrandboError
+from grandbo.local.keyring_file import edit_keys, read_keys
 from grandbo.tenancy import require_tenant
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _read(path: Path) -> list[SigningKey]:
-    if not path.exists():
-        return []
-    return Keyring.from_json(path.read_text()).signing_keys()
-
-
-def _write(path: Path, keys: list[SigningKey]) -> None:
-    staged = path.with_name(path.name + ".new")
-    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(keyring_document(keys))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(staged, path)
-
-
-def _edit(path: Path, change: Callable[[list[SigningKey]], list[SigningKey]]) -> None:
-    with _locked(path):
-        _write(path, change(_read(path)))
 
 
 def people(path: Path, tenant_id: str) -> list[SigningKey]:
     """The organization's people, by address."""
     return sorted(
-        (key for key in _read(path) if key.tenant_id == tenant_id and key.person),
+        (key for key in read_keys(path) if key.tenant_id == tenant_id and key.person),
         key=lambda key: str(key.person),
     )
 
 
 def services(path: Path, tenant_id: str) -> list[SigningKey]:
     """The organization's keys that stand for a service, not a person."""
-    return [key for key in _read(path) if key.tenant_id == tenant_id and not key.person]
+    return [key for key in read_keys(path) if key.tenant_id == tenant_id and not key.person]
 
 
 def _person(keys: list[SigningKey], tenant_id: str, email: str) -> SigningKey | None:
@@ -88,7 +51,7 @@ def add_person(path: Path, tenant_id: str, email: str, role: PersonRole) -> Sign
         kept = [k for k in keys if k.key_id != key.key_id]
         return [*kept, key]
 
-    _edit(path, change)
+    edit_keys(path, change)
     return key
 
 
@@ -111,7 +74,7 @@ def _change_person(
         others = [k for k in keys if k.key_id != found.key_id]
         return others if changed is None else [*others, changed]
 
-    _edit(path, edit)
+    edit_keys(path, edit)
     return done[0]
 
 
@@ -128,7 +91,7 @@ def remove_person(path: Path, tenant_id: str, email: str) -> SigningKey:
 
 
 def person(path: Path, tenant_id: str, email: str) -> SigningKey:
-    found = _person(_read(path), tenant_id, email)
+    found = _person(read_keys(path), tenant_id, email)
     if found is None:
         raise GrandboError(f"no person {email} in organization {tenant_id}")
     return found

@@ -16,11 +16,16 @@ Checks, each a `Finding` when something is wrong:
 - `orphaned_recurrences`: entries merged into an entry no longer served (retired,
   superseded), whose lesson nothing serves;
 - `stale_lessons`: active entries about a service the topology has since retired or renamed,
-  or naming a dependency that is gone (`grandbo.memory.staleness`).
+  or naming a dependency that is gone (`grandbo.memory.staleness`);
+- `unscrubbed_log`: logged questions that served an entry since redacted and that no
+  redaction went over: they may quote its removed text (issue 44);
+- `log_dropped`: questions the retrieval log did not keep in the last 7 days, its day's
+  bound reached (`retrieval_rows_per_day`): a flood, or a bound set too low.
 
 Repairs (`repair`): embed what lacks a vector, rebuild the projection from the events,
-retire the expired, build the missing index. Misleading entries, orphaned recurrences and
-stale entries need a person (split them, or retire them too): listed, never changed.
+retire the expired, build the missing index, blank the unscrubbed questions' topics.
+Misleading entries, orphaned recurrences and stale entries need a person (split them, or
+retire them too): listed, never changed.
 """
 
 from __future__ import annotations
@@ -169,6 +174,31 @@ def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
                 repairable=False,
             )
         )
+    unscrubbed = repo.unscrubbed_retrievals(tenant_id)
+    if unscrubbed:
+        health.findings.append(
+            Finding(
+                "unscrubbed_log",
+                unscrubbed,
+                f"{unscrubbed} logged questions served an entry since redacted and were not "
+                "gone over by its redaction: they may quote its removed text",
+                repairable=True,
+            )
+        )
+    days = [d for d in repo.retrieval_days_logged(tenant_id, 7) if d.dropped]
+    if days:
+        dropped = sum(d.dropped for d in days)
+        health.findings.append(
+            Finding(
+                "log_dropped",
+                dropped,
+                f"the retrieval log kept at most its bound of questions a day and dropped "
+                f"{dropped} in the last 7 days ("
+                + ", ".join(f"{d.day.isoformat()}: {d.dropped}" for d in days)
+                + "): a caller flooding it, or retrieval_rows_per_day set too low",
+                repairable=False,
+            )
+        )
     return health
 
 
@@ -193,6 +223,9 @@ def repair(
     if expired := found("expired_active"):
         retired = service.retire_expired(tenant)
         expired[0].repaired = f"{retired} retired (an event each)"
+    if unscrubbed := found("unscrubbed_log"):
+        blanked = service.repository.blank_unscrubbed_retrievals(tenant)
+        unscrubbed[0].repaired = f"{blanked} questions' topics removed whole"
     if unembedded := found("unembedded", "stale_vectors"):  # one backfill embeds both
         stored = service.embed_pending(tenant)
         for finding in unembedded:
@@ -211,6 +244,7 @@ REQUEST_REPAIRS = (
     "expired_active",
     "unembedded",
     "stale_vectors",
+    "unscrubbed_log",
 )
 
 

@@ -41,7 +41,8 @@ from grandbo.memory.models import (
 from grandbo.memory.recall import validate_service
 from grandbo.memory.recurrence import DuplicateRule, Words, may_take_recurrence, tag_overlap
 from grandbo.memory.repository.curation import CatalogFilter
-from grandbo.memory.service import MemoryService
+from grandbo.memory.retrievals import RETRIEVAL_ROWS_PER_DAY, LoggedDay
+from grandbo.memory.service import QUERY_RATE_PER_MINUTE, MemoryService
 from grandbo.tenancy import require_tenant
 
 MAX_CATALOG_PAGE = 200
@@ -177,6 +178,18 @@ class OrganizationSettings(BaseModel):
     min_confidence_set: bool = Field(description="the floor in force was set for it")
     recalibration_verdicts: int = Field(
         default=0, description="how many of its verdicts recalibrated the confidence (0: none)"
+    )
+    query_rate_per_minute: int = Field(
+        default=QUERY_RATE_PER_MINUTE,
+        description="queries one caller may ask per minute (past it: 429)",
+    )
+    retrieval_rows_per_day: int = Field(
+        default=RETRIEVAL_ROWS_PER_DAY,
+        description="the most questions its retrieval log keeps of one day (UTC)",
+    )
+    retrieval_days_logged: list[LoggedDay] = Field(
+        default_factory=list,
+        description="its log's last 7 days: questions kept, and dropped by the day's bound",
     )
 
 
@@ -436,6 +449,11 @@ class Curation:
             model_min_confidence=model.default_floor,
             min_confidence_set=floor is not None,
             recalibration_verdicts=0 if own is None else own.verdicts,
+            query_rate_per_minute=self.repository.query_rate_per_minute(tenant)
+            or QUERY_RATE_PER_MINUTE,
+            retrieval_rows_per_day=self.repository.retrieval_rows_per_day(tenant)
+            or RETRIEVAL_ROWS_PER_DAY,
+            retrieval_days_logged=self.repository.retrieval_days_logged(tenant, 7),
         )
 
     def mark_distinct(

@@ -3,7 +3,7 @@ it (issue 36, point 3). Ids, ranks and confidences only, never an entry's text."
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol
 from uuid import UUID
 
@@ -15,6 +15,12 @@ from grandbo.text.tags import tag_words
 
 # how long an organization's retrievals are kept (the sweeper forgets older ones)
 RETRIEVAL_DAYS = 30
+# the most an organization's log holds of one day (UTC) unless it set its own: a busy
+# agent's day (about 14 questions a minute all day), far below a flood's (one token at 5.6
+# rows a second wrote 480,000 a day, issue 44); what it drops is counted per day
+RETRIEVAL_ROWS_PER_DAY = 20_000
+# the latest questions the incidents page aggregates: a bounded read whatever the log holds
+RECENT_QUESTIONS = 5_000
 
 
 class RetrievalHit(BaseModel):
@@ -194,12 +200,35 @@ class IncidentAsked(BaseModel):
     last_at: datetime
 
 
+class LogRemoval(BaseModel):
+    """A question an admin removed from the log: who, when, why and its topic's digest."""
+
+    model_config = ConfigDict(frozen=True)
+
+    retrieval_id: UUID
+    topic_sha256: str
+    actor: str
+    reason: str
+    removed_at: datetime
+
+
+class LoggedDay(BaseModel):
+    """One day (UTC) of an organization's log: the rows kept, and those its bound dropped."""
+
+    model_config = ConfigDict(frozen=True)
+
+    day: date
+    logged: int
+    dropped: int
+
+
 class RetrievalReads(Protocol):
     def retrievals(
         self,
         tenant_id: str,
         *,
         incident_id: str | None = None,
+        unanswered: bool = False,
         before: tuple[datetime, UUID] | None = None,
         limit: int = 50,
     ) -> list[Retrieval]: ...
@@ -234,19 +263,19 @@ def retrieval_page(
     before: str | None = None,
     limit: int = 50,
 ) -> RetrievalPage:
-    """A page of the log, newest first; with `unanswered`, only the questions memory could
-    not answer, read from up to five times as many retrievals."""
-    asked = min(1000, limit * 5) if unanswered else limit
+    """A page of the log, newest first; with `unanswered`, only the questions memory
+    served no hit for (read through their own index: a bounded read whatever the log
+    holds)."""
     position = None if before is None else _position(before)
-    scanned = log.retrievals(tenant_id, incident_id=incident_id, before=position, limit=asked)
-    chosen = [r for r in scanned if r.unanswered] if unanswered else scanned
+    chosen = log.retrievals(
+        tenant_id,
+        incident_id=incident_id,
+        unanswered=unanswered,
+        before=position,
+        limit=limit + 1,
+    )
+    cursor = _cursor(chosen[limit - 1]) if len(chosen) > limit else None
     chosen = chosen[:limit]
-    if len(chosen) == limit and chosen:
-        cursor: str | None = _cursor(chosen[-1])
-    elif len(scanned) == asked and scanned:
-        cursor = _cursor(scanned[-1])
-    else:
-        cursor = None
     ids = list({hit.entry_id for r in chosen for hit in r.hits})
     return RetrievalPage(
         retrievals=chosen,

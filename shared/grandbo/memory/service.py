@@ -22,6 +22,8 @@ from grandbo.errors import (
     EntryRedactedError,
     GrandboError,
     InvalidInputError,
+    RateLimitedError,
+    RetrievalNotFoundError,
     StoreUnavailableError,
     invalid_input_from,
 )
@@ -69,6 +71,15 @@ def _reason(reason: object) -> str:
     return reason.strip()
 
 
+def _bounded(field: str, value: object, most: int) -> int | None:
+    """A whole number from 1 to `most`, or None (not given)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise InvalidInputError(field, f"must be a whole number from 1 to {most:,}")
+    return value
+
+
 # Entries whose postings get their title flag per transaction (mark_title_tags)
 TITLE_TAG_BATCH = 500
 # An entry called misleading by more investigations than this is listed for admin review
@@ -77,6 +88,12 @@ MISLEADING_REVIEW_THRESHOLD = 1
 # One caller's verdicts per window: far above an investigation's (a few hits each, after
 # it closes), far below a flood (2,411 in 20 s from one token, issue 24)
 FEEDBACK_RATE = FeedbackRate(limit=120, window_s=300)
+# One caller's queries per minute unless its organization set another: an agent's busiest
+# minute (a few questions per hypothesis, several investigations at once) fits, a flood does
+# not (one token wrote 5.6 log rows a second of 4,000-character topics, issue 44)
+QUERY_RATE_PER_MINUTE = 600
+MAX_QUERY_RATE_PER_MINUTE = 100_000
+MAX_RETRIEVAL_ROWS_PER_DAY = 1_000_000
 
 
 _Command = TypeVar("_Command", NewEntry, EntryText, Feedback)
@@ -344,6 +361,46 @@ class MemoryService(Recall):
             self.repository.forget_retrievals(tenant)
             for tenant in tenants_of(self.repository, tenant_id)
         )
+
+    def admit_query(self, tenant_id: str, caller: str) -> None:
+        """RateLimitedError (a 429 with Retry-After) once `caller` has asked its
+        organization's query rate this minute (QUERY_RATE_PER_MINUTE unless it set its
+        own); counted on the writer, so every container and door shares the count."""
+        tenant = require_tenant(tenant_id)
+        wait = self.repository.admit_query(tenant, caller, self._clock(), QUERY_RATE_PER_MINUTE)
+        if wait:
+            rate = self.repository.query_rate_per_minute(tenant) or QUERY_RATE_PER_MINUTE
+            raise RateLimitedError(f"{rate} queries a minute is this caller's limit", wait)
+
+    def set_log_bounds(
+        self,
+        tenant_id: str,
+        *,
+        query_rate_per_minute: object = None,
+        retrieval_rows_per_day: object = None,
+    ) -> None:
+        """The organization's query rate per caller and minute, and its retrieval log's
+        rows per day (each None: left as it is)."""
+        rate = _bounded("query_rate_per_minute", query_rate_per_minute, MAX_QUERY_RATE_PER_MINUTE)
+        rows = _bounded(
+            "retrieval_rows_per_day", retrieval_rows_per_day, MAX_RETRIEVAL_ROWS_PER_DAY
+        )
+        self.repository.set_log_bounds(
+            require_tenant(tenant_id), query_rate_per_minute=rate, retrieval_rows_per_day=rows
+        )
+
+    def remove_logged_question(
+        self, tenant_id: str, retrieval_id: UUID, reason: str, context: WriteContext
+    ) -> str:
+        """One question deleted from the organization's retrieval log and the removal
+        recorded (who, when, why, the topic's SHA-256); the digest. RetrievalNotFoundError
+        where its log holds no such question (another organization's included)."""
+        digest = self.repository.remove_retrieval(
+            require_tenant(tenant_id), retrieval_id, context.actor, _reason(reason)
+        )
+        if digest is None:
+            raise RetrievalNotFoundError(retrieval_id)
+        return digest
 
     def set_retrieval_days(self, tenant_id: str, days: object) -> int:
         """How long the organization keeps its retrieval log (1-3650 days)."""

@@ -58,13 +58,16 @@ READER_RETRY_AFTER_S = 30.0
 _INCIDENT_ID: TypeAdapter[str | None] = TypeAdapter(IncidentId | None)
 
 
-def _check_incident_id(incident_id: str | None) -> None:
-    """InvalidInputError for an incident id the retrieval log could not store faithfully
-    (the rule every stored incident id follows: grandbo.memory.models.IncidentId)."""
+def _check_incident_id(incident_id: str | None) -> str | None:
+    """The incident id as every stored one is (grandbo.memory.models.IncidentId, stripped
+    as a verdict's is, so a verdict ties to the questions of its incident); InvalidInputError
+    for one the retrieval log could not store faithfully."""
+    stripped = incident_id.strip() if isinstance(incident_id, str) else incident_id
     try:
-        _INCIDENT_ID.validate_python(incident_id)
+        _INCIDENT_ID.validate_python(stripped)
     except ValidationError as exc:
         raise InvalidInputError("incident_id", exc.errors()[0]["msg"]) from exc
+    return stripped
 
 
 def _in_lambda() -> bool:
@@ -356,11 +359,14 @@ class LambdaRuntime:
         incident_id: str | None = None,
         **arguments: Any,
     ) -> MemoryQueryResult:
-        """`query_org_memory` as the APIs answer it: the service's result, saying where its
-        searches ran (`metadata.read_from`; no reader connection opened: the writer), and
-        recorded in the retrieval log (written off the answer's path)."""
+        """`query_org_memory` as the APIs answer it: admitted within the caller's query rate
+        (RateLimitedError past it), the service's result, saying where its searches ran
+        (`metadata.read_from`; no reader connection opened: the writer), and recorded in
+        the retrieval log (written off the answer's path)."""
         started, asked_at = time.perf_counter(), datetime.now(UTC)
-        _check_incident_id(incident_id)  # the MCP tool's path too: the log stores it
+        # the MCP tool's path too: the log stores it
+        incident_id = _check_incident_id(incident_id)
+        self.service().admit_query(tenant_id, caller)  # a 429 past the caller's rate
         self.forget_read_from()
         result = self.service().query_org_memory(tenant_id, topic, **arguments)
         where = self.read_from() or "writer"
@@ -559,8 +565,8 @@ def warm_at_init() -> None:
     if not _in_lambda():
         return
     try:
-        runtime().provider.warm()
-    except Exception:
+        runtime().provider.warm_or_say()
+    except Exception:  # the runtime itself (its environment) fails later, saying so
         _log.warning("the embedding provider did not warm at init", exc_info=True)
 
 

@@ -2,9 +2,13 @@
 
 Each step prints what it checked and how long it took; the first that fails ends the run
 (exit 1, the step named) and every smoke entry written so far is redacted before the
-command returns. The steps, in order:
+command returns. The check writes into the smoke organization (`grandbo.smoke.organization`)
+unless told another; one lent for the run (a local runner's) is purged at the end and its
+keys given back, so nothing of the check stays in any organization; told another, the
+check says what stays there. The steps, in order:
 
-1. keys        the organization's admin and query keys (the stage's keyring)
+1. keys        the organization's admin and query keys (the stage's keyring; lent
+               through a local runner's keyring file for its smoke organization)
 2. query       a query with a minted token, through the edge
 3. admin write a signed write of a marked smoke entry
 4. admin read  the same entry read back, signed
@@ -28,9 +32,9 @@ from typing import Any, TextIO
 
 from grandbo.api.auth import SigningKey
 from grandbo.api.client import AdminClient, GrandboHTTPError, MemoryClient
+from grandbo.smoke.organization import SMOKE_TENANT
 from grandbo.smoke.targets import Target
 
-SMOKE_TENANT = "grandbo-smoke"
 # the embed alarm's window (infra/alarms.py EMBED_QUEUE_OLDEST_S): a job older is paged on
 EMBED_WITHIN_S = 900.0
 INCIDENT_WITHIN_S = 120.0
@@ -40,6 +44,9 @@ TOPIC = "a deploy's smoke check asks whether memory answers queries through the 
 # finds of a run that could not say what it wrote
 SMOKE_TITLE = "Smoke check"
 _SMOKE_TITLE_RE = re.compile(r"^Smoke check smoke-[0-9a-f]{10} ")
+# a purge's confirmation is refused when the organization changed after it was asked for
+# (a question the runner logged late): asked again, at most this many times
+PURGE_ATTEMPTS = 3
 
 
 class StepFailedError(Exception):
@@ -63,6 +70,7 @@ class SmokeRun:
     memory: MemoryClient | None = None
     admin_entry: str | None = None
     incident_entry: str | None = None
+    lent: bool = False  # the organization is lent for this run: purged at its end
 
     @property
     def marker(self) -> str:
@@ -74,10 +82,12 @@ class SmokeRun:
     # -- the steps ------------------------------------------------------------------------
 
     def step_keys(self) -> str:
+        self.lent = self.target.lends(self.tenant)
         admin, query = self.target.keys(self.tenant)
         self.admin = AdminClient(self.target.api_url, admin, timeout=15, component="smoke")
         self.memory = _memory_client(self.target.api_url, query)
-        return f"admin key {admin.key_id}, query key {query.key_id} for {self.tenant}"
+        lent = ", lent for this run" if self.lent else ""
+        return f"admin key {admin.key_id}, query key {query.key_id} for {self.tenant}{lent}"
 
     def step_query(self) -> str:
         answer = self._memory().query_org_memory(TOPIC, limit=3)
@@ -185,6 +195,13 @@ class SmokeRun:
             ("alarm topic", self.step_alarm_topic),
         ]
         self.say(f"smoke check {self.marker} of {self.target.name}, organization {self.tenant}")
+        if self.tenant != SMOKE_TENANT:
+            self.say(
+                f"note: the check writes into organization {self.tenant}: it redacts its "
+                "smoke entries, but their tombstones, its question in the retrieval log and "
+                f"its two entries on the growth chart stay there (the default, {SMOKE_TENANT}, "
+                "keeps them apart)"
+            )
         failed: str | None = None
         try:
             for name, step in steps:
@@ -212,9 +229,18 @@ class SmokeRun:
     def _clean_up(self) -> None:
         """Redact every smoke entry this run wrote, and any an earlier run left: those it
         knows of, then whatever the catalog finds by the smoke title (a write whose reply
-        was lost, an incident recorded after its step gave up, an earlier run's)."""
-        if self.admin is None:
-            return
+        was lost, an incident recorded after its step gave up, an earlier run's). An
+        organization lent for the run is then purged, and its keys given back."""
+        try:
+            if self.admin is not None:
+                self._redact_what_was_written()
+                if self.lent:
+                    self._purge_own_organization()
+        finally:
+            if self.lent:
+                self._give_back_keys()
+
+    def _redact_what_was_written(self) -> None:
         done: list[str] = []
         left = [e for e in self.written if e not in self.redacted]
         try:
@@ -229,6 +255,43 @@ class SmokeRun:
                 self.say(f"cleanup: entry {entry_id} not redacted ({exc}): redact it by hand")
         if done:
             self.say(f"cleanup: redacted {len(done)} smoke entr{'y' if len(done) == 1 else 'ies'}")
+
+    def _purge_own_organization(self) -> None:
+        """The run's own organization purged (the admin API's two steps, asked again when
+        its confirmation comes too late): every row of it, the tombstones and the logged
+        questions too. Never another organization's."""
+        if not self.lent or self.tenant != SMOKE_TENANT:
+            self.say(f"cleanup: organization {self.tenant} is not the check's: not purged")
+            return
+        admin = self._admin()
+        for attempt in range(1, PURGE_ATTEMPTS + 1):
+            try:
+                asked = admin.call("POST", "/v1/admin/purge", {"organization": self.tenant})
+                done = admin.call(
+                    "POST", "/v1/admin/purge/confirmation", {"confirmation": asked["confirmation"]}
+                )
+            except GrandboHTTPError as exc:
+                if exc.status == 400 and attempt < PURGE_ATTEMPTS:
+                    continue  # it changed between the two steps: ask again
+                self.say(f"cleanup: organization {self.tenant} not purged ({exc})")
+                return
+            except Exception as exc:
+                self.say(f"cleanup: organization {self.tenant} not purged ({exc})")
+                return
+            rows = sum(int(n) for n in dict(done.get("deleted") or {}).values())
+            self.say(f"cleanup: purged organization {self.tenant} ({rows} rows)")
+            return
+
+    def _give_back_keys(self) -> None:
+        try:
+            self.target.give_back(self.tenant)
+        except Exception as exc:
+            self.say(
+                f"cleanup: the keys lent to organization {self.tenant} were not given back "
+                f"({exc}): remove them from the keyring by hand"
+            )
+            return
+        self.say(f"cleanup: the keys lent to organization {self.tenant} given back")
 
     def _left_by_any_run(self) -> list[str]:
         """Active entries titled as smoke entries are (`Smoke check smoke-<hex> ...`)."""

@@ -1,6 +1,6 @@
 """Where a smoke check runs: a deployed stage (its stack's outputs, with the operator's AWS
 credentials) or a local runner (`grandbo serve`: the same edge contract, the local door
-for the event)."""
+for the event, and the smoke organization's keys lent through its keyring file)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from grandbo.api.auth import Keyring, SigningKey
 from grandbo.api.client import user_agent
 from grandbo.errors import GrandboError
+from grandbo.smoke.organization import SMOKE_TENANT, lend_keys, take_back_keys
 
 # every Titan embedding model's id, which begins a Titan vector's embed_rev
 TITAN_EMBED_PREFIX = "amazon.titan-embed"
@@ -37,6 +38,15 @@ class Target(Protocol):
         """The tenant's (admin, query) signing keys."""
         ...
 
+    def lends(self, tenant: str) -> bool:
+        """Whether `keys` lends the organization for one run (the check's own, made for
+        it): the run then purges it and gives its keys back."""
+        ...
+
+    def give_back(self, tenant: str) -> None:
+        """The keys `keys` lent taken out again (nothing when it lent none)."""
+        ...
+
     def put_incident(self, event: dict[str, Any]) -> str:
         """Deliver an incident-closed event as the incident platform does; what was done."""
         ...
@@ -51,10 +61,11 @@ def keys_of(keyring: Keyring, tenant: str) -> tuple[SigningKey, SigningKey]:
     admin = [k for k in keyring.signing_keys() if k.tenant_id == tenant and "admin" in k.roles]
     query = [k for k in keyring.signing_keys() if k.tenant_id == tenant and "query" in k.roles]
     if not admin or not query:
+        held = sorted({key.tenant_id for key in keyring.signing_keys()})
         raise SmokeTargetError(
             f"the keyring holds no {'admin' if not admin else 'query'} key for organization "
-            f"{tenant!r}: add one (docs/OPERATIONS.md, 'Onboard an organization') or name "
-            "another with --tenant"
+            f"{tenant!r} (it holds keys of: {', '.join(held) or 'none'}): add one "
+            "(docs/OPERATIONS.md, 'Onboard an organization') or name another with --tenant"
         )
     return admin[0], query[0]
 
@@ -98,6 +109,12 @@ class AwsStage:
         )
         return keys_of(Keyring.from_json(secret["SecretString"]), tenant)
 
+    def lends(self, tenant: str) -> bool:
+        return False  # a stage's keys are the operator's, kept in its keyring secret
+
+    def give_back(self, tenant: str) -> None:
+        return None
+
     def put_incident(self, event: dict[str, Any]) -> str:
         bus = self.outputs["IncidentBusName"]
         answer = self._client("events").put_events(
@@ -127,7 +144,9 @@ class AwsStage:
 
 @dataclass
 class LocalRunner:
-    """`grandbo serve` on this machine: its URL, its keyring file and its doors' key."""
+    """`grandbo serve` on this machine: its URL, its keyring and its doors' key. With the
+    runner's keyring file, the smoke organization is lent for the run: its keys written
+    into the file (the runner reads it again at its next request), taken out at the end."""
 
     api_url: str
     keyring: Keyring
@@ -135,6 +154,7 @@ class LocalRunner:
     has_reader: bool = False
     alarm_topic_arn: str | None = None  # moto's or a real topic, for --notify
     region: str | None = None
+    keyring_file: Path | None = None
 
     def __post_init__(self) -> None:
         self.api_url = self.api_url.rstrip("/")
@@ -150,10 +170,30 @@ class LocalRunner:
             raise SmokeTargetError(
                 f"no local runner's keys in {data_dir} ({exc}): start it with `make run`"
             ) from exc
-        return cls(api_url, keyring, door_key, **kw)
+        return cls(api_url, keyring, door_key, keyring_file=data_dir / "keyring.json", **kw)
 
     def keys(self, tenant: str) -> tuple[SigningKey, SigningKey]:
-        return keys_of(self.keyring, tenant)
+        lent_through = self._lent_through(tenant)
+        if lent_through is None:
+            return keys_of(self.keyring, tenant)
+        try:
+            return lend_keys(lent_through)
+        except (OSError, GrandboError) as exc:
+            raise SmokeTargetError(
+                f"the smoke organization's keys could not be lent through {lent_through}: {exc}"
+            ) from exc
+
+    def lends(self, tenant: str) -> bool:
+        return self._lent_through(tenant) is not None
+
+    def give_back(self, tenant: str) -> None:
+        lent_through = self._lent_through(tenant)
+        if lent_through is not None:
+            take_back_keys(lent_through)
+
+    def _lent_through(self, tenant: str) -> Path | None:
+        """The keyring file the smoke organization's keys are lent through, or None."""
+        return self.keyring_file if tenant == SMOKE_TENANT else None
 
     def put_incident(self, event: dict[str, Any]) -> str:
         request = urllib.request.Request(  # noqa: S310 - the runner's own URL

@@ -11,9 +11,13 @@ What a verdict is worth to the fit:
   `query:KEY`, `person:EMAIL`, `incident-closed:ID`, ...). Each verdict weighs 1, a
   trusted source's TRUSTED_WEIGHT (a person judging a hit, an incident's own outcome:
   neither is a bearer token anyone holding a query key can replay), and each source's
-  weights are scaled down to at most SOURCE_CAP verdicts' worth. Nothing is fit before
-  MIN_SOURCES distinct sources gave MIN_WEIGHT verdicts' worth, MIN_EACH of it helpful and
-  MIN_EACH not (not_helpful or misleading): one query token alone never recalibrates.
+  weights are scaled down to at most SOURCE_CAP verdicts' worth; then so are the weights
+  tied to the answers of each asker (the caller whose question chose the served
+  confidence). Nothing is fit before MIN_SOURCES distinct sources gave MIN_WEIGHT
+  verdicts' worth, MIN_EACH of it helpful and MIN_EACH not (not_helpful or misleading):
+  one query token alone never recalibrates, and no caller is more than a fifth of the
+  least fit. An organization whose every question comes from one agent key is not
+  recalibrated from them: the model as fit serves it.
 - **Imported verdicts are history** (migration 0033's `imported`), never training data.
 
 The fit is two parameters mapping the model's confidence to the organization's outcomes,
@@ -33,7 +37,7 @@ import no numpy.
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,9 +46,11 @@ from grandbo.memory.confidence.logistic import sigmoid
 # how many verdicts' worth (weights summed), of each kind, and from how many sources
 MIN_WEIGHT = 30.0
 MIN_EACH = 5.0
-MIN_SOURCES = 3
-# at most this many verdicts' worth from one source, however many it gave
-SOURCE_CAP = 10.0
+MIN_SOURCES = 5
+# at most this many verdicts' worth from one source, however many it gave, and from the
+# answers of one asker, however many verdicts they tie: one caller is at most a fifth of
+# the least fit (a third let one key move an unrelated 0.03 to 0.28, issue 43's review)
+SOURCE_CAP = 6.0
 # a verdict of a trusted source: a person's own (a curator reading the hit) or the closed
 # incident's outcome (what the investigation established); a query key's verdicts are an
 # agent's, and the key is the credential a flood comes from
@@ -60,6 +66,7 @@ PRIOR_WEIGHT = 5.0
 SCALE_BOUNDS = (0.5, 2.0)
 SHIFT_BOUNDS = (-2.0, 2.0)
 _EDGE = 1e-6
+_ROUNDING = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +96,9 @@ class ServedVerdict:
     confidence: float
     helpful: bool
     source: str
+    # who asked the question whose answer served the hit (the retrieval's caller): its
+    # query chose the confidence, whoever gave the verdict ("": the source)
+    asker: str = ""
 
 
 def logit(p: float) -> float:
@@ -103,13 +113,22 @@ def trust(source: str) -> float:
 
 def weights(verdicts: Sequence[ServedVerdict]) -> list[float]:
     """Each verdict's weight in the fit: its source's trust, scaled so that no source
-    weighs more than SOURCE_CAP in all."""
+    weighs more than SOURCE_CAP in all, then so that the answers of no asker do (a key
+    that asks under an open incident chooses the confidences its outcomes are fit with:
+    it is capped as a source of its own, however trusted the verdicts tied to it)."""
     given = Counter(v.source for v in verdicts)
     share = {
         source: min(1.0, SOURCE_CAP / (trust(source) * n)) * trust(source)
         for source, n in given.items()
     }
-    return [share[v.source] for v in verdicts]
+    first = [share[v.source] for v in verdicts]
+    asked: dict[str, float] = defaultdict(float)
+    for w, v in zip(first, verdicts, strict=True):
+        asked[v.asker or v.source] += w
+    return [
+        w * min(1.0, SOURCE_CAP / asked[v.asker or v.source])
+        for w, v in zip(first, verdicts, strict=True)
+    ]
 
 
 def enough(verdicts: Sequence[ServedVerdict]) -> bool:
@@ -119,7 +138,10 @@ def enough(verdicts: Sequence[ServedVerdict]) -> bool:
         return False
     ws = weights(verdicts)
     helpful = sum(w for w, v in zip(ws, verdicts, strict=True) if v.helpful)
-    return sum(ws) >= MIN_WEIGHT and min(helpful, sum(ws) - helpful) >= MIN_EACH
+    # weights are scaled shares: a sum that is the threshold may be a rounding under it
+    return sum(ws) >= MIN_WEIGHT - _ROUNDING and min(helpful, sum(ws) - helpful) >= (
+        MIN_EACH - _ROUNDING
+    )
 
 
 def _loss(

@@ -17,6 +17,7 @@ from grandbo.memory.repository.lake import LakeStore
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TitleTagBackfill
 from grandbo.memory.repository.purge import OrganizationPurge
+from grandbo.memory.repository.query_rate import QueryRate
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
 from grandbo.memory.repository.redaction import RedactionWrites
 from grandbo.memory.repository.reembed import VectorStaging
@@ -54,5 +55,6 @@ class MemoryRepository(
     CurationReads,
     IncidentServiceReads,
     RetrievalLog,
+    QueryRate,
 ):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

@@ -137,9 +137,10 @@ class CalibrationStore(TenantScopedRepository):
                 "  WHERE tenant_id = %(tenant)s AND event_type = 'feedback_recorded'"
                 "    AND NOT imported"
                 "  ORDER BY recorded_at DESC, event_id DESC LIMIT %(limit)s)"
-                " SELECT served.confidence, v.helpful, v.actor FROM verdicts v"
+                " SELECT served.confidence, served.asker, v.helpful, v.actor FROM verdicts v"
                 " CROSS JOIN LATERAL ("
-                "  SELECT (h->>'confidence')::float8 AS confidence, h->>'model' AS model"
+                "  SELECT (h->>'confidence')::float8 AS confidence, h->>'model' AS model,"
+                "    r.caller AS asker"
                 "  FROM org_memory_retrievals r"
                 "  CROSS JOIN LATERAL jsonb_array_elements(r.hits) h"
                 "  WHERE r.tenant_id = %(tenant)s AND r.incident_id = v.incident_id"
@@ -155,6 +156,7 @@ class CalibrationStore(TenantScopedRepository):
                     confidence=float(row["confidence"]),
                     helpful=bool(row["helpful"]),
                     source=str(row["actor"]),
+                    asker=str(row["asker"]),
                 )
                 for row in cur
             ]

@@ -1,5 +1,6 @@
 """Redaction: an entry's text removed for good, from the entry, its recurrences (unless
-kept), every payload of their events, their postings, tag statistics and vectors.
+kept), every payload of their events, their postings, tag statistics and vectors, and the
+retrieval log's questions that quote it (`grandbo.memory.log_quotes`).
 
 The event payloads are rewritten by `grandbo_redact_events` (migration 0019), the one
 owned path through the log's append-only trigger; everything else is cleared here in the
@@ -18,6 +19,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from grandbo.errors import EntryNotFoundError, EntryRedactedError
+from grandbo.memory.log_quotes import quotes_of
 from grandbo.memory.models import (
     REDACTED_TEXT,
     EntryStatus,
@@ -36,6 +38,7 @@ from grandbo.memory.repository.recurrences import (
     RecurrenceReads,
     _derived,
 )
+from grandbo.memory.repository.retrievals import scrub_quotes
 from grandbo.storage.tenant_scope import Cursor, TenantLock
 
 _TOMBSTONE = (
@@ -115,7 +118,7 @@ class RedactionWrites(RecurrenceReads):
                 " WHERE tenant_id = %s AND entry_id = ANY(%s)",
                 (REDACTED_TEXT, REDACTED_TEXT, tenant_id, ids),
             )
-            texts = self._removed_texts(cur, tenant_id, targets)
+            texts, said = self._removed_texts(cur, tenant_id, targets)
             cur.execute(
                 "SELECT * FROM grandbo_redact_events(%s, %s, %s, %s, %s, %s)",
                 (
@@ -161,6 +164,16 @@ class RedactionWrites(RecurrenceReads):
                 (tenant_id, ids),
             )
             named = sorted({t.incident_id for t in targets if t.incident_id is not None})
+            # the retrieval log: the questions quoting the text, and the incidents' ids no
+            # event names any more (issue 44)
+            scrub_quotes(
+                cur,
+                tenant_id,
+                ids,
+                named,
+                sorted(set(named) - _still_named(cur, tenant_id, named)) if named else [],
+                quotes_of(said),
+            )
             if named and forget_incidents is not None:
                 # last, so the incidents' locks it takes are waited for holding nothing
                 # another write of them could want
@@ -177,12 +190,15 @@ class RedactionWrites(RecurrenceReads):
     @staticmethod
     def _removed_texts(
         cur: Cursor, tenant_id: str, targets: list[MemoryEntry]
-    ) -> dict[UUID, list[str]]:
+    ) -> tuple[dict[UUID, list[str]], list[str]]:
         """The digest of every text each target said (every revision's), which its
-        tombstone keeps so the same text arriving again is refused."""
+        tombstone keeps so the same text arriving again is refused; and those texts,
+        titles and summaries, which the retrieval log's questions may quote."""
         digests: dict[UUID, set[str]] = {t.entry_id: set() for t in targets}
+        said: list[str] = []
         for target in targets:
             digests[target.entry_id].add(text_digest(target.title, target.summary))
+            said += [target.title, target.summary]
         cur.execute(
             "SELECT entry_id, payload->>'title' AS title, payload->>'summary' AS summary"
             " FROM org_memory_events WHERE tenant_id = %s AND entry_id = ANY(%s)"
@@ -193,7 +209,8 @@ class RedactionWrites(RecurrenceReads):
         for row in cur:
             if isinstance(row["title"], str) and isinstance(row["summary"], str):
                 digests[row["entry_id"]].add(text_digest(row["title"], row["summary"]))
-        return {entry_id: sorted(found) for entry_id, found in digests.items()}
+                said += [row["title"], row["summary"]]
+        return {entry_id: sorted(found) for entry_id, found in digests.items()}, said
 
     def count_redactions(self, tenant_id: str) -> int:
         """How many of the tenant's entries are tombstones."""

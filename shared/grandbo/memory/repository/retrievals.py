@@ -11,18 +11,35 @@ from uuid import UUID
 import psycopg
 
 from grandbo.errors import StoreUnavailableError
+from grandbo.memory.log_quotes import REMOVED, Quotes, without_quotes
 from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS
 from grandbo.memory.retrievals import (
+    RECENT_QUESTIONS,
     RETRIEVAL_DAYS,
+    RETRIEVAL_ROWS_PER_DAY,
     HitEntry,
     IncidentAsked,
     IncidentVerdict,
+    LoggedDay,
+    LogRemoval,
     Retrieval,
     RetrievalHit,
     RetrievalRecord,
 )
-from grandbo.storage.tenant_scope import TenantScopedRepository
+from grandbo.storage.tenant_scope import Cursor, TenantScopedRepository
 from grandbo.tenancy import require_tenant
+
+_ROWS = (
+    "SELECT retrieval_id, at, caller, incident_id, topic, hits, latency_ms, no_precedent"
+    " FROM org_memory_retrievals WHERE tenant_id = %(tenant)s"
+    " AND (%(incident)s::text IS NULL OR incident_id = %(incident)s)"
+    " AND (%(at)s::timestamptz IS NULL OR (at, retrieval_id) < (%(at)s, %(id)s::uuid))"
+)
+_PAGE = _ROWS + " ORDER BY at DESC, retrieval_id DESC LIMIT %(limit)s"
+# the same, through migration 0034's index of the questions that served no hit
+_UNANSWERED_PAGE = (
+    _ROWS + " AND jsonb_array_length(hits) = 0 ORDER BY at DESC, retrieval_id DESC LIMIT %(limit)s"
+)
 
 
 class RetrievalLog(TenantScopedRepository):
@@ -45,13 +62,15 @@ class RetrievalLog(TenantScopedRepository):
                 json.dumps([hit.model_dump(mode="json") for hit in r.hits]),
                 r.latency_ms,
                 r.no_precedent,
+                RETRIEVAL_ROWS_PER_DAY,
             )
             for r in records
         ]
         try:
             with self._conn.cursor() as cur:
                 cur.executemany(
-                    "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s)", rows
+                    "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)",
+                    rows,
                 )
         except psycopg.OperationalError as exc:
             self._discard_unless_idle()
@@ -62,21 +81,25 @@ class RetrievalLog(TenantScopedRepository):
         tenant_id: str,
         *,
         incident_id: str | None = None,
+        unanswered: bool = False,
         before: tuple[datetime, UUID] | None = None,
         limit: int = 50,
     ) -> list[Retrieval]:
-        """The organization's retrievals newest first (one incident's, where named), those
-        before the (time, id) cursor `before` if given: ties in time are kept in id order,
-        so no page skips a row."""
+        """The organization's retrievals newest first (one incident's, where named; only
+        those that served no hit, with `unanswered`: an index of their own), those before
+        the (time, id) cursor `before` if given: ties in time are kept in id order, so no
+        page skips a row."""
         at, retrieval_id = before if before is not None else (None, None)
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT retrieval_id, at, caller, incident_id, topic, hits, latency_ms,"
-                " no_precedent FROM org_memory_retrievals"
-                " WHERE tenant_id = %s AND (%s::text IS NULL OR incident_id = %s)"
-                " AND (%s::timestamptz IS NULL OR (at, retrieval_id) < (%s, %s::uuid))"
-                " ORDER BY at DESC, retrieval_id DESC LIMIT %s",
-                (tenant_id, incident_id, incident_id, at, at, retrieval_id, limit),
+                _UNANSWERED_PAGE if unanswered else _PAGE,
+                {
+                    "tenant": tenant_id,
+                    "incident": incident_id,
+                    "at": at,
+                    "id": retrieval_id,
+                    "limit": limit,
+                },
             )
             return [
                 Retrieval(**{**row, "hits": [RetrievalHit.model_validate(h) for h in row["hits"]]})
@@ -113,18 +136,105 @@ class RetrievalLog(TenantScopedRepository):
             return [IncidentVerdict.model_validate(row) for row in cur]
 
     def retrieval_incidents(self, tenant_id: str, limit: int) -> list[IncidentAsked]:
-        """The incidents whose agent asked memory, the latest asked first."""
+        """The incidents whose agent asked memory among the organization's latest
+        RECENT_QUESTIONS questions that named one, the latest asked first: a bounded read of
+        the newest rows (an index of those naming an incident), whatever the log holds."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "SELECT incident_id, count(*) AS asked,"
                 " count(*) FILTER (WHERE jsonb_array_length(hits) = 0) AS unanswered,"
                 " min(at) AS first_at, max(at) AS last_at"
-                " FROM org_memory_retrievals"
-                " WHERE tenant_id = %s AND incident_id IS NOT NULL"
+                " FROM (SELECT incident_id, hits, at FROM org_memory_retrievals"
+                "   WHERE tenant_id = %s AND incident_id IS NOT NULL"
+                "   ORDER BY at DESC LIMIT %s) recent"
                 " GROUP BY incident_id ORDER BY max(at) DESC, incident_id LIMIT %s",
-                (tenant_id, limit),
+                (tenant_id, RECENT_QUESTIONS, limit),
             )
             return [IncidentAsked.model_validate(row) for row in cur]
+
+    def remove_retrieval(
+        self, tenant_id: str, retrieval_id: UUID, actor: str, reason: str
+    ) -> str | None:
+        """One logged question deleted, and recorded (who, when, why and its topic's
+        SHA-256: migration 0034's org_memory_log_removals) in the same transaction; the
+        digest, or None where the organization's log holds no such question."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "DELETE FROM org_memory_retrievals WHERE tenant_id = %s AND retrieval_id = %s"
+                " RETURNING encode(sha256(convert_to(topic, 'UTF8')), 'hex') AS digest",
+                (tenant_id, retrieval_id),
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            cur.execute(
+                "INSERT INTO org_memory_log_removals"
+                " (tenant_id, retrieval_id, topic_sha256, actor, reason)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (tenant_id, retrieval_id, row["digest"], actor, reason),
+            )
+            return str(row["digest"])
+
+    def log_removals(self, tenant_id: str, limit: int = 50) -> list[LogRemoval]:
+        """The questions removed from the organization's log, the latest first."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT retrieval_id, topic_sha256, actor, reason, removed_at"
+                " FROM org_memory_log_removals WHERE tenant_id = %s"
+                " ORDER BY removed_at DESC LIMIT %s",
+                (tenant_id, limit),
+            )
+            return [LogRemoval.model_validate(row) for row in cur]
+
+    def retrieval_days_logged(self, tenant_id: str, days: int) -> list[LoggedDay]:
+        """The organization's last `days` days of the log: rows kept and dropped by the
+        day's bound (days with neither left out), the latest first; none on a schema
+        before migration 0034."""
+        try:
+            return self._days_logged(tenant_id, days)
+        except psycopg.errors.UndefinedTable:
+            return []
+
+    def _days_logged(self, tenant_id: str, days: int) -> list[LoggedDay]:
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT day, logged, dropped FROM org_memory_retrieval_days"
+                " WHERE tenant_id = %s AND day > (now() AT TIME ZONE 'UTC')::date - %s"
+                " ORDER BY day DESC",
+                (tenant_id, days),
+            )
+            return [LoggedDay.model_validate(row) for row in cur]
+
+    def unscrubbed_retrievals(self, tenant_id: str) -> int:
+        """Logged questions that served an entry since redacted and that no redaction went
+        over (`grandbo audit`): they may quote its text."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT count(*) AS n FROM org_memory_retrievals r"
+                " WHERE r.tenant_id = %s AND NOT r.scrubbed AND EXISTS ("
+                "   SELECT 1 FROM jsonb_array_elements(r.hits) h"
+                "   JOIN org_memory_entries e ON e.tenant_id = r.tenant_id"
+                "     AND e.entry_id = (h->>'entry_id')::uuid"
+                "   WHERE e.status = 'redacted')",
+                (tenant_id,),
+            )
+            row = cur.fetchone()
+            return 0 if row is None else int(row["n"])
+
+    def blank_unscrubbed_retrievals(self, tenant_id: str) -> int:
+        """The repair of `unscrubbed_retrievals`: their topics removed whole (the text
+        they may quote is gone, so no finer cut can be made); how many."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "UPDATE org_memory_retrievals r SET topic = %s, scrubbed = true"
+                " WHERE r.tenant_id = %s AND NOT r.scrubbed AND EXISTS ("
+                "   SELECT 1 FROM jsonb_array_elements(r.hits) h"
+                "   JOIN org_memory_entries e ON e.tenant_id = r.tenant_id"
+                "     AND e.entry_id = (h->>'entry_id')::uuid"
+                "   WHERE e.status = 'redacted')",
+                (REMOVED, tenant_id),
+            )
+            return cur.rowcount
 
     def forget_retrievals(self, tenant_id: str) -> int:
         """Delete the organization's retrievals past its retention; how many."""
@@ -157,3 +267,64 @@ class RetrievalLog(TenantScopedRepository):
                 " ON CONFLICT (tenant_id) DO UPDATE SET retrieval_days = excluded.retrieval_days",
                 (tenant_id, DEFAULT_EPISODIC_TTL_DAYS, days),
             )
+
+
+def _like(token: str) -> str:
+    """A LIKE pattern matching `token` anywhere, its own wildcards escaped."""
+    escaped = token.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def scrub_quotes(
+    cur: Cursor,
+    tenant_id: str,
+    entry_ids: Sequence[UUID],
+    incidents: Sequence[str],
+    forgotten: Sequence[str],
+    quotes: Quotes,
+) -> int:
+    """On a redaction's transaction: every logged question of the tenant that quotes the
+    removed text (`grandbo.memory.log_quotes`) rewritten without it, and marked scrubbed
+    with every row tied to the redacted entries (an answer that served one, or asked under
+    their `incidents`); the ids of the `forgotten` incidents (no event names them any
+    more) taken off their rows. How many rows were rewritten. Nothing on a schema before
+    migration 0034 (code deployed ahead of it): the audit finds those rows once it runs."""
+    cur.execute(
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns"
+        " WHERE table_name = 'org_memory_retrievals' AND column_name = 'scrubbed') AS ready"
+    )
+    ready = cur.fetchone()
+    if ready is None or not ready["ready"]:
+        return 0
+    cur.execute(
+        "SELECT retrieval_id, topic,"
+        " (hits @> ANY(%(served)s::jsonb[]) OR incident_id = ANY(%(incidents)s)) AS tied"
+        " FROM org_memory_retrievals WHERE tenant_id = %(tenant)s AND ("
+        "   hits @> ANY(%(served)s::jsonb[]) OR incident_id = ANY(%(incidents)s)"
+        "   OR topic LIKE ANY(%(tokens)s))"
+        " FOR UPDATE",
+        {
+            "tenant": tenant_id,
+            "served": [json.dumps([{"entry_id": str(i)}]) for i in entry_ids],
+            "incidents": list(incidents),
+            "tokens": [_like(t) for t in sorted(quotes.tokens)],
+        },
+    )
+    rows = cur.fetchall()
+    rewritten = 0
+    for row in rows:
+        topic = without_quotes(row["topic"], quotes, tied=row["tied"])
+        rewritten += topic != row["topic"]
+        if topic != row["topic"] or row["tied"]:
+            cur.execute(
+                "UPDATE org_memory_retrievals SET topic = %s, scrubbed = true"
+                " WHERE tenant_id = %s AND retrieval_id = %s",
+                (topic, tenant_id, row["retrieval_id"]),
+            )
+    if forgotten:
+        cur.execute(
+            "UPDATE org_memory_retrievals SET incident_id = NULL, scrubbed = true"
+            " WHERE tenant_id = %s AND incident_id = ANY(%s)",
+            (tenant_id, list(forgotten)),
+        )
+    return rewritten

@@ -1,0 +1,67 @@
+"""The retrieval log and the queries that fill it are bounded (issue 44, point 2): one
+caller's queries per minute (a 429 with Retry-After past its organization's rate, counted
+on the writer whichever door asks), and the log's rows per organization and day (the rest
+counted, and shown by the audit the health page reads)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from grandbo.memory.audit import audit
+from grandbo.memory.curation import Curation
+
+from .conftest import Gateway
+from .test_retrieval_log import _rows
+
+TOPIC = "checkout requests time out waiting for a database connection from the pool"
+
+
+def test_a_caller_past_its_organizations_rate_gets_a_429_with_retry_after(
+    gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    # Given an organization that allows 3 queries a minute per caller
+    settings = gateway.admin(tenant, "POST", "/v1/admin/settings", {"query_rate_per_minute": 3})
+    assert settings.status == 200, settings.body
+    assert settings.body["query_rate_per_minute"] == 3
+
+    # When one token asks 4 times within the minute
+    replies = [gateway.query(tenant, {"topic": TOPIC}) for _ in range(4)]
+
+    # Then the fourth is refused, saying when to come back; another organization is not
+    assert [r.status for r in replies] in ([200, 200, 200, 429], [200, 200, 200, 200])
+    if replies[-1].status == 200:  # the minute turned between them: ask again at once
+        replies = [gateway.query(tenant, {"topic": TOPIC}) for _ in range(4)]
+        assert [r.status for r in replies][-1] == 429
+    refused = replies[-1]
+    assert refused.body["error"] == "too_many_requests"
+    assert "3 queries a minute" in refused.body["message"]
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert gateway.query(other_tenant, {"topic": TOPIC}).status == 200
+
+
+def test_a_rate_out_of_bounds_is_refused_naming_the_field(gateway: Gateway, tenant: str) -> None:
+    for bad in (0, -1, 100_001, "600", 1.5, True):
+        reply = gateway.admin(tenant, "POST", "/v1/admin/settings", {"query_rate_per_minute": bad})
+        assert reply.status == 422, (bad, reply.body)
+        assert reply.body["field"] == "query_rate_per_minute"
+
+
+def test_the_log_keeps_its_bound_of_a_day_and_counts_what_it_drops(
+    gateway: Gateway, tenant: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    reply = gateway.admin(tenant, "POST", "/v1/admin/settings", {"retrieval_rows_per_day": 2})
+    assert reply.status == 200, reply.body
+
+    for n in range(5):
+        assert gateway.query(tenant, {"topic": TOPIC, "incident_id": f"INC-{n}"}).status == 200
+    gateway.runtime.retrieval_writer.flush()
+
+    assert _rows(admin_conn, tenant) == 2
+    service = gateway.runtime.service()
+    (today,) = Curation(service).settings(tenant).retrieval_days_logged
+    assert (today.logged, today.dropped) == (2, 3)
+    (finding,) = [f for f in audit(service, tenant).findings if f.check == "log_dropped"]
+    assert finding.count == 3
+    assert "dropped 3" in finding.detail
