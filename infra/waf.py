@@ -78,11 +78,24 @@ def _body_key(refusal: Refusal) -> str:
     return refusal.error.replace("_", "-") + f"-{refusal.status}"
 
 
-def _block(refusal: Refusal) -> wafv2.CfnWebACL.RuleActionProperty:
+def _block(
+    refusal: Refusal, retry_after_s: int | None = None
+) -> wafv2.CfnWebACL.RuleActionProperty:
+    """A block answering the edge's document (and, for a rate, when to come back: the
+    Retry-After the clients and the recall hook honour)."""
+    headers = (
+        None
+        if retry_after_s is None
+        else [
+            wafv2.CfnWebACL.CustomHTTPHeaderProperty(name="Retry-After", value=str(retry_after_s))
+        ]
+    )
     return wafv2.CfnWebACL.RuleActionProperty(
         block=wafv2.CfnWebACL.BlockActionProperty(
             custom_response=wafv2.CfnWebACL.CustomResponseProperty(
-                response_code=refusal.status, custom_response_body_key=_body_key(refusal)
+                response_code=refusal.status,
+                custom_response_body_key=_body_key(refusal),
+                response_headers=headers,
             )
         )
     )
@@ -169,7 +182,7 @@ class EdgeFirewall(Construct):
                 wafv2.CfnWebACL.RuleProperty(
                     name="RatePerToken",
                     priority=4,
-                    action=_block(RATE_LIMITED),
+                    action=_block(RATE_LIMITED, retry_after_s=TOKEN_RATE_WINDOW_S),
                     statement=wafv2.CfnWebACL.StatementProperty(
                         rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
                             limit=waf_token_limit(),

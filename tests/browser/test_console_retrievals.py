@@ -134,22 +134,26 @@ def test_a_redacted_secret_leaves_the_incident_page_and_an_admin_removes_a_quest
     )
     console.gateway.drain()
     _ask(console, f"was the password {SECRET} pasted into the channel", "INC-SEC")
-    _ask(console, "the ops token is tok-9f8e7d6c5b typed by mistake into this topic", "INC-SEC")
+    _ask(console, "the ops token is tok-9f8e7d6c5b typed by mistake into this topic", "INC-TOK")
+    # filed before the redaction (a question still in flight then keeps nothing of itself)
+    assert console.gateway.runtime.retrieval_writer.flush(5)
     redacted = console.api(
         "POST", f"/v1/admin/entries/{entry['entry_id']}/redaction", {"reason": "a password"}
     )
     assert redacted.status == 200, redacted.body
 
+    # the incident's id went with the text: its page names no question, and no page the secret
     page = tab.open("/incidents?id=INC-SEC")
-    page.locator("ol.retrievals > li").first.wait_for()
+    assert "No question named this incident" in page.content()
     assert SECRET not in page.content()
-    assert "[redacted]" in page.content()
+    assert SECRET not in tab.open("/incidents").content()
 
+    page = tab.open("/incidents?id=INC-TOK")
     typed = page.locator("ol.retrievals > li", has_text="tok-9f8e7d6c5b")
     typed.locator("details.remove-question summary").click()
     typed.locator("input[name=reason]").fill("a token typed into a topic")
     typed.locator("form button[type=submit]").click()
     assert "Removed" in page.locator("p.done").inner_text()
     assert "tok-9f8e7d6c5b" not in page.content()
-    assert page.locator("ol.retrievals > li").count() == 1
+    assert page.locator("ol.retrievals > li").count() == 0
     tab.shot("incident-question-removed", tmp_path)

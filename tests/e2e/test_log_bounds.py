@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
 
+from grandbo.errors import RateLimitedError
 from grandbo.memory.audit import audit
 from grandbo.memory.curation import Curation
 
@@ -65,3 +67,24 @@ def test_the_log_keeps_its_bound_of_a_day_and_counts_what_it_drops(
     (finding,) = [f for f in audit(service, tenant).findings if f.check == "log_dropped"]
     assert finding.count == 3
     assert "dropped 3" in finding.detail
+
+
+def test_a_person_with_a_long_address_is_counted_by_its_digest(
+    gateway: Gateway, tenant: str
+) -> None:
+    """Issue 44's review: a caller over the count's 200 characters (a person's address
+    may be longer) is admitted and counted, never a 500."""
+    service = gateway.runtime.service()
+    long_caller = "person:" + "a" * 230 + "@example.com"
+    service.set_log_bounds(tenant, query_rate_per_minute=3)
+    admitted = 0
+
+    def ask_until_refused() -> None:
+        nonlocal admitted
+        for _ in range(8):  # within two minutes' worth, whatever the clock
+            service.admit_query(tenant, long_caller)
+            admitted += 1
+
+    with pytest.raises(RateLimitedError):
+        ask_until_refused()
+    assert 3 <= admitted <= 6

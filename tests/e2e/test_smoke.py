@@ -470,3 +470,37 @@ def test_the_cleanup_finds_what_a_step_could_not_report(
     still = pumping.admin(tenant, "GET", f"/v1/admin/entries/{real.body['entry']['entry_id']}")
     assert still.status == 200
     assert still.body["status"] == "active"
+
+
+def test_a_real_organization_named_like_the_smoke_one_is_never_written_nor_purged(
+    tmp_path: Path,
+) -> None:
+    """Issue 44's review: an organization called grandbo-smoke that has keys of its own (a
+    person's) is someone's: the check refuses it instead of purging it."""
+    from grandbo.api.auth import Keyring, SigningKey, new_secret
+    from grandbo.smoke.organization import SMOKE_TENANT, RunInProgressError, hold_run_lock
+    from grandbo.smoke.targets import LocalRunner, SmokeTargetError
+
+    owner = SigningKey(
+        key_id="person-ops",
+        tenant_id=SMOKE_TENANT,
+        secret=new_secret(),
+        roles=["admin"],
+        person="ops@example.com",
+        person_role="admin",
+    )
+    keyring_file = tmp_path / "keyring.json"
+    keyring_file.write_text(json.dumps({"keys": [owner.model_dump(mode="json")]}))
+    runner = LocalRunner("http://127.0.0.1:1", Keyring([owner]), "door", keyring_file=keyring_file)
+    with pytest.raises(SmokeTargetError, match="has keys of its own"):
+        runner.keys(SMOKE_TENANT)
+    assert json.loads(keyring_file.read_text())["keys"][0]["key_id"] == "person-ops"
+
+    # and two runs on one data directory: the second waits for nothing, it is refused
+    first = hold_run_lock(tmp_path)
+    try:
+        with pytest.raises(RunInProgressError, match="another grandbo smoke --local"):
+            hold_run_lock(tmp_path)
+    finally:
+        first.close()
+    hold_run_lock(tmp_path).close()  # free again once the first ended

@@ -172,6 +172,8 @@ def test_each_query_token_is_held_to_the_default_query_rate_at_the_edge(
     per_minute = statement["Limit"] * 60 / statement["EvaluationWindowSec"]
     assert per_minute == QUERY_RATE_PER_MINUTE
     assert statement["Limit"] >= 10
-    assert rule["Action"]["Block"]["CustomResponse"]["ResponseCode"] == RATE_LIMITED.status == 429
+    response = rule["Action"]["Block"]["CustomResponse"]
+    assert response["ResponseCode"] == RATE_LIMITED.status == 429
+    assert response["ResponseHeaders"] == [{"Name": "Retry-After", "Value": "60"}]
     priorities = [r["Priority"] for r in _acl(t)["Rules"]]
     assert len(priorities) == len(set(priorities))

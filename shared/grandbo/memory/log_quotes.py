@@ -3,13 +3,17 @@
 
 Two kinds of quotation:
 
-- a **telling token** of the text: one that carries a secret or an identifier rather than
-  a word (a password, a key, an address, an e-mail, a host:port): it holds a digit, an
-  `@` or an `=`, or runs to 24 characters or more. Removed from every logged question of
-  the organization that holds it, whichever answer it got;
-- a **run of QUOTED_WORDS words** of the text, in order (case and spacing aside): removed
-  from the questions tied to the entry (an answer that served it, or asked under its
-  incident), where a run of plain words is a quotation and not a coincidence.
+- a **telling token** of the text: a secret or an identifier rather than a word (a
+  password, a key, an address, an e-mail, a host:port), taken whole and in the parts an
+  assignment, a URL or an address is made of (`DB_PASSWORD=s3cretVALUE9` gives
+  `s3cretVALUE9`; `postgres://admin:Pa55wordQ@db.internal:5432/app` gives `Pa55wordQ`): one
+  of TELLING_LENGTH characters or more, or of MIXED_LENGTH or more mixing letters and
+  digits, or an e-mail. Removed, case aside and as a whole token, from every logged
+  question of the organization; a question holding one spelt otherwise (other hyphens,
+  zero-width or full-width characters, percent-encoded) loses its whole topic;
+- in a question **tied** to the entry (an answer that served it, or asked under its
+  incident): every word of the text that is not a common word (a name, a plain-word
+  password), removed too: such a question is about what was redacted.
 
 Each quotation becomes REMOVED. Pure: the redaction's transaction reads and writes the rows
 (`grandbo.memory.repository.redaction`).
@@ -18,23 +22,41 @@ Each quotation becomes REMOVED. Pure: the redaction's transaction reads and writ
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import unquote
+
+from grandbo.text.stopwords import ENGLISH_STOPWORDS
 
 REMOVED = "[redacted]"
-QUOTED_WORDS = 4
 TELLING_LENGTH = 24
+MIXED_LENGTH = 8
+# what a secret is joined to its name or its neighbours with, in an assignment or a URL:
+# first apart from a host:port (kept together), then from each other
+_PARTS = re.compile(r"[=/@?&#,;()\[\]{}<>\"'`|\\]+")
+_COLONS = re.compile(r":+")
 _EDGES = "\"'`.,;:!?()[]{}<>"
+_WORDS = re.compile(r"[^\W_]{3,}")
+_INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
 
 
 def telling(token: str) -> bool:
     """Whether a token carries a secret or an identifier rather than a word."""
-    return (
-        any(c.isdigit() for c in token)
-        or "@" in token
-        or "=" in token
-        or len(token) >= TELLING_LENGTH
-    )
+    if len(token) >= TELLING_LENGTH:
+        return True
+    if "@" in token.strip("@") and len(token) >= 6:  # an e-mail address
+        return True
+    letters = any(c.isalpha() for c in token)
+    digits = any(c.isdigit() for c in token)
+    return letters and digits and len(token) >= MIXED_LENGTH
+
+
+def compact(text: str) -> str:
+    """`text` as its variants spell it alike: percent-decoded, NFKC (full-width to plain),
+    case folded, with every character that is not a letter or a digit left out."""
+    folded = unicodedata.normalize("NFKC", unquote(_INVISIBLE.sub("", text))).casefold()
+    return "".join(c for c in folded if c.isalnum())
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,55 +64,55 @@ class Quotes:
     """What a logged question may quote of the removed texts."""
 
     tokens: frozenset[str]  # telling tokens, as written
-    runs: frozenset[tuple[str, ...]]  # every run of QUOTED_WORDS words, lower-cased
+    words: frozenset[str]  # the texts' uncommon words, lower-cased (tied questions)
 
     def __bool__(self) -> bool:
-        return bool(self.tokens or self.runs)
+        return bool(self.tokens or self.words)
+
+    @property
+    def compact_tokens(self) -> frozenset[str]:
+        return frozenset(c for c in (compact(t) for t in self.tokens) if len(c) >= 6)
 
 
 def quotes_of(texts: Iterable[str]) -> Quotes:
-    """The telling tokens and word runs of the texts (titles and summaries removed)."""
+    """The telling tokens and the uncommon words of the texts (titles, summaries, tags)."""
     tokens: set[str] = set()
-    runs: set[tuple[str, ...]] = set()
+    words: set[str] = set()
     for text in texts:
-        words = [w.strip(_EDGES) for w in text.split()]
-        words = [w for w in words if w]
-        tokens.update(w for w in words if telling(w) and len(w) >= 4)
-        lowered = [w.lower() for w in words]
-        runs.update(
-            tuple(lowered[i : i + QUOTED_WORDS]) for i in range(len(lowered) - QUOTED_WORDS + 1)
+        for whole in text.split():
+            whole = whole.strip(_EDGES)
+            parts = _PARTS.split(whole)
+            pieces = [p for part in parts for p in _COLONS.split(part)]
+            for candidate in (c.strip(_EDGES) for c in [whole, *parts, *pieces]):
+                if candidate and telling(candidate):
+                    tokens.add(candidate)
+        words.update(
+            w
+            for w in (m.group().lower() for m in _WORDS.finditer(text))
+            if w not in ENGLISH_STOPWORDS
         )
-    return Quotes(frozenset(tokens), frozenset(runs))
+    return Quotes(frozenset(tokens), frozenset(words))
+
+
+def _bounded(token: str) -> str:
+    """A pattern of `token` as a whole token (no letter or digit touching either end)."""
+    return rf"(?<![^\W_]){re.escape(token)}(?![^\W_])"
 
 
 def without_quotes(topic: str, quotes: Quotes, *, tied: bool) -> str:
-    """`topic` with every telling token of `quotes` removed, and, where the question is
-    tied to the entry (`tied`), every run of its words too."""
+    """`topic` without what it quotes of the removed texts: every telling token, and in a
+    question tied to the entry every uncommon word of them too; a topic holding a telling
+    token spelt otherwise is removed whole."""
     scrubbed = topic
     for token in sorted(quotes.tokens, key=len, reverse=True):
-        scrubbed = scrubbed.replace(token, REMOVED)
-    if not tied or not quotes.runs:
-        return scrubbed
-    spans = list(re.finditer(r"\S+", scrubbed))
-    words = [m.group().strip(_EDGES).lower() for m in spans]
-    drop = [False] * len(spans)
-    for i in range(len(words) - QUOTED_WORDS + 1):
-        if tuple(words[i : i + QUOTED_WORDS]) in quotes.runs:
-            for j in range(i, i + QUOTED_WORDS):
-                drop[j] = True
-    if not any(drop):
-        return scrubbed
-    pieces: list[str] = []
-    last = 0
-    i = 0
-    while i < len(spans):
-        if not drop[i]:
-            i += 1
-            continue
-        start = spans[i].start()
-        while i < len(spans) and drop[i]:
-            i += 1
-        pieces.append(scrubbed[last:start] + REMOVED)
-        last = spans[i - 1].end()
-    pieces.append(scrubbed[last:])
-    return "".join(pieces)
+        scrubbed = re.sub(_bounded(token), REMOVED, scrubbed, flags=re.IGNORECASE)
+    if tied and quotes.words:
+        scrubbed = re.sub(
+            r"[^\W_]{3,}",
+            lambda m: REMOVED if m.group().lower() in quotes.words else m.group(),
+            scrubbed,
+        )
+    left = compact(scrubbed)
+    if any(token in left for token in quotes.compact_tokens):
+        return REMOVED
+    return scrubbed

@@ -6,9 +6,12 @@ has purged the organization: a local store keeps nothing of a smoke check."""
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
+from typing import IO
 
 from grandbo.api.auth import Role, SigningKey, new_secret
+from grandbo.errors import GrandboError
 from grandbo.local.keyring_file import edit_keys
 
 SMOKE_TENANT = "grandbo-smoke"
@@ -28,8 +31,32 @@ def _lent(role: Role) -> SigningKey:
     )
 
 
+def lent(key: SigningKey) -> bool:
+    """Whether a key is one a smoke run lends (not the organization's own)."""
+    return key.key_id in LENT_KEY_IDS.values() and key.stands_for == LENT_FOR
+
+
 def _without_lent(keys: list[SigningKey]) -> list[SigningKey]:
     return [key for key in keys if key.key_id not in LENT_KEY_IDS.values()]
+
+
+def hold_run_lock(data_dir: Path) -> IO[bytes]:
+    """One smoke run at a time on a data directory (two lent each other's keys away and
+    both failed, leaving their entries): the lock, held until the file is closed;
+    SmokeTargetError-worthy OSError when another run holds it."""
+    handle = (data_dir / "smoke.lock").open("ab")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise RunInProgressError(
+            f"another grandbo smoke --local is running on {data_dir}: wait for it to end"
+        ) from None
+    return handle
+
+
+class RunInProgressError(GrandboError):
+    """Another smoke run holds this data directory's lock."""
 
 
 def lend_keys(keyring_file: Path) -> tuple[SigningKey, SigningKey]:

@@ -8,12 +8,19 @@ import json
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from grandbo.api.auth import Keyring, SigningKey
 from grandbo.api.client import user_agent
 from grandbo.errors import GrandboError
-from grandbo.smoke.organization import SMOKE_TENANT, lend_keys, take_back_keys
+from grandbo.smoke.organization import (
+    SMOKE_TENANT,
+    RunInProgressError,
+    hold_run_lock,
+    lend_keys,
+    lent,
+    take_back_keys,
+)
 
 # every Titan embedding model's id, which begins a Titan vector's embed_rev
 TITAN_EMBED_PREFIX = "amazon.titan-embed"
@@ -160,6 +167,7 @@ class LocalRunner:
         self.api_url = self.api_url.rstrip("/")
         self.name = f"local runner at {self.api_url}"
         self.embed_rev_prefix: str | None = None
+        self._lock: IO[bytes] | None = None
 
     @classmethod
     def from_data_dir(cls, api_url: str, data_dir: Path, **kw: Any) -> LocalRunner:
@@ -176,6 +184,18 @@ class LocalRunner:
         lent_through = self._lent_through(tenant)
         if lent_through is None:
             return keys_of(self.keyring, tenant)
+        owned = [
+            k.key_id for k in self.keyring.signing_keys() if k.tenant_id == tenant and not lent(k)
+        ]
+        if owned:  # someone's organization by that name: never the check's to purge
+            raise SmokeTargetError(
+                f"organization {tenant!r} has keys of its own ({', '.join(sorted(owned))}): "
+                "it is not the smoke check's to write into and purge; pass --tenant"
+            )
+        try:
+            self._lock = hold_run_lock(lent_through.parent)
+        except RunInProgressError as exc:
+            raise SmokeTargetError(str(exc)) from exc
         try:
             return lend_keys(lent_through)
         except (OSError, GrandboError) as exc:
@@ -190,6 +210,9 @@ class LocalRunner:
         lent_through = self._lent_through(tenant)
         if lent_through is not None:
             take_back_keys(lent_through)
+        if self._lock is not None:
+            self._lock.close()  # the run's lock, released
+            self._lock = None
 
     def _lent_through(self, tenant: str) -> Path | None:
         """The keyring file the smoke organization's keys are lent through, or None."""

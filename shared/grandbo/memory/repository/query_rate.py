@@ -4,6 +4,7 @@ organization's setting."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 
 import psycopg
@@ -11,6 +12,9 @@ from psycopg import sql
 
 from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS
 from grandbo.storage.tenant_scope import TenantScopedRepository
+
+# org_memory_query_minutes.caller's bound (migration 0034)
+MAX_CALLER_CHARS = 200
 
 
 class QueryRate(TenantScopedRepository):
@@ -27,6 +31,8 @@ class QueryRate(TenantScopedRepository):
             return 0
 
     def _admit_query(self, tenant_id: str, caller: str, at: datetime, default: int) -> int:
+        if len(caller) > MAX_CALLER_CHARS:  # a person's long address: counted by its digest
+            caller = "sha256:" + hashlib.sha256(caller.encode()).hexdigest()
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "SELECT grandbo_admit_query(%s, %s, %s, %s) AS wait",

@@ -198,7 +198,7 @@ class RedactionWrites(RecurrenceReads):
         said: list[str] = []
         for target in targets:
             digests[target.entry_id].add(text_digest(target.title, target.summary))
-            said += [target.title, target.summary]
+            said += [target.title, target.summary, " ".join(target.tags)]
         cur.execute(
             "SELECT entry_id, payload->>'title' AS title, payload->>'summary' AS summary"
             " FROM org_memory_events WHERE tenant_id = %s AND entry_id = ANY(%s)"

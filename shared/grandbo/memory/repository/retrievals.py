@@ -9,6 +9,7 @@ from datetime import datetime
 from uuid import UUID
 
 import psycopg
+from psycopg import sql
 
 from grandbo.errors import StoreUnavailableError
 from grandbo.memory.log_quotes import REMOVED, Quotes, without_quotes
@@ -68,10 +69,18 @@ class RetrievalLog(TenantScopedRepository):
         ]
         try:
             with self._conn.cursor() as cur:
-                cur.executemany(
-                    "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)",
-                    rows,
-                )
+                try:
+                    cur.executemany(
+                        "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)",
+                        rows,
+                    )
+                except psycopg.errors.UndefinedFunction:
+                    # a database before migration 0034 (code deployed ahead of it): 0032's
+                    # function, with no day's bound, keeps the log written
+                    cur.executemany(
+                        "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s)",
+                        [row[:-1] for row in rows],
+                    )
         except psycopg.OperationalError as exc:
             self._discard_unless_idle()
             raise StoreUnavailableError(str(exc)) from exc
@@ -296,19 +305,39 @@ def scrub_quotes(
     ready = cur.fetchone()
     if ready is None or not ready["ready"]:
         return 0
+    # each reach through an index of its own (a UNION: an OR across columns, or an ANY,
+    # scans every question): served by (GIN on hits), asked under (the incident index),
+    # holding a telling token (0035's trigram index: an ILIKE each)
+    tokens = {f"token{n}": _like(t) for n, t in enumerate(sorted(quotes.tokens))}
+    served = {f"served{n}": json.dumps([{"entry_id": str(i)}]) for n, i in enumerate(entry_ids)}
+    reaches: list[sql.Composable] = [
+        sql.SQL(
+            "SELECT retrieval_id, true AS tied FROM org_memory_retrievals"
+            " WHERE tenant_id = %(tenant)s AND hits @> {}::jsonb"
+        ).format(sql.Placeholder(name))
+        for name in served
+    ]
+    reaches.append(
+        sql.SQL(
+            "SELECT retrieval_id, true AS tied FROM org_memory_retrievals"
+            " WHERE tenant_id = %(tenant)s AND incident_id = ANY(%(incidents)s)"
+        )
+    )
+    reaches += [
+        sql.SQL(
+            "SELECT retrieval_id, false AS tied FROM org_memory_retrievals"
+            " WHERE tenant_id = %(tenant)s AND topic ILIKE {}"
+        ).format(sql.Placeholder(name))
+        for name in tokens
+    ]
     cur.execute(
-        "SELECT retrieval_id, topic,"
-        " (hits @> ANY(%(served)s::jsonb[]) OR incident_id = ANY(%(incidents)s)) AS tied"
-        " FROM org_memory_retrievals WHERE tenant_id = %(tenant)s AND ("
-        "   hits @> ANY(%(served)s::jsonb[]) OR incident_id = ANY(%(incidents)s)"
-        "   OR topic LIKE ANY(%(tokens)s))"
-        " FOR UPDATE",
-        {
-            "tenant": tenant_id,
-            "served": [json.dumps([{"entry_id": str(i)}]) for i in entry_ids],
-            "incidents": list(incidents),
-            "tokens": [_like(t) for t in sorted(quotes.tokens)],
-        },
+        sql.SQL(
+            "SELECT r.retrieval_id, r.topic, bool_or(found.tied) AS tied"
+            " FROM ({reaches}) found JOIN org_memory_retrievals r"
+            "   ON r.tenant_id = %(tenant)s AND r.retrieval_id = found.retrieval_id"
+            " GROUP BY r.retrieval_id, r.topic"
+        ).format(reaches=sql.SQL(" UNION ALL ").join(reaches)),
+        {"tenant": tenant_id, "incidents": list(incidents), **served, **tokens},
     )
     rows = cur.fetchall()
     rewritten = 0
