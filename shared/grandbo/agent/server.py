@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from grandbo.agent.answer_text import answer_text
+from grandbo.agent.answer_text import answer_text, blast_radius_text, criticality_text
 from grandbo.agent.backends import MemoryBackend
 from grandbo.agent.stdio import answering_every_request
 from grandbo.api.auth import Keyring, verify_query_token
@@ -385,20 +385,28 @@ def build_server(
         service: Annotated[StrictStr, Field(min_length=1, max_length=300, description="a service")],
         hops: Annotated[StrictInt, Field(ge=1, le=3, description="how far to follow")] = 3,
         namespaces: Annotated[Namespaces, Field(description=NAMESPACES)] = Namespaces.TOPOLOGY,
-    ) -> BlastRadius:
-        return call(
+    ) -> Annotated[CallToolResult, BlastRadius]:
+        radius = call(
             "blast_radius",
             lambda tenant: backend.blast_radius(tenant, service, hops, namespaces),
             lambda result: len(result.affected),
+        )
+        return CallToolResult(
+            content=[TextContent(type="text", text=blast_radius_text(radius))],
+            structured_content=radius.model_dump(mode="json"),
         )
 
     @server.tool(description=CRITICALITY_DESCRIPTION, annotations=read_only)
     def criticality(
         service: Annotated[StrictStr, Field(min_length=1, max_length=300, description="a service")],
         namespaces: Annotated[Namespaces, Field(description=NAMESPACES)] = Namespaces.TOPOLOGY,
-    ) -> Criticality:
-        return call(
+    ) -> Annotated[CallToolResult, Criticality]:
+        found = call(
             "criticality", lambda tenant: backend.criticality(tenant, service, namespaces), _one
+        )
+        return CallToolResult(
+            content=[TextContent(type="text", text=criticality_text(found))],
+            structured_content=found.model_dump(mode="json"),
         )
 
     @server.tool(

@@ -87,7 +87,7 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
         )
         print(
             f"   why: lexical {lexical}, vector {vector}, fused {why.fused_score:.4f}"
-            + (f"; shared tags: {', '.join(why.shared_tags[:8])}" if why.shared_tags else "")
+            + (f"; shared words: {', '.join(why.shared_words[:8])}" if why.shared_words else "")
         )
         summary = hit.summary if len(hit.summary) <= 300 else hit.summary[:297] + "..."
         print(f"   {summary}")

@@ -18,8 +18,9 @@ from grandbo.commands.common import (
 )
 from grandbo.local import people as local_people
 from grandbo.local.demo import DEMO_TENANT
+from grandbo.local.serving import CONSOLE_URL, console_url
 
-DEFAULT_CONSOLE = "http://127.0.0.1:8790"
+DEFAULT_CONSOLE = CONSOLE_URL
 
 
 def _link_days(text: str) -> int:
@@ -51,7 +52,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         return p
 
     def with_link(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--console", default=DEFAULT_CONSOLE, help="the console's address")
+        p.add_argument(
+            "--console",
+            default=None,
+            help="the console's address (default: where the runner serving this data "
+            f"directory serves it, else {DEFAULT_CONSOLE})",
+        )
         p.add_argument(
             "--days",
             type=_link_days,
@@ -73,7 +79,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _link(args: argparse.Namespace, key: SigningKey) -> str:
     token = mint_sign_in_token(key, days=args.days)
-    return f"{args.console.rstrip('/')}/login?token={token}"
+    console = console_url(settings_from(args).data_dir, args.console)
+    return f"{console.rstrip('/')}/login?token={token}"
 
 
 def _row(key: SigningKey) -> dict[str, object]:

@@ -27,6 +27,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from grandbo.api.auth import mint_query_token, sign_admin_request
     from grandbo.embedding.factory import provider_named
+    from grandbo.local import serving
     from grandbo.local.bootstrap import resolve_urls
     from grandbo.local.demo import DEMO_TOPIC, seed_demo_once
     from grandbo.local.embed_queue import InProcessEmbedQueue
@@ -41,6 +42,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
 
     settings = settings_from(args)
+    # a busy port is refused before any other work, in one line naming it
+    ports = [("the API's", args.port)]
+    if args.console_port is not None:
+        ports.append(("the console's", args.console_port))
+    for what, port in ports:
+        host = args.host if what == "the API's" else "127.0.0.1"
+        if serving.port_in_use(host, port):
+            print(serving.busy_port_message(host, port, what, settings.data_dir), file=sys.stderr)
+            return 2
     urls = resolve_urls(settings)
     migrate(urls.admin)
     keyring = local_keyring(keyring_path(settings), DEMO_TENANT)
@@ -108,6 +118,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         console.serve_in_background()
     door_base = base if is_loopback(args.host) else f"http://127.0.0.1:{server.server_address[1]}"
+    # where this runner serves, for the commands that talk to it (sign, smoke, people link)
+    serving.record(
+        settings.data_dir,
+        f"http://{_reachable(args.host)}:{server.server_address[1]}",
+        None if console is None else console.link.split("/login", 1)[0],
+    )
     token = mint_query_token(keyring.find(f"{DEMO_TENANT}-beacon", "query"), ttl_s=86_400)
     create = json.dumps(
         {
@@ -164,6 +180,7 @@ Backfill / sweeper:
         pass
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already stopping
+        serving.forget(settings.data_dir)
         if supervisor is not None:
             supervisor.stop()
         pump.stop()

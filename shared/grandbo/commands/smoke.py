@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 
+from grandbo.local.serving import API_URL, api_url
 from grandbo.local.settings import Settings
 from grandbo.smoke.organization import SMOKE_TENANT
 from grandbo.smoke.steps import EMBED_WITHIN_S, INCIDENT_WITHIN_S, SmokeRun
 from grandbo.smoke.targets import AwsStage, LocalRunner, SmokeTargetError, Target
 
-LOCAL_URL = "http://127.0.0.1:8787"
+LOCAL_URL = API_URL
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,8 +37,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--region", help="the stage's AWS region (default: your profile's)")
     parser.add_argument(
         "--url",
-        default=LOCAL_URL,
-        help=f"with --local: the runner's URL (default {LOCAL_URL}); it must read this data "
+        default=None,
+        help=f"with --local: the runner's URL (default: where the runner serving this data "
+        f"directory serves, else {LOCAL_URL}); it must read this data "
         "directory's keyring, through which the smoke organization's keys are lent",
     )
     parser.add_argument(
@@ -77,7 +79,9 @@ def cmd_smoke(args: argparse.Namespace, settings: Settings) -> int:
             target = AwsStage(args.stage, region=args.region)
         else:
             target = LocalRunner.from_data_dir(
-                args.url, settings.data_dir, alarm_topic_arn=args.alarm_topic_arn
+                api_url(settings.data_dir, args.url),
+                settings.data_dir,
+                alarm_topic_arn=args.alarm_topic_arn,
             )
     except SmokeTargetError as exc:
         print(f"FAIL stage        {exc}")

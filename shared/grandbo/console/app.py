@@ -51,6 +51,7 @@ from grandbo.console.security import (
     DoorsMiddleware,
     Session,
 )
+from grandbo.text.tags import tag_words
 
 _HERE = Path(__file__).parent
 # what a redirect after an action says; the page shows only these fixed sentences
@@ -85,7 +86,30 @@ def _environment() -> jinja2.Environment:
     )
     env.globals["DONE"] = DONE
     env.globals["SCOPES"] = SCOPES
+    env.filters["likelihood"] = likelihood
+    env.filters["words_of"] = words_of
     return env
+
+
+# A confidence in words beside its number (issue 45): the floor is a few percent, so a hit
+# of a tenth is worth reading, and one of a half more likely right than not
+LIKELY, POSSIBLE = 0.5, 0.1
+
+
+def likelihood(confidence: float | None) -> str:
+    """`likely`, `possible` or `weak`, for a person reading a hit's confidence."""
+    if confidence is None:
+        return "unknown"
+    if confidence >= LIKELY:
+        return "likely"
+    return "possible" if confidence >= POSSIBLE else "weak"
+
+
+def words_of(tags: list[str], *texts: str) -> list[str]:
+    """Tags (stems, as the search matches them) shown as the words of `texts` they stand
+    for (`inventori` reads `inventory`); a tag no text holds stays as it is."""
+    words = tag_words(" ".join(texts))
+    return [words.get(tag, tag) for tag in tags]
 
 
 Page = Callable[[Request, Session], Awaitable[Response]]

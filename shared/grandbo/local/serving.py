@@ -1,0 +1,117 @@
+"""Where a running `grandbo serve` serves, recorded in its data directory, so that every
+command that talks to it (`grandbo sign --curl`, `smoke --local`, `people link`) finds it
+on whatever ports it was started (issue 45: `make run PORT=9300` moved only the API).
+
+`serving.json` holds the runner's process id and its API's and console's addresses; it is
+written once both are bound and removed when the runner stops. A record whose process is
+gone (a runner killed outright) is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+SERVING_FILE = "serving.json"
+API_URL = "http://127.0.0.1:8787"
+CONSOLE_URL = "http://127.0.0.1:8790"
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    pid: int
+    api: str
+    console: str | None
+    data_dir: str
+
+
+def record(data_dir: Path, api: str, console: str | None) -> None:
+    """This process serves `api` (and `console`) from `data_dir`: written whole, then
+    renamed into place (a reader never sees half of it)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / SERVING_FILE
+    partial = path.with_suffix(".tmp")
+    partial.write_text(
+        json.dumps(asdict(Serving(os.getpid(), api, console, str(data_dir.resolve()))))
+    )
+    partial.replace(path)
+
+
+def forget(data_dir: Path) -> None:
+    """The record removed, if it is this process's."""
+    found = running(data_dir)
+    if found is not None and found.pid == os.getpid():
+        (data_dir / SERVING_FILE).unlink(missing_ok=True)
+
+
+def running(data_dir: Path) -> Serving | None:
+    """The runner serving `data_dir`, if one is (its record read, its process alive)."""
+    try:
+        raw = json.loads((data_dir / SERVING_FILE).read_text())
+        found = Serving(
+            pid=int(raw["pid"]),
+            api=str(raw["api"]),
+            console=None if raw.get("console") is None else str(raw["console"]),
+            data_dir=str(raw.get("data_dir", data_dir)),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return found if _alive(found.pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def api_url(data_dir: Path, given: str | None) -> str:
+    """The API a command talks to: the one it was given, else the running runner's, else
+    the default."""
+    if given:
+        return given
+    found = running(data_dir)
+    return found.api if found is not None else API_URL
+
+
+def console_url(data_dir: Path, given: str | None) -> str:
+    """The console a link points at: the one given, else the running runner's, else the
+    default."""
+    if given:
+        return given
+    found = running(data_dir)
+    return found.console if found is not None and found.console else CONSOLE_URL
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether `host:port` is taken (a bind to it fails); port 0 never is."""
+    if port == 0:
+        return False
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def busy_port_message(host: str, port: int, what: str, data_dir: Path) -> str:
+    """One line naming the busy port and, when it is one, the Grandbo holding it."""
+    holder = running(data_dir)
+    by = (
+        f"; this data directory's Grandbo (pid {holder.pid}) serves {holder.api}"
+        if holder is not None
+        else ""
+    )
+    return (
+        f"grandbo serve: {what} port {port} on {host} is in use{by}: stop it, or choose "
+        f"another (make run PORT=... CONSOLE_PORT=..., or --port / --console-port)"
+    )
