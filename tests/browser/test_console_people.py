@@ -252,3 +252,27 @@ def test_the_sessions_a_console_holds_are_bounded(team: Team) -> None:
     people.remove_person(team.keyring, console.tenant, "ann@example.com")
     assert doors.log_in(bob) is not None
     assert doors.session_count() == before + 1
+
+
+def test_nothing_is_offered_that_a_persons_role_may_not_do(team: Team, tmp_path: Path) -> None:
+    """Issue 45: a curator reads the settings and a viewer the health page, with no form
+    that would answer 403; an admin sets the query rate and the log's bound from the page."""
+    cy = team.signed_in(team.person("cy@example.com", "curator"))
+    page = cy.goto(team.console.url + "/settings")
+    assert page is not None
+    assert cy.locator("form[action='/settings']").count() == 0
+    assert "Only an admin changes these" in cy.content()
+    assert cy.locator("strong.query-rate").inner_text() == "600"
+    vi = team.signed_in(team.person("vi@example.com", "viewer"))
+    vi.goto(team.console.url + "/health")
+    assert vi.locator("form[action='/health']").count() == 0
+
+    ada = team.signed_in(team.person("ada@example.com", "admin"))
+    ada.goto(team.console.url + "/settings")
+    bounds = ada.locator("form:has(input[value='log-bounds'])")
+    bounds.locator("input[name=query_rate_per_minute]").fill("120")
+    bounds.locator("input[name=retrieval_rows_per_day]").fill("5000")
+    bounds.locator("button[type=submit]").click()
+    assert ada.locator("strong.query-rate").inner_text() == "120"
+    assert ada.locator("strong.rows-per-day").inner_text() == "5000"
+    Tab(ada, team.contexts[-1], team.console, []).shot("settings-log-bounds", tmp_path)

@@ -119,3 +119,17 @@ def test_long_node_names_are_drawn_whole(tab: Tab) -> None:
     assert box is not None
     assert drawing is not None
     assert box["x"] + box["width"] <= drawing["x"] + drawing["width"]
+
+
+def test_the_topology_page_lists_services_first_and_draws_one_on_arrival(tab: Tab) -> None:
+    """Issue 45: services first, the type picked from a list, and a picture on arrival
+    (the first service's), with no empty pane until one is picked."""
+    console = tab.console
+    assert console.api("POST", "/v1/admin/topology", BATCH).status == 200
+    page = tab.open("/topology")
+    first = page.locator("nav.services li").first
+    assert first.locator(".detail").inner_text() == "Service"
+    assert page.locator("svg.graph").count() >= 1  # drawn without asking
+    assert page.locator("select[name=type] option").count() >= 1
+    assert page.locator("select[name=type]").input_value() == "Service"
+    assert page.locator("input[name=type]").count() == 0  # no free text for the type

@@ -525,6 +525,12 @@ class Console:
             elif what == "recalibration-reset":
                 await self.api(session).reset_recalibration()
                 return redirect_done("/settings", "settings")
+            elif what == "log-bounds":
+                await self.api(session).set_log_bounds(
+                    whole_number(form.get("query_rate_per_minute"), "query_rate_per_minute"),
+                    whole_number(form.get("retrieval_rows_per_day"), "retrieval_rows_per_day"),
+                )
+                return redirect_done("/settings", "settings")
             else:
                 days = whole_number(form.get("episodic_ttl_days"), "episodic_ttl_days")
                 await self.api(session).set_episodic_ttl_days(days)
@@ -540,7 +546,15 @@ class Console:
     # -- topology and growth ---------------------------------------------------------
 
     async def topology(self, request: Request, session: Session) -> Response:
-        params = request.query_params
+        """The organization's services first (incident nodes apart), and on arrival the
+        first service's picture: what depends on it and what it depends on."""
+        params = dict(request.query_params)
+        nodes = (await self.api(session).topology_nodes())["nodes"]
+        services = [n for n in nodes if n["node_type"] == "Service"]
+        incidents = [n for n in nodes if n["node_type"] == "Incident"]
+        others = [n for n in nodes if n["node_type"] not in ("Service", "Incident")]
+        if not params.get("id", "").strip() and services:  # a picture on arrival
+            params |= {"type": "Service", "id": services[0]["external_id"]}
         service = params.get("id", "").strip()
         radius = dependencies = criticality = picture = dependency_picture = None
         if service:
@@ -558,18 +572,21 @@ class Console:
             criticality = await self.api(session).criticality(query)
             picture = blast_radius_picture(radius)
             dependency_picture = blast_radius_picture(dependencies)
-        nodes = (await self.api(session).topology_nodes())["nodes"]
         return self.render(
             request,
             session,
             "topology.html",
-            query=dict(params),
+            query=params,
             radius=radius,
             dependencies=dependencies,
             criticality=criticality,
             picture=picture,
             dependency_picture=dependency_picture,
             nodes=nodes,
+            listed=[*services, *others],
+            incidents=incidents,
+            # the types its nodes have (the console is the API's client: no domain import)
+            node_types=sorted({n["node_type"] for n in nodes} | {"Service"}),
         )
 
     async def growth(self, request: Request, session: Session) -> Response:

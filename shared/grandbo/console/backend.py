@@ -205,6 +205,17 @@ class ConsoleBackend:
         )
         return self._post("/v1/admin/settings", body)
 
+    def set_log_bounds(
+        self, query_rate_per_minute: int, retrieval_rows_per_day: int
+    ) -> dict[str, Any]:
+        return self._post(
+            "/v1/admin/settings",
+            {
+                "query_rate_per_minute": query_rate_per_minute,
+                "retrieval_rows_per_day": retrieval_rows_per_day,
+            },
+        )
+
     def reset_recalibration(self) -> dict[str, Any]:
         return self._post("/v1/admin/settings", {"reset_recalibration": True})
 
