@@ -11,7 +11,7 @@ CONSOLE_PORT ?= 8790
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
-SRC := shared tests app.py $(wildcard functions infra bench)
+SRC := shared tests app.py docs/reference $(wildcard functions infra bench)
 
 .PHONY: install run test pgbouncer chromium unit integration lint lint-infra format eval bench bench-scale bench-load layer layer-lock openapi synth docs clean
 

@@ -74,7 +74,12 @@ def _fields(name: str, schema: dict[str, Any]) -> list[str]:
     if not properties:
         return []
     required = set(schema.get("required", []))
-    lines = [f"Body (`{name}`):", "", "| field | type | required | description |", "|---|---|---|---|"]
+    lines = [
+        f"Body (`{name}`):",
+        "",
+        "| field | type | required | description |",
+        "|---|---|---|---|",
+    ]
     for field, spec in properties.items():
         kind = spec.get("type") or " or ".join(
             str(s.get("type", _schema_name(s) or "object")) for s in spec.get("anyOf", [])
@@ -98,8 +103,8 @@ def command_line(parser: argparse.ArgumentParser) -> str:
         "```",
         "",
     ]
-    for action in parser._actions:  # noqa: SLF001 - argparse's only way to its subparsers
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
             for name, sub in sorted(action.choices.items()):
                 lines += [f"## `grandbo {name}`", "", "```text", sub.format_help().rstrip()]
                 lines += ["```", ""]
@@ -109,8 +114,8 @@ def command_line(parser: argparse.ArgumentParser) -> str:
 
 def _nested(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
     lines: list[str] = []
-    for action in parser._actions:  # noqa: SLF001
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
             for name, sub in sorted(action.choices.items()):
                 lines += [f"### `{prefix} {name}`", "", "```text", sub.format_help().rstrip()]
                 lines += ["```", ""]
