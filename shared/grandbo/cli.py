@@ -584,6 +584,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("openapi", help="print the HTTP API's OpenAPI document")
+    where = sub.add_parser(
+        "serving",
+        help="print where this data directory's runner serves its API (or --console), as "
+        "`grandbo serve` recorded it; the default address when none runs",
+    )
+    where.add_argument("--console", action="store_true", help="the console's address")
     agent_command.add_parser(sub)
     audit_command.add_parser(sub)
     smoke_command.add_parser(sub)
@@ -746,6 +752,14 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return smoke_command.cmd_smoke(args, settings_from(args))
 
 
+def cmd_serving(args: argparse.Namespace) -> int:
+    from grandbo.local.serving import console_url
+
+    data_dir = settings_from(args).data_dir
+    print(console_url(data_dir, None) if args.console else api_url(data_dir, None))
+    return 0
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     from grandbo.openapi import openapi_json
 
@@ -755,6 +769,7 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 
 _STANDALONE_COMMANDS = {
     "openapi": cmd_openapi,
+    "serving": cmd_serving,
     "index": cmd_index,
     "eval": cmd_eval,
     "serve": cmd_serve,

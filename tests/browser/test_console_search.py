@@ -101,6 +101,15 @@ def test_the_search_fits_a_narrow_screen_and_a_wide_one(tab: Tab, tmp_path: Path
     1366 px; the hits come first at both."""
     console = tab.console
     console.create(POOL)
+    console.create(  # one long unbroken identifier (a Java exception's class name)
+        {
+            "title": "Checkout pool exhausted: org.apache.commons.dbcp2."
+            "PoolExhaustedConnectionTimeoutException",
+            "summary": "The checkout service threw org.apache.commons.dbcp2.PoolExhaustedConnection"
+            "TimeoutExceptionWhileWaitingForAFreeDatabaseConnection until the pool grew.",
+            "service": "checkout-api",
+        }
+    )
     console.gateway.drain()
     for width in (400, 1366):
         tab.page.set_viewport_size({"width": width, "height": 900})
@@ -114,3 +123,8 @@ def test_the_search_fits_a_narrow_screen_and_a_wide_one(tab: Tab, tmp_path: Path
         assert box is not None
         assert box["x"] + box["width"] <= width
         tab.shot(f"search-{width}px", tmp_path)
+        topology = tab.open("/topology")
+        overflow = topology.evaluate(
+            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0, f"the topology page is {overflow} px wider than {width} px"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -90,20 +91,42 @@ def test_the_quickstart_shows_what_the_readme_says_on_other_ports(tmp_path: Path
         )
         assert f"http://127.0.0.1:{console}/login?token=" in person.stdout
 
-        # a second one on the same port stops at once, naming it and the one holding it
+        where = subprocess.run(  # noqa: S603 - our own CLI
+            [grandbo, "serving"], env=env, capture_output=True, text=True, timeout=60, check=True
+        )
+        assert where.stdout.strip() == f"http://127.0.0.1:{port}"
+
+        # a second runner on this data directory stops at once, naming the one serving it
         again = subprocess.run(  # noqa: S603 - the README's own command
-            ["make", "run", f"PORT={port}", f"CONSOLE_PORT={_port()}"],  # noqa: S607
+            ["make", "run", f"PORT={_port()}", f"CONSOLE_PORT={_port()}"],  # noqa: S607
             cwd=ROOT,
-            env={**os.environ, "GRANDBO_DATA_DIR": str(data_dir)},
+            env=env,
             capture_output=True,
             text=True,
             timeout=120,
             check=False,
         )
         assert again.returncode != 0
-        assert f"port {port} on 127.0.0.1 is in use" in again.stderr
         assert "this data directory's Grandbo" in again.stderr
+        assert "already serves" in again.stderr
         assert "demo organization" not in again.stdout  # refused before any other work
+
+        # a busy port held by anything else is named, and nobody is blamed for it
+        with socket.socket() as squatter:
+            squatter.bind(("127.0.0.1", 0))
+            squatter.listen(1)
+            taken = squatter.getsockname()[1]
+            other = subprocess.run(  # noqa: S603 - our own CLI
+                [grandbo, "serve", "--port", str(taken), "--console-port", str(_port())],
+                env={**os.environ, "GRANDBO_DATA_DIR": str(tmp_path / "other")},
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        assert other.returncode == 2
+        assert f"port {taken} on 127.0.0.1 is in use" in other.stderr
+        assert "Grandbo (pid" not in other.stderr
     finally:
         os.killpg(runner.pid, signal.SIGTERM)
         runner.wait(timeout=60)

@@ -42,6 +42,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
 
     settings = settings_from(args)
+    if ":" in args.host:
+        print(
+            "grandbo serve: --host takes an IPv4 address or name (the local runner "
+            "listens on IPv4 only)",
+            file=sys.stderr,
+        )
+        return 2
+    # one runner per data directory: a second would take its record, and stopping it
+    # would hide the first from every command that looks for it
+    holder = serving.running(settings.data_dir)
+    if holder is not None:
+        print(
+            f"grandbo serve: this data directory's Grandbo (pid {holder.pid}) already serves "
+            f"{holder.api}: use it, stop it, or give another --data-dir",
+            file=sys.stderr,
+        )
+        return 2
     # a busy port is refused before any other work, in one line naming it
     ports = [("the API's", args.port)]
     if args.console_port is not None:

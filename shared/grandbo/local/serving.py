@@ -78,7 +78,8 @@ def api_url(data_dir: Path, given: str | None) -> str:
     if given:
         return given
     found = running(data_dir)
-    return found.api if found is not None else API_URL
+    recorded = found.api if found is not None else None
+    return recorded if recorded and recorded.startswith(("http://", "https://")) else API_URL
 
 
 def console_url(data_dir: Path, given: str | None) -> str:
@@ -87,7 +88,8 @@ def console_url(data_dir: Path, given: str | None) -> str:
     if given:
         return given
     found = running(data_dir)
-    return found.console if found is not None and found.console else CONSOLE_URL
+    recorded = found.console if found is not None else None
+    return recorded if recorded and recorded.startswith(("http://", "https://")) else CONSOLE_URL
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -104,11 +106,16 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def busy_port_message(host: str, port: int, what: str, data_dir: Path) -> str:
-    """One line naming the busy port and, when it is one, the Grandbo holding it."""
+    """One line naming the busy port and, when one of this data directory's holds it, the
+    Grandbo holding it (another process is never blamed on it)."""
     holder = running(data_dir)
+    ours = holder is not None and any(
+        url is not None and url.rstrip("/").endswith(f":{port}")
+        for url in (holder.api, holder.console)
+    )
     by = (
         f"; this data directory's Grandbo (pid {holder.pid}) serves {holder.api}"
-        if holder is not None
+        if holder is not None and ours
         else ""
     )
     return (
