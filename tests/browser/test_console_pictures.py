@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlencode
 
+import pytest
+
 from .conftest import Tab
 
 
@@ -133,3 +135,15 @@ def test_the_topology_page_lists_services_first_and_draws_one_on_arrival(tab: Ta
     assert page.locator("select[name=type] option").count() >= 1
     assert page.locator("select[name=type]").input_value() == "Service"
     assert page.locator("input[name=type]").count() == 0  # no free text for the type
+
+
+def test_the_topology_page_says_when_it_lists_only_the_first_nodes(
+    tab: Tab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45's review: a list cut at its page says so (shown here with a page of 3)."""
+    import grandbo.console.app as console_app
+
+    monkeypatch.setattr(console_app, "TOPOLOGY_NODES_SHOWN", 3)
+    assert tab.console.api("POST", "/v1/admin/topology", BATCH).status == 200
+    page = tab.open("/topology")
+    assert "the organization holds more" in page.locator("nav.services").inner_text()

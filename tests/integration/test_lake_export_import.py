@@ -632,3 +632,29 @@ def test_a_stream_whose_log_cannot_be_replayed_is_refused_with_nothing_stored(
     assert refused.value.field.startswith("events")
     assert event_count(app_conn, other_tenant) == 0
     assert repository.verify_projection(other_tenant).mismatches == []
+
+
+def test_an_import_reports_its_progress_batch_by_batch(
+    service: MemoryService, tenant: str, other_tenant: str
+) -> None:
+    """Issue 45: long work shows progress; the CLI wraps the batches in a bar."""
+    for n in range(7):
+        service.record_entry(
+            tenant,
+            entry(f"Lesson number {n} about disks", f"The disk of host {n} filled up overnight."),
+            context(),
+        )
+    stream = read_stream(exported(service, tenant))
+    seen: list[tuple[list[int], int]] = []
+
+    def progress(starts: Any, total: int) -> Any:
+        listed = list(starts)
+        seen.append((listed, total))
+        return listed
+
+    outcome = LakeTransfer(service).import_stream(
+        other_tenant, stream, rename=True, batch_size=3, progress=progress
+    )
+
+    assert outcome.inserted == stream.manifest.count
+    assert seen == [([0, 3, 6], 3)]

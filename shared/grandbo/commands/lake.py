@@ -22,6 +22,7 @@ from grandbo.commands.common import (
     require_named_organization,
     settings_from,
 )
+from grandbo.commands.progress import terminal_progress
 from grandbo.errors import GrandboError, InvalidInputError
 from grandbo.local.bootstrap import open_service
 from grandbo.local.demo import DEMO_TENANT
@@ -214,10 +215,18 @@ def cmd_import(args: argparse.Namespace) -> int:
                 create=args.create_tenant,
             )
             outcome = LakeTransfer(service).import_stream(
-                tenant, stream, rename=args.rename, merge=args.merge
+                tenant,
+                stream,
+                rename=args.rename,
+                merge=args.merge,
+                progress=terminal_progress("importing", "batch"),
             )
             answer = outcome.as_dict()
-            embedded = 0 if args.no_embed else service.embed_pending(tenant)
+            embedded = (
+                0
+                if args.no_embed
+                else service.embed_pending(tenant, progress=terminal_progress("embedding", "batch"))
+            )
         awaiting = (
             f"; {embedded} embedded with the local model"
             if not args.no_embed

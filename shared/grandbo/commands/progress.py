@@ -1,4 +1,4 @@
-"""Progress of long commands (`eval`, `embed-pending`, `index`) on a terminal.
+"""Progress of long commands (`eval`, `embed-pending`, `index`, `import`) on a terminal.
 
 tqdm draws on standard error and only when it is a terminal (`disable=None`), so piped
 or captured output stays exactly the command's report.

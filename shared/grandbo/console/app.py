@@ -91,6 +91,9 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+# the nodes the topology page lists (the API's page of them): past it the page says so
+TOPOLOGY_NODES_SHOWN = 1000
+
 # A confidence in words beside its number (issue 45): the floor is a few percent, so a hit
 # of a tenth is worth reading, and one of a half more likely right than not
 LIKELY, POSSIBLE = 0.5, 0.1
@@ -549,7 +552,7 @@ class Console:
         """The organization's services first (incident nodes apart), and on arrival the
         first service's picture: what depends on it and what it depends on."""
         params = dict(request.query_params)
-        nodes = (await self.api(session).topology_nodes())["nodes"]
+        nodes = (await self.api(session).topology_nodes(TOPOLOGY_NODES_SHOWN))["nodes"]
         services = [n for n in nodes if n["node_type"] == "Service"]
         incidents = [n for n in nodes if n["node_type"] == "Incident"]
         others = [n for n in nodes if n["node_type"] not in ("Service", "Incident")]
@@ -585,6 +588,7 @@ class Console:
             nodes=nodes,
             listed=[*services, *others],
             incidents=incidents,
+            cut=len(nodes) >= TOPOLOGY_NODES_SHOWN,
             # the types its nodes have (the console is the API's client: no domain import)
             node_types=sorted({n["node_type"] for n in nodes} | {"Service"}),
         )

@@ -152,8 +152,8 @@ class ConsoleBackend:
     def dependencies(self, query: dict[str, Any]) -> dict[str, Any]:
         return self._post("/v1/admin/topology/dependencies", query)
 
-    def topology_nodes(self) -> dict[str, Any]:
-        return self._post("/v1/admin/topology/nodes", {"limit": 1000})
+    def topology_nodes(self, limit: int = 1000) -> dict[str, Any]:
+        return self._post("/v1/admin/topology/nodes", {"limit": limit})
 
     def criticality(self, query: dict[str, Any]) -> dict[str, Any]:
         return self._post("/v1/admin/topology/criticality", query)

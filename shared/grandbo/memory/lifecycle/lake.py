@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -263,13 +263,18 @@ class LakeTransfer:
         rename: bool = False,
         merge: bool = False,
         batch_size: int = 500,
+        progress: Callable[[Iterable[int], int], Iterable[int]] | None = None,
     ) -> ImportOutcome:
-        """A whole stream (already proven whole by `read_stream`), batch by batch."""
+        """A whole stream (already proven whole by `read_stream`), batch by batch;
+        `progress` wraps the batches' starts (with their count): the CLI shows a bar."""
         if not stream.events:
             raise InvalidInputError("file", "the stream holds no events: nothing to import")
         outcome: ImportOutcome | None = None
         inserted = present = 0
-        for start in range(0, len(stream.events), batch_size):
+        starts: Iterable[int] = range(0, len(stream.events), batch_size)
+        if progress is not None:
+            starts = progress(starts, -(-len(stream.events) // batch_size))
+        for start in starts:
             end = min(start + batch_size, len(stream.events))
             outcome = self.import_batch(
                 tenant_id,
