@@ -75,21 +75,22 @@ def _alive(pid: int) -> bool:
 def api_url(data_dir: Path, given: str | None) -> str:
     """The API a command talks to: the one it was given, else the running runner's, else
     the default."""
-    if given:
-        return given
     found = running(data_dir)
-    recorded = found.api if found is not None else None
-    return recorded if recorded and recorded.startswith(("http://", "https://")) else API_URL
+    return _address(given, None if found is None else found.api, API_URL)
 
 
 def console_url(data_dir: Path, given: str | None) -> str:
     """The console a link points at: the one given, else the running runner's, else the
     default."""
+    found = running(data_dir)
+    return _address(given, None if found is None else found.console, CONSOLE_URL)
+
+
+def _address(given: str | None, recorded: str | None, default: str) -> str:
+    """The address given, else the one recorded (an http(s) one only), else the default."""
     if given:
         return given
-    found = running(data_dir)
-    recorded = found.console if found is not None else None
-    return recorded if recorded and recorded.startswith(("http://", "https://")) else CONSOLE_URL
+    return recorded if recorded and recorded.startswith(("http://", "https://")) else default
 
 
 def port_in_use(host: str, port: int) -> bool:

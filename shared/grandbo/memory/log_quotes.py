@@ -65,13 +65,8 @@ class Quotes:
 
     tokens: frozenset[str]  # telling tokens, as written
     words: frozenset[str]  # the texts' uncommon words, lower-cased (tied questions)
-
-    def __bool__(self) -> bool:
-        return bool(self.tokens or self.words)
-
-    @property
-    def compact_tokens(self) -> frozenset[str]:
-        return frozenset(c for c in (compact(t) for t in self.tokens) if len(c) >= 6)
+    # the tokens as their variants spell them alike (`compact`), made once for every row
+    compact_tokens: frozenset[str]
 
 
 def quotes_of(texts: Iterable[str]) -> Quotes:
@@ -91,7 +86,8 @@ def quotes_of(texts: Iterable[str]) -> Quotes:
             for w in (m.group().lower() for m in _WORDS.finditer(text))
             if w not in ENGLISH_STOPWORDS
         )
-    return Quotes(frozenset(tokens), frozenset(words))
+    spelt_alike = frozenset(c for c in (compact(t) for t in tokens) if len(c) >= 6)
+    return Quotes(frozenset(tokens), frozenset(words), spelt_alike)
 
 
 def _bounded(token: str) -> str:

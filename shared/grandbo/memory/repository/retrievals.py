@@ -43,6 +43,23 @@ _UNANSWERED_PAGE = (
 )
 
 
+# the questions (`r`) of a tenant that served an entry since redacted and that no
+# redaction went over: what the audit counts and its repair blanks
+_UNSCRUBBED = (
+    " WHERE r.tenant_id = %s AND NOT r.scrubbed AND EXISTS ("
+    "   SELECT 1 FROM jsonb_array_elements(r.hits) h"
+    "   JOIN org_memory_entries e ON e.tenant_id = r.tenant_id"
+    "     AND e.entry_id = (h->>'entry_id')::uuid"
+    "   WHERE e.status = 'redacted')"
+)
+_COUNT_UNSCRUBBED = sql.SQL("SELECT count(*) AS n FROM org_memory_retrievals r{}").format(
+    sql.SQL(_UNSCRUBBED)
+)
+_BLANK_UNSCRUBBED = sql.SQL(
+    "UPDATE org_memory_retrievals r SET topic = %s, scrubbed = true{}"
+).format(sql.SQL(_UNSCRUBBED))
+
+
 class RetrievalLog(TenantScopedRepository):
     """Write, list and forget an organization's retrievals."""
 
@@ -218,15 +235,7 @@ class RetrievalLog(TenantScopedRepository):
         """Logged questions that served an entry since redacted and that no redaction went
         over (`grandbo audit`): they may quote its text."""
         with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
-                "SELECT count(*) AS n FROM org_memory_retrievals r"
-                " WHERE r.tenant_id = %s AND NOT r.scrubbed AND EXISTS ("
-                "   SELECT 1 FROM jsonb_array_elements(r.hits) h"
-                "   JOIN org_memory_entries e ON e.tenant_id = r.tenant_id"
-                "     AND e.entry_id = (h->>'entry_id')::uuid"
-                "   WHERE e.status = 'redacted')",
-                (tenant_id,),
-            )
+            cur.execute(_COUNT_UNSCRUBBED, (tenant_id,))
             row = cur.fetchone()
             return 0 if row is None else int(row["n"])
 
@@ -234,15 +243,7 @@ class RetrievalLog(TenantScopedRepository):
         """The repair of `unscrubbed_retrievals`: their topics removed whole (the text
         they may quote is gone, so no finer cut can be made); how many."""
         with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
-                "UPDATE org_memory_retrievals r SET topic = %s, scrubbed = true"
-                " WHERE r.tenant_id = %s AND NOT r.scrubbed AND EXISTS ("
-                "   SELECT 1 FROM jsonb_array_elements(r.hits) h"
-                "   JOIN org_memory_entries e ON e.tenant_id = r.tenant_id"
-                "     AND e.entry_id = (h->>'entry_id')::uuid"
-                "   WHERE e.status = 'redacted')",
-                (REMOVED, tenant_id),
-            )
+            cur.execute(_BLANK_UNSCRUBBED, (REMOVED, tenant_id))
             return cur.rowcount
 
     def forget_retrievals(self, tenant_id: str) -> int:
@@ -310,25 +311,23 @@ def scrub_quotes(
     # holding a telling token (0035's trigram index: an ILIKE each)
     tokens = {f"token{n}": _like(t) for n, t in enumerate(sorted(quotes.tokens))}
     served = {f"served{n}": json.dumps([{"entry_id": str(i)}]) for n, i in enumerate(entry_ids)}
-    reaches: list[sql.Composable] = [
-        sql.SQL(
-            "SELECT retrieval_id, true AS tied FROM org_memory_retrievals"
-            " WHERE tenant_id = %(tenant)s AND hits @> {}::jsonb"
-        ).format(sql.Placeholder(name))
-        for name in served
-    ]
-    reaches.append(
-        sql.SQL(
-            "SELECT retrieval_id, true AS tied FROM org_memory_retrievals"
-            " WHERE tenant_id = %(tenant)s AND incident_id = ANY(%(incidents)s)"
-        )
-    )
-    reaches += [
-        sql.SQL(
-            "SELECT retrieval_id, false AS tied FROM org_memory_retrievals"
-            " WHERE tenant_id = %(tenant)s AND topic ILIKE {}"
-        ).format(sql.Placeholder(name))
-        for name in tokens
+
+    def reach(condition: sql.Composable, *, tied: bool) -> sql.Composed:
+        return sql.SQL(
+            "SELECT retrieval_id, {} AS tied FROM org_memory_retrievals"
+            " WHERE tenant_id = %(tenant)s AND {}"
+        ).format(sql.Literal(tied), condition)
+
+    reaches = [
+        *(
+            reach(sql.SQL("hits @> {}::jsonb").format(sql.Placeholder(name)), tied=True)
+            for name in served
+        ),
+        reach(sql.SQL("incident_id = ANY(%(incidents)s)"), tied=True),
+        *(
+            reach(sql.SQL("topic ILIKE {}").format(sql.Placeholder(name)), tied=False)
+            for name in tokens
+        ),
     ]
     cur.execute(
         sql.SQL(
