@@ -9,29 +9,21 @@ JavaScript, and the Content-Security-Policy allows none (`grandbo.console.securi
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import Any, get_args
+from collections.abc import Awaitable
+from typing import Any
 from urllib.parse import urlencode
 
-import jinja2
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import (
-    FileResponse,
-    HTMLResponse,
-    RedirectResponse,
-    Response,
-)
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from grandbo.api.client import GrandboHTTPError
-from grandbo.api.models import QueryRequest
 from grandbo.api.people import is_sign_in_token
-from grandbo.console.backend import ConsoleBackend, UnreadableAnswerError
+from grandbo.console.backend import ConsoleBackend
+from grandbo.console.base import CONSOLE_DIR, SCOPES, ConsoleBase
 from grandbo.console.charts import ScoreBar, blast_radius_picture, weekly_chart
 from grandbo.console.entry_pages import EntryPages
 from grandbo.console.forms import (
@@ -44,202 +36,14 @@ from grandbo.console.forms import (
     whole_number,
 )
 from grandbo.console.review import MAX_BULK, review_list
-from grandbo.console.security import (
-    CSRF_FIELD,
-    SESSION_TTL_S,
-    ConsoleDoors,
-    DoorsMiddleware,
-    Session,
-)
-from grandbo.text.tags import tag_words
-
-_HERE = Path(__file__).parent
-# what a redirect after an action says; the page shows only these fixed sentences
-DONE = {
-    "created": "Entry created.",
-    "corrected": "A new revision was recorded: it is at the top of the history.",
-    "retired": "Entry retired.",
-    "promoted": "Entry promoted: it is durable now and no longer expires.",
-    "split": "Recurrence split back out: it is its own entry again (never merged again).",
-    "never-merge": "Merge policy recorded.",
-    "merged": "Merged: the entry is a recurrence of the other now (split reverses it).",
-    "redacted": "Redacted: the entry's text is gone for good; its tombstone stays.",
-    "question_removed": "Removed: the question is gone from the log; who removed it, when, "
-    "why and its digest stay.",
-    "distinct": "Recorded as two lessons: the pair is not suggested again.",
-    "settings": "Settings saved.",
-}
-# the query's scopes, from the API's own request model (one source: a scope the API adds
-# is offered here too)
-SCOPES: tuple[str, ...] = tuple(
-    value
-    for option in get_args(QueryRequest.model_fields["scope"].annotation)
-    for value in get_args(option)
-)
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_HERE / "templates"),
-        autoescape=True,  # every value is text written by someone else
-        undefined=jinja2.StrictUndefined,
-    )
-    env.globals["DONE"] = DONE
-    env.globals["SCOPES"] = SCOPES
-    env.filters["likelihood"] = likelihood
-    env.filters["words_of"] = words_of
-    return env
-
+from grandbo.console.security import SESSION_TTL_S, ConsoleDoors, DoorsMiddleware, Session
 
 # the nodes the topology page lists (the API's page of them): past it the page says so
 TOPOLOGY_NODES_SHOWN = 1000
 
-# A confidence in words beside its number (issue 45): the floor is a few percent, so a hit
-# of a tenth is worth reading, and one of a half more likely right than not
-LIKELY, POSSIBLE = 0.5, 0.1
 
-
-def likelihood(confidence: float | None) -> str:
-    """`likely`, `possible` or `weak`, for a person reading a hit's confidence."""
-    if confidence is None:
-        return "unknown"
-    if confidence >= LIKELY:
-        return "likely"
-    return "possible" if confidence >= POSSIBLE else "weak"
-
-
-def words_of(tags: list[str], *texts: str) -> list[str]:
-    """Tags (stems, as the search matches them) shown as the words of `texts` they stand
-    for (`inventori` reads `inventory`); a tag no text holds stays as it is."""
-    words = tag_words(" ".join(texts))
-    return [words.get(tag, tag) for tag in tags]
-
-
-Page = Callable[[Request, Session], Awaitable[Response]]
-
-
-class _InThreads:
-    """The backend's calls, each awaited in a worker thread: a request waiting for a slow
-    API (a cold start, a calibration, an address that never answers, up to the client's
-    timeout) holds its own page only, never the console's event loop and every other page."""
-
-    def __init__(self, backend: ConsoleBackend) -> None:
-        self._backend = backend
-
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
-        call = getattr(self._backend, name)
-
-        async def in_thread(*args: Any, **kwargs: Any) -> dict[str, Any]:
-            answer: dict[str, Any] = await run_in_threadpool(call, *args, **kwargs)
-            return answer
-
-        return in_thread
-
-
-class Console:
+class Console(ConsoleBase):
     """The pages, over one organization's admin key (`ConsoleBackend`)."""
-
-    def __init__(self, backend: ConsoleBackend, doors: ConsoleDoors) -> None:
-        self.backend = backend
-        self._operator = _InThreads(backend)
-        self._people: dict[tuple[str, str], _InThreads] = {}
-        self.doors = doors
-        self.env = _environment()
-
-    def api(self, session: Session) -> _InThreads:
-        """The admin API as the session's person (their own key), or as the operator."""
-        if session.key is None:
-            return self._operator
-        held = (session.key.key_id, session.key.secret)
-        api = self._people.get(held)
-        if api is None:  # a renewed key replaces the one it renewed
-            api = _InThreads(self.backend.signing_with(session.key))
-            self._people = {k: v for k, v in self._people.items() if k[0] != held[0]}
-            self._people[held] = api
-        return api
-
-    # -- plumbing ------------------------------------------------------------------
-
-    def render(
-        self, request: Request, session: Session | None, name: str, status: int = 200, **values: Any
-    ) -> HTMLResponse:
-        key = None if session is None else session.key
-        html = self.env.get_template(name).render(
-            csrf=None if session is None else session.csrf_token,
-            person=self.backend.person if key is None else key.person,
-            role=self.backend.role if key is None else key.person_role,
-            operator_key=self.backend.key_id,
-            via=self.backend.via if key is None else "key",
-            csrf_field=CSRF_FIELD,
-            organization=self.backend.tenant_id,
-            api=self.backend.base_url,
-            path=request.url.path,
-            done=DONE.get(request.query_params.get("done", "")),
-            **values,
-        )
-        return HTMLResponse(html, status_code=status)
-
-    def page(self, handler: Page) -> Callable[[Request], Awaitable[Response]]:
-        """A route that needs a session (else to the login page), answers the API's and
-        the console's refusals as a page, and checks the CSRF token of every POST."""
-
-        async def endpoint(request: Request) -> Response:
-            session = self.doors.session(request)
-            if session is None:
-                return RedirectResponse("/login", status_code=303)
-            try:
-                if request.method == "POST":
-                    form = await request.form()
-                    if not self.doors.csrf_holds(session, form.get(CSRF_FIELD)):
-                        raise ConsoleError(403, "the form's CSRF token is missing or wrong")
-                return await handler(request, session)
-            except GrandboHTTPError as exc:
-                status = exc.status if 400 <= exc.status < 500 else 502
-                return self.render(
-                    request,
-                    session,
-                    "error.html",
-                    status,
-                    status_code=exc.status,
-                    error=str(exc.body.get("error", "")),
-                    message=str(exc.body.get("message", "")),
-                    field=exc.body.get("field"),
-                )
-            except ConsoleError as exc:
-                return self.render(
-                    request,
-                    session,
-                    "error.html",
-                    exc.status,
-                    status_code=exc.status,
-                    error="invalid_request",
-                    message=exc.message,
-                    field=exc.field,
-                )
-            except (OSError, TimeoutError) as exc:
-                return self.render(
-                    request,
-                    session,
-                    "error.html",
-                    502,
-                    status_code=502,
-                    error="unavailable",
-                    message=f"the admin API did not answer: {exc}",
-                    field=None,
-                )
-            except UnreadableAnswerError as exc:
-                return self.render(
-                    request,
-                    session,
-                    "error.html",
-                    502,
-                    status_code=502,
-                    error="bad_gateway",
-                    message=f"what answered at {self.backend.base_url} is not the admin API: {exc}",
-                    field=None,
-                )
-
-        return endpoint
 
     # -- login ---------------------------------------------------------------------
 
@@ -610,7 +414,7 @@ async def _attempt(call: Awaitable[dict[str, Any]], chosen: str) -> dict[str, An
 
 
 async def _favicon(request: Request) -> Response:
-    return FileResponse(_HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+    return FileResponse(CONSOLE_DIR / "static" / "favicon.svg", media_type="image/svg+xml")
 
 
 def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
@@ -638,6 +442,6 @@ def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
         Route("/topology", page(console.topology)),
         Route("/growth", page(console.growth)),
         Route("/favicon.ico", _favicon),
-        Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
+        Mount("/static", StaticFiles(directory=CONSOLE_DIR / "static"), name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(DoorsMiddleware, doors=doors)])

@@ -6,7 +6,7 @@ person (`Console.api`)."""
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
 
@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from grandbo.api.client import GrandboHTTPError
+from grandbo.console.base import ConsoleBase
 from grandbo.console.diff import revision_diffs
 from grandbo.console.forms import (
     ConsoleError,
@@ -28,17 +29,14 @@ from grandbo.console.forms import (
 from grandbo.console.security import Session
 from grandbo.text.tags import given_tags
 
-if TYPE_CHECKING:
-    from grandbo.console.app import Console
-
 # what a person types to confirm a redaction (entry.html's field asks for the same word)
 REDACT_WORD = "REDACT"
 
 
 class EntryPages:
-    """The entry pages, rendered and signed by their `Console`."""
+    """The entry pages, rendered and signed by their `ConsoleBase`."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: ConsoleBase) -> None:
         self.console = console
 
     async def entries(self, request: Request, session: Session) -> Response:
