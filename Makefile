@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
 SRC := shared tests app.py docs/reference $(wildcard functions infra bench)
 
-.PHONY: install run test pgbouncer chromium unit integration lint lint-infra format eval bench bench-scale bench-load layer layer-lock openapi synth docs clean
+.PHONY: install run test pgbouncer chromium unit integration lint lint-infra format eval bench bench-scale bench-experiments bench-load layer layer-lock openapi synth docs clean
 
 # what serving locally needs: the embedded store, the local model, the handlers, MCP, console
 $(RUN_STAMP): pyproject.toml
@@ -84,21 +84,26 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.query_scale
 	$(BIN)/python -m bench.local_load
 
-## Issue 16's figures (~90 min): vector layout, half precision, the lexical leg at 50,000
-## entries, local throughput, a thousand organizations (docs/BENCHMARKS.md).
+## The figures at scale (docs/BENCHMARKS.md): local throughput, a thousand organizations, the
+## search in one call, the query handler's overhead, what a query and a write cost in AWS.
 bench-scale: $(STAMP)
 	$(BIN)/pip install --quiet -e ".[bench]"
-	$(BIN)/python -m bench.layout_planning
-	$(BIN)/python -m bench.halfvec --runs 100
-	$(BIN)/python -m bench.lexical_scale --runs 100
-	$(BIN)/python -m bench.lexical_pruning
 	$(BIN)/python -m bench.throughput --entries 2000 --seconds 8
 	$(BIN)/python -m bench.thousand_orgs --runs 200
 	$(BIN)/python -m bench.search_round_trip --runs 200
-	$(BIN)/python -m bench.lexical_threshold
-	$(BIN)/python -m bench.lexical_maxscore
 	$(BIN)/python -m bench.handler_overhead --runs 300
 	$(BIN)/python -m bench.lambda_cost --runs 200
+
+## The experiments behind issue 16's and 28's decisions, rerun (docs/BENCHMARKS.md,
+## "Experiments"): vector layout, half precision, the lexical leg's approximations and early stops.
+bench-experiments: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[bench]"
+	$(BIN)/python -m bench.experiments.layout_planning
+	$(BIN)/python -m bench.experiments.halfvec --runs 100
+	$(BIN)/python -m bench.experiments.lexical_scale --runs 100
+	$(BIN)/python -m bench.experiments.lexical_pruning
+	$(BIN)/python -m bench.experiments.lexical_threshold
+	$(BIN)/python -m bench.experiments.lexical_maxscore
 
 ## The local runner under 1, 8 and 32 clients, then with its PostgreSQL killed (~3 min).
 bench-load: $(STAMP)

@@ -9,7 +9,7 @@ table size, the exact scan of one organization (p50 / p95 / p99 ms), the HNSW bu
 and index size of the 50,000-entry organization, its index scan latency and recall@25
 against the exact float32 top 25 (numpy).
 
-    .venv/bin/python -m bench.halfvec [--runs 200] [--json /tmp/halfvec.json]
+    .venv/bin/python -m bench.experiments.halfvec [--runs 200] [--json /tmp/halfvec.json]
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ search's wall time (repository level, topic embedding excluded, p50 / p95), for:
   the product's layout since migration 0016, and 64), each organization's partial index
   on its own partition, with K = 60 and 1,000.
 
-    .venv/bin/python -m bench.layout_planning [--runs 200] [--json /tmp/layout.json]
+    .venv/bin/python -m bench.experiments.layout_planning [--runs 200] [--json /tmp/layout.json]
 """
 
 from __future__ import annotations

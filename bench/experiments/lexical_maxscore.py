@@ -11,7 +11,7 @@ tags' most at the entry's own length get their light postings by key, and the be
 the exact scores are the answer. Which tags are light is decided with the loosest bound
 per posting (a title tag on an entry of one tag).
 
-    .venv/bin/python -m bench.lexical_maxscore [--entries 50000]
+    .venv/bin/python -m bench.experiments.lexical_maxscore [--entries 50000]
 
 Figures and why it was not adopted: docs/BENCHMARKS.md, "A search in one round trip".
 """

@@ -9,10 +9,10 @@ contributions are then added for the candidates still able to reach the top 25, 
 at a time (a key lookup per candidate and tag), dropping candidates as the bound falls.
 Counted here, per topic, at the best choice of essential tags: postings read whole plus
 key lookups, against the exact leg's postings. Same synthetic organization and topics as
-`bench.lexical_scale` (bench.synthetic, seeds as there), same BM25 as the product
+`bench.experiments.lexical_scale` (bench.synthetic, seeds as there), same BM25 as the product
 (title tags at TITLE_TAG_TF); no database.
 
-    .venv/bin/python -m bench.lexical_pruning [--entries 50000]
+    .venv/bin/python -m bench.experiments.lexical_pruning [--entries 50000]
 """
 
 from __future__ import annotations

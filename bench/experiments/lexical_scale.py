@@ -14,7 +14,8 @@ legs, the entries, the coverage; topic embedding excluded), p50 / p95 / p99 ms; 
 lexical top 25's overlap with the exact leg's (mean |approx ∩ exact| / |exact|, and the
 share of topics whose top 25 is the same set); and the fused top 5's overlap.
 
-    .venv/bin/python -m bench.lexical_scale [--runs 200] [--json /tmp/lexical_scale.json]
+    .venv/bin/python -m bench.experiments.lexical_scale [--runs 200] \\
+        [--json /tmp/lexical_scale.json]
 """
 
 from __future__ import annotations

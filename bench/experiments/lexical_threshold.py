@@ -21,7 +21,7 @@ the same run:
    connection. Reading the postings themselves in contribution order would come on top
    (an index on (tag, in_title, tag_count) that the write path does not keep today).
 
-    .venv/bin/python -m bench.lexical_threshold [--entries 50000]
+    .venv/bin/python -m bench.experiments.lexical_threshold [--entries 50000]
 
 Figures and why it was not adopted: docs/BENCHMARKS.md, "A search in one round trip".
 """
@@ -34,7 +34,7 @@ import statistics
 import time
 from typing import Any
 
-from bench.lexical_maxscore import EXHAUSTIVE, corpus, large_organization, leg_params
+from bench.experiments.lexical_maxscore import EXHAUSTIVE, corpus, large_organization, leg_params
 from bench.query_scale import percentiles
 from grandbo.memory.recall import LEG_LIMIT
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1

@@ -8,7 +8,8 @@ reload. The reproduction is checked against `grandbo eval`'s figures (docs/EVAL.
 variant worth keeping is then built into the product and measured again with
 `grandbo eval`.
 
-    .venv/bin/python -m bench.rank_depth --eval ../shared/eval [--json /tmp/rank_depth.json]
+    .venv/bin/python -m bench.experiments.rank_depth --eval ../shared/eval \\
+        [--json /tmp/rank_depth.json]
 
 Vectors are cached under --cache (default /tmp/grandbo-rank-depth) keyed by provider and
 text, so a second run embeds nothing.
