@@ -14,6 +14,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from functions.admin_api import people
 from grandbo.api.auth import (
     PURGE_CONFIRMATION_S,
     SIGNATURE_WINDOW_S,
@@ -93,6 +94,7 @@ app = RestResolver(enable_validation=True)
 # in Lambda, the retrieval log's write finishes after the answer (grandbo.runtime.after_answer)
 register_after_answer(drain_retrievals)
 register_error_handlers(app)
+app.include_router(people.router)
 # the console's searches meet the topic's deadline from the first (issue 43)
 warm_at_init()
 

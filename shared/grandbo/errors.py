@@ -51,6 +51,19 @@ class RetrievalNotFoundError(GrandboError):
         self.retrieval_id = retrieval_id
 
 
+class PersonNotFoundError(GrandboError):
+    """No person with that address in this organization's keyring (maps to 404)."""
+
+    def __init__(self, email: str, tenant_id: str) -> None:
+        super().__init__(f"no person {email} in organization {tenant_id}")
+        self.email = email
+
+
+class PeopleManagedElsewhereError(GrandboError):
+    """This server reads its people from where it may not write them (a deployed stack's
+    keyring secret and IAM Identity Center): maps to 409, naming where they are managed."""
+
+
 class RevisionConflictError(GrandboError):
     """A correction named an expected revision that is no longer current."""
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page
 
+from grandbo.api import people_keyring as people
 from grandbo.api.people import mint_sign_in_token
-from grandbo.local import people
 
 from .conftest import ConsoleServer, Tab, sign_in
 
@@ -276,3 +276,66 @@ def test_nothing_is_offered_that_a_persons_role_may_not_do(team: Team, tmp_path:
     assert ada.locator("strong.query-rate").inner_text() == "120"
     assert ada.locator("strong.rows-per-day").inner_text() == "5000"
     Tab(ada, team.contexts[-1], team.console, []).shot("settings-log-bounds", tmp_path)
+
+
+def test_an_admin_manages_people_on_the_people_page(team: Team, tmp_path: Path) -> None:
+    """Issue 45: the people page (an admin's) over the same API: list, add with a role and
+    hand over the link shown once, a new link, renew a key, remove; a curator is offered
+    no People link and is refused the page; the admin cannot remove themselves."""
+    console = team.console
+    ada = team.signed_in(team.person("ada@example.com", "admin"))
+    cy = team.signed_in(team.person("cy@example.com", "curator"))
+    assert cy.locator("header nav a[href='/people']").count() == 0
+    refused = cy.goto(console.url + "/people")
+    assert refused is not None
+    assert refused.status == 403
+    assert "an admin's" in cy.locator("main").inner_text()
+
+    ada.click("header nav a[href='/people']")
+    rows = ada.locator("table.people tbody tr")
+    assert [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())] == [
+        "ada@example.com (you)",
+        "cy@example.com",
+    ]
+    # no way to remove or renew oneself is offered
+    own = rows.nth(0)
+    assert own.locator("button", has_text="Remove").count() == 0
+    assert "another admin" in own.inner_text()
+
+    # add a viewer: the link is shown once, on this page, and it signs them in
+    ada.fill("form.add-person input[name=email]", "Vi@Example.com")
+    ada.select_option("form.add-person select[name=role]", "viewer")
+    ada.click("form.add-person button[type=submit]")
+    made = ada.locator("section.made")
+    assert "vi@example.com is viewer" in made.inner_text()
+    link = made.locator("input.link").input_value()
+    assert link.startswith(console.url + "/login?token=gbl1.")
+    assert "token=" not in ada.url
+    Tab(ada, team.contexts[0], console, []).shot("people-page", tmp_path)
+    vi = team.signed_in(link)
+    assert "role viewer" in vi.locator("header .who").inner_text()
+
+    # a new link for the viewer; then their key renewed: both links and the session end
+    vi_row = ada.locator("table.people tbody tr", has_text="vi@example.com")
+    vi_row.locator("button", has_text="New link").click()
+    second = ada.locator("section.made input.link").input_value()
+    assert "A new link for vi@example.com" in ada.locator("section.made").inner_text()
+    assert second.startswith(console.url + "/login?token=gbl1.")  # (the same within a second)
+    vi_row = ada.locator("table.people tbody tr", has_text="vi@example.com")
+    vi_row.locator("button", has_text="Renew key").click()
+    assert "Key renewed" in ada.locator("p.done").inner_text()
+    vi.goto(console.url + "/")
+    assert vi.url == console.url + "/login"
+    for old in (link, second):
+        response = vi.goto(old)
+        assert response is not None
+        assert response.status == 403
+
+    # the curator removed: gone from the page, their session ended
+    ada.locator("table.people tbody tr", has_text="cy@example.com").locator(
+        "button", has_text="Remove"
+    ).click()
+    assert "Removed" in ada.locator("p.done").inner_text()
+    assert "cy@example.com" not in ada.locator("table.people").inner_text()
+    cy.goto(console.url + "/entries")
+    assert cy.url == console.url + "/login"

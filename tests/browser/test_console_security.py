@@ -13,8 +13,8 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from playwright.sync_api import Browser
 
+from grandbo.api import people_keyring as people
 from grandbo.api.people import mint_sign_in_token
-from grandbo.local import people
 
 from .conftest import ConsoleServer, Tab, sign_in
 

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from functions.admin_api.handler import app as admin_app
 
+from grandbo.api import people_keyring as people
 from grandbo.api.auth import SigningKey, keyring_document, new_secret
 from grandbo.api.client import AdminClient, GrandboHTTPError
 from grandbo.api.people import ADMIN_ROUTE_ROLES, role_needed
 from grandbo.cli import default_actor, main
-from grandbo.local import people
 from grandbo.storage.connections import DatabaseUrls
 
 from .conftest import serve_keyring_file, stop_runner

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from grandbo.api.keyring_file import keyring_organizations
 from grandbo.cli import build_parser, main
-from grandbo.local.keyring_file import keyring_organizations
 from grandbo.local.organizations import store_organizations
 from grandbo.local.runner import local_keyring
 from grandbo.local.settings import Settings

@@ -33,6 +33,8 @@ from grandbo.errors import (
     InvalidTopicError,
     MergeRefusedError,
     NotARecurrenceError,
+    PeopleManagedElsewhereError,
+    PersonNotFoundError,
     RateLimitedError,
     RetrievalNotFoundError,
     RevisionConflictError,
@@ -194,6 +196,14 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(RetrievalNotFoundError)
     def _no_question(exc: RetrievalNotFoundError) -> Response[Any]:
         return error_response(404, "not_found", str(exc))
+
+    @app.exception_handler(PersonNotFoundError)
+    def _no_person(exc: PersonNotFoundError) -> Response[Any]:
+        return error_response(404, "not_found", str(exc), "email")
+
+    @app.exception_handler(PeopleManagedElsewhereError)
+    def _people_elsewhere(exc: PeopleManagedElsewhereError) -> Response[Any]:
+        return error_response(409, "people_managed_elsewhere", str(exc))
 
     @app.exception_handler(RevisionConflictError)
     def _conflict(exc: RevisionConflictError) -> Response[Any]:

@@ -18,6 +18,8 @@ from pydantic import (
     model_validator,
 )
 
+from grandbo.api.auth import Email, PersonRole
+from grandbo.api.people import DEFAULT_LINK_DAYS, MAX_LINK_DAYS
 from grandbo.memory.lifecycle.lake import DEFAULT_EXPORT_PAGE, MAX_EXPORT_PAGE
 from grandbo.memory.lifecycle.lake_stream import (
     MAX_IMPORT_BATCH,
@@ -207,6 +209,33 @@ class QuestionRemovalRequest(_Body):
     why. What stays is who removed it, when, why and its topic's SHA-256."""
 
     reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+
+
+LinkDays = Annotated[StrictInt, Field(ge=1, le=MAX_LINK_DAYS)]
+
+
+class PersonRequest(_Body):
+    """A person added to the organization with their role, or the role of one already in
+    it changed (their key renewed with it: what they signed in with ends). The answer
+    carries their console sign-in token, good for `link_days`."""
+
+    email: Email
+    role: PersonRole
+    link_days: LinkDays = DEFAULT_LINK_DAYS
+
+
+class PersonLinkRequest(_Body):
+    """A new console sign-in token for a person, good for `link_days`."""
+
+    email: Email
+    link_days: LinkDays = DEFAULT_LINK_DAYS
+
+
+class PersonNameRequest(_Body):
+    """The person a revocation (their key renewed: every link and session ends) or a
+    removal (their next request is refused) is for."""
+
+    email: Email
 
 
 class PurgeRequest(_Body):

@@ -138,6 +138,11 @@ ADMIN_ROUTE_ROLES: dict[tuple[str, str], PersonRole] = {
     ("POST", "/v1/admin/purge/confirmation"): "admin",
     ("POST", "/v1/admin/export"): "admin",
     ("POST", "/v1/admin/import"): "admin",
+    ("GET", "/v1/admin/people"): "admin",
+    ("POST", "/v1/admin/people"): "admin",
+    ("POST", "/v1/admin/people/link"): "admin",
+    ("POST", "/v1/admin/people/revocation"): "admin",
+    ("POST", "/v1/admin/people/removal"): "admin",
 }
 _TEMPLATE_PART = re.compile(r"<[a-z_]+>")
 _ROUTE_PATTERNS = [

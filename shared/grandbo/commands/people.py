@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from grandbo.api import people_keyring as local_people
 from grandbo.api.auth import SigningKey
 from grandbo.api.people import DEFAULT_LINK_DAYS, MAX_LINK_DAYS, ROLES, mint_sign_in_token
 from grandbo.commands.common import (
@@ -16,7 +17,6 @@ from grandbo.commands.common import (
     require_named_organization,
     settings_from,
 )
-from grandbo.local import people as local_people
 from grandbo.local.demo import DEMO_TENANT
 from grandbo.local.serving import CONSOLE_URL, console_url
 

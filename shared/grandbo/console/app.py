@@ -35,6 +35,7 @@ from grandbo.console.forms import (
     text_of,
     whole_number,
 )
+from grandbo.console.people_pages import PeoplePages
 from grandbo.console.review import MAX_BULK, review_list
 from grandbo.console.security import SESSION_TTL_S, ConsoleDoors, DoorsMiddleware, Session
 
@@ -421,6 +422,7 @@ def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
     """The console's ASGI app (served by uvicorn on loopback: `grandbo console`)."""
     console = Console(backend, doors)
     entries = EntryPages(console)
+    people = PeoplePages(console)
     page = console.page
     routes = [
         Route("/login", console.login, methods=["GET", "POST"]),
@@ -441,6 +443,8 @@ def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
         Route("/settings", page(console.settings), methods=["GET", "POST"]),
         Route("/topology", page(console.topology)),
         Route("/growth", page(console.growth)),
+        Route("/people", page(people.people)),
+        Route("/people", page(people.act), methods=["POST"]),
         Route("/favicon.ico", _favicon),
         Mount("/static", StaticFiles(directory=CONSOLE_DIR / "static"), name="static"),
     ]

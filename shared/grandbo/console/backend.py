@@ -158,7 +158,24 @@ class ConsoleBackend:
     def criticality(self, query: dict[str, Any]) -> dict[str, Any]:
         return self._post("/v1/admin/topology/criticality", query)
 
+    def people(self) -> dict[str, Any]:
+        return self._get("/v1/admin/people")
+
     # -- actions (each an event of the log, or a setting) ---------------------------
+
+    def add_person(self, email: str, role: str, link_days: int) -> dict[str, Any]:
+        return self._post(
+            "/v1/admin/people", {"email": email, "role": role, "link_days": link_days}
+        )
+
+    def link_person(self, email: str, link_days: int) -> dict[str, Any]:
+        return self._post("/v1/admin/people/link", {"email": email, "link_days": link_days})
+
+    def revoke_person(self, email: str) -> dict[str, Any]:
+        return self._post("/v1/admin/people/revocation", {"email": email})
+
+    def remove_person(self, email: str) -> dict[str, Any]:
+        return self._post("/v1/admin/people/removal", {"email": email})
 
     def create(self, entry: dict[str, Any], *, key: str) -> dict[str, Any]:
         return self._post("/v1/admin/entries", entry, key=key)

@@ -36,6 +36,9 @@ DONE = {
     "why and its digest stay.",
     "distinct": "Recorded as two lessons: the pair is not suggested again.",
     "settings": "Settings saved.",
+    "person_revoked": "Key renewed: every link and session of theirs has ended. Give them a "
+    "new link when they should sign in again.",
+    "person_removed": "Removed: their next request is refused, and their sessions have ended.",
 }
 # the query's scopes, from the API's own request model (one source: a scope the API adds
 # is offered here too)

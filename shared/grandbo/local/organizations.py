@@ -16,9 +16,9 @@ import difflib
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
+from grandbo.api.keyring_file import keyring_organizations
 from grandbo.errors import GrandboError
 from grandbo.local.demo import DEMO_TENANT
-from grandbo.local.keyring_file import keyring_organizations
 from grandbo.local.settings import Settings
 from grandbo.tenancy import require_tenant
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -537,6 +538,16 @@ class LambdaRuntime:
         self._keyring = Keyring.from_json(document)
         self._keyring_loaded_at = time.monotonic()
         return self._keyring
+
+    def people_file(self) -> Path | None:
+        """The keyring file this server reads its keys from and may change (the local
+        gateway's: `grandbo.api.people_keyring`), or None when the keys are a deployed
+        stack's secret, which the functions only read (its people are managed in IAM
+        Identity Center and by a deployment)."""
+        env = self.environment
+        if env.keyring_file and not env.keyring_secret_arn:
+            return Path(env.keyring_file)
+        return None
 
     def _file_keyring(self, path: str) -> Keyring:
         with self._lock:

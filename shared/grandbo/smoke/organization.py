@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import IO
 
 from grandbo.api.auth import Role, SigningKey, new_secret
+from grandbo.api.keyring_file import edit_keys
 from grandbo.errors import GrandboError
-from grandbo.local.keyring_file import edit_keys
 
 SMOKE_TENANT = "grandbo-smoke"
 # the ids of the keys lent for a run: a run that died before taking them back leaves

@@ -1,5 +1,5 @@
 """The people of the local keyring: added, listed, renewed and removed in the file
-(`grandbo.local.keyring_file`: each change under the file's lock, the file replaced whole,
+(`grandbo.api.keyring_file`: each change under the file's lock, the file replaced whole,
 so a running `grandbo serve` or `grandbo console` reads it at its next request and a
 removal takes effect at once)."""
 
@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grandbo.api.auth import PersonRole, SigningKey, new_secret
+from grandbo.api.keyring_file import edit_keys, read_keys
 from grandbo.api.people import person_key_id
-from grandbo.errors import GrandboError
-from grandbo.local.keyring_file import edit_keys, read_keys
+from grandbo.errors import PersonNotFoundError
 from grandbo.tenancy import require_tenant
 
 
@@ -68,7 +68,7 @@ def _change_person(
     def edit(keys: list[SigningKey]) -> list[SigningKey]:
         found = _person(keys, tenant_id, email)
         if found is None:
-            raise GrandboError(f"no person {email} in organization {tenant_id}")
+            raise PersonNotFoundError(email, tenant_id)
         changed = change(found)
         done.append(changed or found)
         others = [k for k in keys if k.key_id != found.key_id]
@@ -93,5 +93,5 @@ def remove_person(path: Path, tenant_id: str, email: str) -> SigningKey:
 def person(path: Path, tenant_id: str, email: str) -> SigningKey:
     found = _person(read_keys(path), tenant_id, email)
     if found is None:
-        raise GrandboError(f"no person {email} in organization {tenant_id}")
+        raise PersonNotFoundError(email, tenant_id)
     return found
