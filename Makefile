@@ -11,9 +11,9 @@ CONSOLE_PORT ?= 8790
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 EVAL_DATA ?= ../shared/eval/cloud_postmortems
-SRC := shared tests app.py docs/reference $(wildcard functions infra bench)
+SRC := shared tests app.py docs/reference tools $(wildcard functions infra bench)
 
-.PHONY: install run test pgbouncer chromium unit integration lint lint-infra format eval bench bench-scale bench-experiments bench-load layer layer-lock openapi synth docs clean
+.PHONY: vendor-css install run test pgbouncer chromium unit integration lint lint-infra format eval bench bench-scale bench-experiments bench-load layer layer-lock openapi synth docs clean
 
 # what serving locally needs: the embedded store, the local model, the handlers, MCP, console
 $(RUN_STAMP): pyproject.toml
@@ -159,3 +159,8 @@ lint-infra: $(STAMP) $(LINT_VENV)/.installed
 
 clean:
 	rm -rf $(VENV) $(LINT_VENV) .grandbo site
+
+# Pico CSS for the console, from the npm registry (tools/vendor_pico.py; the files are
+# committed: nothing is fetched when the console runs or its tests do)
+vendor-css: $(STAMP)
+	$(BIN)/python tools/vendor_pico.py $(or $(PICO_VERSION),2.1.1)

@@ -23,7 +23,7 @@ import grandbo.api.people_keyring as people_keyring
 from grandbo.api.auth import Caller, SigningKey
 from grandbo.api.models import PersonLinkRequest, PersonNameRequest, PersonRequest
 from grandbo.api.people import mint_sign_in_token
-from grandbo.errors import InvalidInputError, PeopleManagedElsewhereError
+from grandbo.errors import CallerChangedError, InvalidInputError, PeopleManagedElsewhereError
 from grandbo.observability import logger
 from grandbo.runtime.lambda_container import runtime
 
@@ -48,6 +48,26 @@ def _writable() -> Path:
     if path is None:
         raise PeopleManagedElsewhereError(MANAGED_ELSEWHERE)
     return path
+
+
+def _still_admin(caller: Caller) -> people_keyring.Guard:
+    """A check of the keys under the file's lock: the caller's key is still there, still
+    an admin's, with the secret this request was read with (not removed, demoted or
+    renewed by another admin's change that landed first), so two admins demoting each
+    other at once leave one."""
+    seen = runtime().keyring().find(caller.key_id, "admin")
+
+    def guard(keys: list[SigningKey]) -> None:
+        current = next((key for key in keys if key.key_id == caller.key_id), None)
+        if (
+            current is None
+            or Caller.of(current).role != "admin"
+            or current.secret != seen.secret
+            or Caller.of(seen).role != "admin"
+        ):
+            raise CallerChangedError
+
+    return guard
 
 
 def _not_yourself(caller: Caller, email: str, change: str) -> None:
@@ -106,15 +126,19 @@ def list_people() -> dict[str, Any]:
 @router.post("/v1/admin/people")
 def add_person(request: PersonRequest) -> Response[Any]:
     """The person added with their role (201), or their role changed (200; their key is
-    renewed, so what they signed in with ends); with a sign-in token for the console."""
+    renewed, so what they signed in with ends), or kept as they are when they hold that
+    role already (200: a resent form changes nothing); with a sign-in token."""
     caller = _caller()
     path = _writable()
     _not_yourself(caller, request.email, "changes your own role")
     known = {k.person for k in people_keyring.people(path, caller.tenant_id)}
-    key = people_keyring.add_person(path, caller.tenant_id, request.email, request.role)
+    key = people_keyring.add_person(
+        path, caller.tenant_id, request.email, request.role, guard=_still_admin(caller)
+    )
+    # key ids only: an address is never logged (every line names the caller's key id)
     logger.info(
-        "person added" if request.email not in known else "person's role changed",
-        extra={"person_key_id": key.key_id, "role": key.person_role, "by": caller.actor},
+        "person added" if request.email not in known else "person's role set",
+        extra={"person_key_id": key.key_id, "role": key.person_role},
     )
     return Response(
         status_code=200 if request.email in known else 201,
@@ -138,8 +162,10 @@ def revoke_person(request: PersonNameRequest) -> dict[str, Any]:
     caller = _caller()
     path = _writable()
     _not_yourself(caller, request.email, "renews your own key")
-    key = people_keyring.renew_person(path, caller.tenant_id, request.email)
-    logger.info("person's key renewed", extra={"person_key_id": key.key_id, "by": caller.actor})
+    key = people_keyring.renew_person(
+        path, caller.tenant_id, request.email, guard=_still_admin(caller)
+    )
+    logger.info("person's key renewed", extra={"person_key_id": key.key_id})
     return {"person": _person(key, caller), "revoked": True}
 
 
@@ -149,6 +175,8 @@ def remove_person(request: PersonNameRequest) -> dict[str, Any]:
     caller = _caller()
     path = _writable()
     _not_yourself(caller, request.email, "removes you")
-    key = people_keyring.remove_person(path, caller.tenant_id, request.email)
-    logger.info("person removed", extra={"person_key_id": key.key_id, "by": caller.actor})
+    key = people_keyring.remove_person(
+        path, caller.tenant_id, request.email, guard=_still_admin(caller)
+    )
+    logger.info("person removed", extra={"person_key_id": key.key_id})
     return {"person": _person(key, caller), "removed": True}

@@ -59,6 +59,11 @@ class PersonNotFoundError(GrandboError):
         self.email = email
 
 
+class KeyringUnreadableError(GrandboError):
+    """The keyring file a change would edit is not a keyring now (maps to 409): nothing
+    is changed over it."""
+
+
 class PeopleManagedElsewhereError(GrandboError):
     """This server reads its people from where it may not write them (a deployed stack's
     keyring secret and IAM Identity Center): maps to 409, naming where they are managed."""
@@ -142,6 +147,20 @@ class ForbiddenError(GrandboError):
         super().__init__(f"role {role} may not {action}: it needs the {needed} role")
         self.role = role
         self.needed = needed
+
+
+class CallerChangedError(ForbiddenError):
+    """The caller's key was removed, renewed or demoted by a change that landed while
+    their request waited (maps to 403): their change is not made."""
+
+    def __init__(self) -> None:
+        GrandboError.__init__(
+            self,
+            "your key or role changed while this request waited (another admin's change "
+            "landed first): nothing was changed",
+        )
+        self.role = "changed"
+        self.needed = "admin"
 
 
 class InvalidEventError(GrandboError):

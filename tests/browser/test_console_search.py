@@ -128,3 +128,54 @@ def test_the_search_fits_a_narrow_screen_and_a_wide_one(tab: Tab, tmp_path: Path
             "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
         )
         assert overflow <= 0, f"the topology page is {overflow} px wider than {width} px"
+
+
+PAGES = (
+    "/",
+    "/?topic=checkout+requests+time+out+waiting+for+a+database+connection+from+the+pool",
+    "/?mode=keywords&topic=checkout+pool",
+    "/why",
+    "/entries",
+    "/entries/new",
+    "/entries/{entry_id}",
+    "/review",
+    "/incidents",
+    "/unanswered",
+    "/health",
+    "/settings",
+    "/topology",
+    "/growth",
+    "/people",
+)
+
+
+def test_every_page_fits_a_narrow_screen_and_a_wide_one(tab: Tab, tmp_path: Path) -> None:
+    """Issue 45: every page of the console at 400 px and at 1366 px: none wider than the
+    screen, every form field inside it, Pico's styles and the console's own loaded (from
+    the console itself: the tab fails on any 4xx or CSP report), a screenshot of each."""
+    console = tab.console
+    entry_id = console.create(POOL)["entry_id"]
+    console.gateway.drain()
+    for width in (400, 1366):
+        tab.page.set_viewport_size({"width": width, "height": 900})
+        for path in PAGES:
+            page = tab.open(path.format(entry_id=entry_id))
+            overflow = page.evaluate(
+                "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            assert overflow <= 0, f"{path} is {overflow} px wider than a {width} px screen"
+            outside = page.evaluate(
+                """(width) => [...document.querySelectorAll(
+                'main input, main select, main textarea, main button')].filter(e =>
+                e.type !== 'hidden' &&
+                e.getBoundingClientRect().width > 0 && e.getBoundingClientRect().right > width
+                ).map(e => e.name || e.textContent)""",
+                width,
+            )
+            assert outside == [], f"{path} at {width} px: {outside} past the screen's edge"
+            # Pico's typeface and the console's own rules are in force
+            family = page.evaluate("() => getComputedStyle(document.body).fontFamily")
+            assert "system-ui" in family, family
+            name = path.strip("/").split("?")[0].replace("/", "-").replace("{entry_id}", "one")
+            query = "-search" if "topic=" in path else ""
+            tab.shot(f"page-{name or 'search'}{query}-{width}px", tmp_path)

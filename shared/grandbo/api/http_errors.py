@@ -31,6 +31,7 @@ from grandbo.errors import (
     ForbiddenError,
     InvalidInputError,
     InvalidTopicError,
+    KeyringUnreadableError,
     MergeRefusedError,
     NotARecurrenceError,
     PeopleManagedElsewhereError,
@@ -200,6 +201,10 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(PersonNotFoundError)
     def _no_person(exc: PersonNotFoundError) -> Response[Any]:
         return error_response(404, "not_found", str(exc), "email")
+
+    @app.exception_handler(KeyringUnreadableError)
+    def _keyring_unreadable(exc: KeyringUnreadableError) -> Response[Any]:
+        return error_response(409, "keyring_unreadable", str(exc))
 
     @app.exception_handler(PeopleManagedElsewhereError)
     def _people_elsewhere(exc: PeopleManagedElsewhereError) -> Response[Any]:

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from grandbo.api.auth import Keyring, SigningKey, keyring_document
+from grandbo.errors import GrandboError, KeyringUnreadableError
 
 
 @contextmanager
@@ -26,10 +27,18 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def read_keys(path: Path) -> list[SigningKey]:
-    """The file's keys, in its order; none when there is no file yet."""
+    """The file's keys, in its order; none when there is no file yet. A file that is not a
+    keyring (an editor half way through saving it) is KeyringUnreadableError: nothing is
+    changed over it."""
     if not path.exists():
         return []
-    return Keyring.from_json(path.read_text()).signing_keys()
+    try:
+        return Keyring.from_json(path.read_text()).signing_keys()
+    except (GrandboError, OSError, UnicodeDecodeError) as exc:
+        raise KeyringUnreadableError(
+            f"the keyring file {path.name} cannot be read ({exc}); fix it, then try again: "
+            "nothing was changed"
+        ) from exc
 
 
 def _write(path: Path, keys: list[SigningKey]) -> None:
@@ -45,7 +54,9 @@ def _write(path: Path, keys: list[SigningKey]) -> None:
 def edit_keys(path: Path, change: Callable[[list[SigningKey]], list[SigningKey]]) -> None:
     """The file's keys replaced by `change(keys)`, under the lock (the file made if none)."""
     with _locked(path):
-        _write(path, change(read_keys(path)))
+        changed = change(read_keys(path))
+        Keyring(changed)  # a document that would not read back is never written
+        _write(path, changed)
 
 
 def keyring_organizations(path: Path) -> set[str]:

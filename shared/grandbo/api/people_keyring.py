@@ -34,25 +34,45 @@ def _person(keys: list[SigningKey], tenant_id: str, email: str) -> SigningKey | 
     )
 
 
-def add_person(path: Path, tenant_id: str, email: str, role: PersonRole) -> SigningKey:
-    """The person with their own key (a new one), or their role changed if they are in the
-    keyring already (their key renewed too: what they signed in with ends)."""
+Guard = Callable[[list[SigningKey]], None]
+
+
+def add_person(
+    path: Path, tenant_id: str, email: str, role: PersonRole, *, guard: Guard | None = None
+) -> SigningKey:
+    """The person with their own key (a new one); their role changed if they are in the
+    keyring already with another (their key renewed too: what they signed in with ends);
+    their key as it is if they hold that role already (adding twice changes nothing).
+
+    `guard` sees the keys as they are under the file's lock, before the change, and
+    refuses it by raising (the caller's own key no longer what it was: a removed or
+    demoted admin's request in flight changes nothing)."""
     require_tenant(tenant_id)
-    key = SigningKey(
-        key_id=person_key_id(tenant_id, email.strip().lower()),
+    address = email.strip().lower()
+    made = SigningKey(
+        key_id=person_key_id(tenant_id, address),
         tenant_id=tenant_id,
         secret=new_secret(),
         roles=["admin"],
-        person=email,
+        person=address,
         person_role=role,
     )
+    done: list[SigningKey] = []
 
     def change(keys: list[SigningKey]) -> list[SigningKey]:
-        kept = [k for k in keys if k.key_id != key.key_id]
-        return [*kept, key]
+        if guard is not None:
+            guard(keys)
+        held = _person(keys, tenant_id, address)
+        if held is not None and held.person_role == role:
+            done.append(held)
+            return keys
+        done.append(made)
+        # the person's earlier key goes, whatever its id (one written by hand included)
+        kept = [k for k in keys if k.key_id != made.key_id and k is not held]
+        return [*kept, made]
 
     edit_keys(path, change)
-    return key
+    return done[0]
 
 
 def _change_person(
@@ -60,12 +80,15 @@ def _change_person(
     tenant_id: str,
     email: str,
     change: Callable[[SigningKey], SigningKey | None],
+    guard: Guard | None = None,
 ) -> SigningKey:
     """The person's key changed (or removed, when `change` answers None) in the file;
     answers the changed key, or the removed one."""
     done: list[SigningKey] = []
 
     def edit(keys: list[SigningKey]) -> list[SigningKey]:
+        if guard is not None:
+            guard(keys)
         found = _person(keys, tenant_id, email)
         if found is None:
             raise PersonNotFoundError(email, tenant_id)
@@ -78,16 +101,24 @@ def _change_person(
     return done[0]
 
 
-def renew_person(path: Path, tenant_id: str, email: str) -> SigningKey:
+def renew_person(
+    path: Path, tenant_id: str, email: str, *, guard: Guard | None = None
+) -> SigningKey:
     """A new secret for the person's key: every link and session they had ends."""
     return _change_person(
-        path, tenant_id, email, lambda key: key.model_copy(update={"secret": new_secret()})
+        path,
+        tenant_id,
+        email,
+        lambda key: key.model_copy(update={"secret": new_secret()}),
+        guard,
     )
 
 
-def remove_person(path: Path, tenant_id: str, email: str) -> SigningKey:
+def remove_person(
+    path: Path, tenant_id: str, email: str, *, guard: Guard | None = None
+) -> SigningKey:
     """The person and their key out of the keyring: their next request is refused."""
-    return _change_person(path, tenant_id, email, lambda key: None)
+    return _change_person(path, tenant_id, email, lambda key: None, guard)
 
 
 def person(path: Path, tenant_id: str, email: str) -> SigningKey:

@@ -65,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             help=f"how long the link works (1..{MAX_LINK_DAYS} days)",
         )
 
-    add = action("add", "add a person (or change their role) with a new key and link")
+    add = action("add", "add a person, or change their role (a new key); prints a sign-in link")
     add.add_argument("--role", required=True, choices=ROLES, help="what they may do")
     add_create_tenant(add, "this person is its first key")
     with_link(add)
@@ -123,7 +123,7 @@ def cmd_people(args: argparse.Namespace) -> int:
             )
         return 0
     if command == "add":
-        key = local_people.add_person(path, args.tenant, args.email, args.role)
+        key = local_people.add_person(path, args.tenant, args.email, args.role)  # same role: kept
         print(f"{key.person} is {key.person_role} of {args.tenant} (key {key.key_id})")
         print(f"  console sign-in link (works for {args.days} days): {_link(args, key)}")
         return 0
