@@ -12,9 +12,10 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 from pydantic import ValidationError
@@ -232,6 +233,18 @@ def cmd_embed_pending(args: argparse.Namespace, service: MemoryService) -> int:
     return 0
 
 
+def _phases(*phases: tuple[str, str]) -> Callable[[Iterable[Any], int], Iterable[Any]]:
+    """A bar per long step, in the order the steps come (`grandbo rebuild`'s fold, then
+    its writes): each call takes the next step's description and unit."""
+    steps = iter(phases)
+
+    def wrap(items: Iterable[Any], total: int) -> Iterable[Any]:
+        description, unit = next(steps, ("working", "item"))
+        return terminal_progress(description, unit)(items, total)
+
+    return wrap
+
+
 def cmd_rebuild(args: argparse.Namespace, service: MemoryService) -> int:
     """The projection from the events; with the topology tier, the learned graph
     completed from the entry events' (incident, service) pairs. `--verify` compares both."""
@@ -239,7 +252,9 @@ def cmd_rebuild(args: argparse.Namespace, service: MemoryService) -> int:
     said: dict[str, object] = {"tenant_id": args.tenant}
     lines: list[str] = []
     if not args.verify_only:
-        rebuilt = repository.rebuild_projection(args.tenant)
+        rebuilt = repository.rebuild_projection(
+            args.tenant, progress=_phases(("folding the events", "event"), ("writing", "entry"))
+        )
         said |= {"rebuilt": {"entries": rebuilt.entries, "events": rebuilt.events}}
         said["left_out"] = rebuilt.unreplayable
         lines.append(

@@ -365,3 +365,32 @@ def test_entry_rows_stay_whole_next_to_their_vector(
     ).fetchall()
     assert len(options) == 16
     assert all("toast_tuple_target=8160" in (row[0] or []) for row in options)
+
+
+def test_a_rebuild_reports_its_progress_fold_then_writes(
+    service: MemoryService, repository: MemoryRepository, tenant: str
+) -> None:
+    """Issue 45: long work shows progress. A rebuild hands its events to the fold, then its
+    entries to the writes, through the wrapper (`grandbo rebuild` draws each as a bar),
+    and what it writes is what it folded."""
+    for n in range(4):
+        created = service.record_entry(
+            tenant,
+            entry(
+                f"Disk full on host {n}",
+                f"Host {n} filled its data disk with rotated logs until search stopped.",
+            ),
+            context(),
+        )
+    service.retire_entry(tenant, created.entry.entry_id, "fixed for good", context())
+    seen: list[tuple[str, int, int]] = []
+
+    def progress(items: Any, total: int) -> Any:
+        listed = list(items)
+        seen.append((type(listed[0]).__name__, len(listed), total))
+        return listed
+
+    report = repository.rebuild_projection(tenant, progress=progress)
+    assert seen == [("StoredEvent", 5, 5), ("ProjectedEntry", 4, 4)]
+    assert (report.events, report.entries) == (5, 4)
+    assert repository.verify_projection(tenant).mismatches == []

@@ -63,13 +63,22 @@ def running(data_dir: Path) -> Serving | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` is a live Grandbo runner: a runner killed without its cleanup leaves
+    its record, and its pid may since be another program's (where /proc tells, its
+    command line must name grandbo)."""
+    if pid == os.getpid():
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process: alive
         return True
-    return True
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # no /proc (macOS): the pid is all there is to go by
+        return True
+    return b"grandbo" in command
 
 
 def api_url(data_dir: Path, given: str | None) -> str:

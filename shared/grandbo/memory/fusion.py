@@ -19,7 +19,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-# Measured on the development corpora (bench/rank_depth.py): 0.5 drops GitBugs recall@5,
+# Measured on the development corpora (bench/experiments/rank_depth.py): 0.5 drops GitBugs recall@5,
 # 0.7 the mechanism task; 0.6 lifts post-mortem symptoms and GitBugs and holds mechanism.
 LEXICAL_WEIGHT = 0.6
 FUSION = (

@@ -1,7 +1,8 @@
 """The lexical leg: BM25 over tag sets from the inverted tag index, exact: every posting
 of the topic's tags is summed (a title tag counting TITLE_TAG_TF times). A leg read to a
 depth per tag for large organizations was measured and not adopted (its top 25 agreed
-with this one's on 54 % at 50,000 entries: docs/BENCHMARKS.md, `bench/lexical_scale.py`).
+with this one's on 54 % at 50,000 entries: docs/BENCHMARKS.md,
+`bench/experiments/lexical_scale.py`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from grandbo.storage.tenant_scope import Cursor
 from grandbo.text.tags import tokenize
 
 # BM25's term frequency for a tag the title carries (every other tag: 1). Measured on
-# both development corpora (bench/rank_depth.py): the only change of the leg that lifted
+# both development corpora (bench/experiments/rank_depth.py): the only change of the leg that lifted
 # hybrid MRR@10 on both without dropping the mechanism task.
 TITLE_TAG_TF = 3.0
 

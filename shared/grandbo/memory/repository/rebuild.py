@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 from uuid import UUID
@@ -21,6 +22,9 @@ from grandbo.memory.projection import ProjectedEntry, StoredEvent, replay
 from grandbo.memory.repository.entries import EntryReads
 from grandbo.memory.repository.postings import post_tags, title_flags
 from grandbo.storage.tenant_scope import Cursor, Isolation, TenantLock
+
+# a wrapper of the items a long step goes over, given their number (a bar on a terminal)
+Progress = Callable[[Iterable[Any], int], Iterable[Any]]
 
 # The projection's columns are the fold's fields (ProjectedEntry), one list both ways.
 _PROJECTED = tuple(field.name for field in fields(ProjectedEntry))
@@ -71,10 +75,14 @@ class ProjectionRebuild(EntryReads):
         return stored_events(cur, tenant_id)
 
     @staticmethod
-    def _replayed(events: list[StoredEvent]) -> tuple[dict[UUID, ProjectedEntry], list[str]]:
-        """The fold of the events, and what it had to leave out (reported, not raised)."""
+    def _replayed(
+        events: list[StoredEvent], progress: Progress | None = None
+    ) -> tuple[dict[UUID, ProjectedEntry], list[str]]:
+        """The fold of the events, and what it had to leave out (reported, not raised);
+        `progress` wraps the events as they are folded (a bar on a terminal)."""
         unreplayable: list[str] = []
-        state = replay(events, on_unreplayable=lambda problem: unreplayable.append(str(problem)))
+        folded = events if progress is None else progress(events, len(events))
+        state = replay(folded, on_unreplayable=lambda problem: unreplayable.append(str(problem)))
         return state, unreplayable
 
     def _live(self, cur: Cursor, tenant_id: str) -> dict[UUID, Any]:
@@ -175,15 +183,20 @@ class ProjectionRebuild(EntryReads):
                 mismatches.append("tag postings differ from the replayed active entries")
             return ProjectionReport(tenant_id, len(events), len(expected), mismatches, unreplayable)
 
-    def rebuild_projection(self, tenant_id: str) -> ProjectionReport:
+    def rebuild_projection(
+        self, tenant_id: str, *, progress: Progress | None = None
+    ) -> ProjectionReport:
         """Replace the tenant's projection and statistics with a replay of its events.
 
         Vectors survive for entries whose revision is unchanged: they are derived from
-        exactly that text.
+        exactly that text. `progress` wraps the events as they are folded and the entries
+        as they are written (`grandbo rebuild` shows each as a bar).
         """
         with self._tenant_scope(tenant_id, lock=TenantLock.EXCLUSIVE) as cur:
             events = self._events(cur, tenant_id)
-            state, unreplayable = self._replayed(events)
+            state, unreplayable = self._replayed(events, progress)
+            entries = list(state.values())
+            written = entries if progress is None else progress(entries, len(entries))
             cur.execute(
                 "CREATE TEMP TABLE grandbo_kept_vectors ON COMMIT DROP AS"
                 " SELECT entry_id, revision, embedding, embed_rev, embedded_revision, embedded_at"
@@ -200,10 +213,7 @@ class ProjectionRebuild(EntryReads):
                     sql.SQL(", ").join(map(sql.Identifier, _PROJECTED)),
                     sql.SQL(", ").join(sql.Placeholder() * len(_PROJECTED)),
                 ),
-                [
-                    (tenant_id, *(_column(getattr(e, name)) for name in _PROJECTED))
-                    for e in state.values()
-                ],
+                ((tenant_id, *(_column(getattr(e, name)) for name in _PROJECTED)) for e in written),
             )
             cur.execute(
                 "UPDATE org_memory_entries e SET embedding = k.embedding, embed_rev = k.embed_rev,"

@@ -1,0 +1,60 @@
+"""The runner's record of where it serves (`.grandbo/serving.json`, issue 45): believed
+only while its process lives and is a Grandbo runner, so a runner killed without its
+cleanup, whose pid another program has since, sends nobody to a dead address."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from grandbo.local import serving
+
+
+def _record(data_dir: Path, pid: int) -> None:
+    (data_dir / "serving.json").write_text(
+        json.dumps(
+            {
+                "pid": pid,
+                "api": "http://127.0.0.1:9300",
+                "console": "http://127.0.0.1:9301",
+                "data_dir": str(data_dir),
+            }
+        )
+    )
+
+
+def test_a_record_of_this_process_is_believed_and_forgotten(tmp_path: Path) -> None:
+    serving.record(tmp_path, "http://127.0.0.1:9300", "http://127.0.0.1:9301")
+    assert serving.api_url(tmp_path, None) == "http://127.0.0.1:9300"
+    serving.forget(tmp_path)
+    assert serving.running(tmp_path) is None
+    assert serving.api_url(tmp_path, None) == serving.API_URL
+
+
+def test_a_record_whose_pid_is_another_program_now_is_not(tmp_path: Path) -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        _record(tmp_path, other.pid)
+        assert serving.running(tmp_path) is None
+        assert serving.api_url(tmp_path, None) == serving.API_URL
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_record_of_a_live_grandbo_process_is_believed(tmp_path: Path) -> None:
+    runner = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)", "grandbo-serve"]
+    )
+    try:
+        _record(tmp_path, runner.pid)
+        found = serving.running(tmp_path)
+        assert found is not None
+        assert found.pid == runner.pid
+        assert serving.console_url(tmp_path, None) == "http://127.0.0.1:9301"
+    finally:
+        runner.kill()
+        runner.wait()
+    assert serving.running(tmp_path) is None  # gone: its record is not believed
