@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from grandbo.local import serving
@@ -49,6 +50,12 @@ def test_a_record_of_a_live_grandbo_process_is_believed(tmp_path: Path) -> None:
         [sys.executable, "-c", "import time; time.sleep(30)", "grandbo-serve"]
     )
     try:
+        # its command line is the parent's until the child has exec'd
+        deadline = time.monotonic() + 10
+        cmdline = Path(f"/proc/{runner.pid}/cmdline")
+        while b"grandbo-serve" not in cmdline.read_bytes():
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.01)
         _record(tmp_path, runner.pid)
         found = serving.running(tmp_path)
         assert found is not None
