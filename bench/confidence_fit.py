@@ -10,7 +10,7 @@
 
 Pools the `fit` half of every file's queries (`grandbo.evaluation_no_answer.fit_half`),
 fits the logistic model (`fit_logistic`, L2 1.0), prints its coefficients as the
-`ConfidenceModel` to paste into `grandbo.memory.confidence.fitted`, and, for each file
+`ConfidenceModel` to paste into `grandbo.memory.read.confidence.fitted`, and, for each file
 and half, what a range of floors would serve: the mean hits on the queries memory cannot
 answer and recall@5 on the others beside today's (five fused hits). The samples hold each
 query's candidates in the fused order, so the five served are the fused five (ranking by
@@ -27,9 +27,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from grandbo.memory.confidence.logistic import sigmoid
-from grandbo.memory.confidence.model import fit_logistic
-from grandbo.memory.confidence.signals import FEATURES, KEYWORD_FEATURES
+from grandbo.memory.domain.logistic import sigmoid
+from grandbo.memory.read.confidence.model import fit_logistic
+from grandbo.memory.read.confidence.signals import FEATURES, KEYWORD_FEATURES
 
 FLOORS = (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.1, 0.2)
 

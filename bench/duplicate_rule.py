@@ -1,4 +1,5 @@
-"""Precision and recall of the duplicate rule (grandbo.memory.recurrence) on labelled pairs.
+"""Precision and recall of the duplicate rule (grandbo.memory.domain.recurrence_rule) on
+labelled pairs.
 
 The labelled set is built from the development eval corpora (read in place, never copied):
 
@@ -35,8 +36,8 @@ from pydantic import ValidationError
 
 from grandbo.embedding.base import render_entry_text
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.memory.models import EntryText
-from grandbo.memory.recurrence import MIN_TAG_OVERLAP, DuplicateRule, tag_overlap
+from grandbo.memory.domain.models import EntryText
+from grandbo.memory.domain.recurrence_rule import MIN_TAG_OVERLAP, DuplicateRule, tag_overlap
 from grandbo.text.tags import tags_for
 
 

@@ -80,10 +80,10 @@ def main() -> None:
         MemoryRepository.search = timed_search  # type: ignore[method-assign]
         # the confidence model's share of the rest (issue 33): the signals of every
         # candidate, scored (absent from a checkout before it: then no figure)
-        model_module: Any = importlib.util.find_spec("grandbo.memory.confidence.model")
+        model_module: Any = importlib.util.find_spec("grandbo.memory.read.confidence.model")
         parts["confidence"] = []
         if model_module is not None:
-            from grandbo.memory.confidence.model import ConfidenceModel
+            from grandbo.memory.read.confidence.model import ConfidenceModel
 
             confidences = ConfidenceModel.confidences
 

@@ -68,7 +68,7 @@ def parent(runs: int, json_path: Path | None) -> None:
     from grandbo.embedding.base import render_entry_text
     from grandbo.embedding.local import LocalMiniLMProvider
     from grandbo.embedding.titan import TitanEmbeddingProvider
-    from grandbo.memory.vector_index import ensure_hnsw_indexes
+    from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes
     from grandbo.storage.connections import app_url_for
 
     provider = LocalMiniLMProvider()

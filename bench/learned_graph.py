@@ -40,8 +40,8 @@ from typing import Any
 
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
+from grandbo.memory.domain.models import MemoryHit
 from grandbo.memory.incidents import parse_incident_closed, record_incident
-from grandbo.memory.models import MemoryHit
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.migrations import migrate

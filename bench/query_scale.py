@@ -58,11 +58,11 @@ from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.local.embed_queue import InProcessEmbedQueue
 from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
 from grandbo.memory.incidents import IncidentClosed, record_incident
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.repository.postings import title_flags
+from grandbo.memory.repository.vector_indexes import HNSW_MIN_ENTRIES, ensure_hnsw_indexes
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import HNSW_MIN_ENTRIES, ensure_hnsw_indexes
 from grandbo.migrations import migrate
 from grandbo.storage.connections import app_url_for, connect
 from grandbo.text.tags import tokenize
@@ -601,7 +601,7 @@ def main() -> None:
 
 
 def _ctx(key: str) -> Any:
-    from grandbo.memory.models import WriteContext
+    from grandbo.memory.domain.models import WriteContext
 
     return WriteContext(actor="bench", idempotency_key=key)
 

@@ -29,7 +29,7 @@ from bench.local_load import TOPICS, free_port, wait_until_serving
 from grandbo.api.auth import Keyring, mint_query_token
 from grandbo.api.client import MemoryClient
 from grandbo.api.recall import DEFAULT_TIMEOUT_S, RecallHook, topic_from_text
-from grandbo.memory.topic import MAX_TOPIC_CHARS
+from grandbo.memory.domain.topic import MAX_TOPIC_CHARS
 
 PREAMBLE = "You are the on-call investigator. Tool output follows.\n" + (
     "2026-11-30T03:12:09Z level=warn msg=retrying upstream call attempt=3\n" * 60

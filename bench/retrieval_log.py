@@ -36,7 +36,7 @@ from grandbo.local.bootstrap import resolve_urls
 from grandbo.local.extensions_api import ExtensionsApi
 from grandbo.local.runner import lambda_context
 from grandbo.local.settings import Settings
-from grandbo.memory.models import WriteContext
+from grandbo.memory.domain.models import WriteContext
 from grandbo.migrations import migrate
 from grandbo.runtime.after_answer import finishes_after_answer, register_after_answer
 from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime

@@ -23,7 +23,7 @@ from pathlib import Path
 from uuid import uuid4
 
 from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
-from grandbo.memory.log_quotes import quotes_of
+from grandbo.memory.domain.log_quotes import quotes_of
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.repository.retrievals import scrub_quotes
 from grandbo.migrations import migrate

@@ -32,9 +32,9 @@ from bench.query_scale import (
     synthetic_topics,
 )
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
-from grandbo.memory.vector_index import ensure_hnsw_indexes
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes
 from grandbo.storage.connections import DatabaseUrls, app_url_for, connect
 
 SIZES = {"small (300)": 300, "medium (5,000)": 5_000, "large (50,000)": 50_000}

@@ -2,7 +2,7 @@
 
 1. Refusals: every document of each corpus folder is turned into an entry exactly as
    `grandbo eval` writes it (`grandbo.evaluation.entry_text`) and validated as a
-   `NewEntry`; refusals by the thin-entry rule (`grandbo.memory.content`) are counted,
+   `NewEntry`; refusals by the thin-entry rule (`grandbo.memory.domain.content`) are counted,
    by reason, apart from refusals by the older rules (an empty description, a control
    character).
 2. Ranking: the post-mortem corpus is loaded into a tenant of a throwaway embedded
@@ -49,11 +49,11 @@ from grandbo.evaluation import entry_text, load_into_tenant, score_ranking
 from grandbo.local.bootstrap import open_service
 from grandbo.local.postgres import stop_embedded_postgres
 from grandbo.local.settings import Settings
-from grandbo.memory.content import MIN_INFORMATIVE_TAGS, MIN_SUMMARY_WORDS
-from grandbo.memory.idempotency import KeySpace, idempotency_key
-from grandbo.memory.models import NewEntry, Origin, WriteContext
+from grandbo.memory.domain.content import MIN_INFORMATIVE_TAGS, MIN_SUMMARY_WORDS
+from grandbo.memory.domain.idempotency import KeySpace, idempotency_key
+from grandbo.memory.domain.models import NewEntry, Origin, WriteContext
+from grandbo.memory.domain.topic import validate_topic
 from grandbo.memory.service import MemoryService
-from grandbo.memory.topic import validate_topic
 from grandbo.text.tags import tags_for
 
 # What a hurried admin or a terse finding says: two to four generic incident words.

@@ -53,11 +53,11 @@ from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.local.embed_queue import InProcessEmbedQueue
 from grandbo.memory.incidents import record_incident
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.repository.search import _VECTOR_LEG
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import ensure_hnsw_indexes
 from grandbo.storage.connections import app_url_for, connect
 
 

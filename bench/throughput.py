@@ -34,9 +34,9 @@ from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.local.bootstrap import resolve_urls
 from grandbo.local.postgres import stop_embedded_postgres
 from grandbo.local.settings import Settings
-from grandbo.memory.idempotency import KeySpace, idempotency_key
-from grandbo.memory.models import NewEntry, WriteContext
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.domain.idempotency import KeySpace, idempotency_key
+from grandbo.memory.domain.models import NewEntry, WriteContext
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.migrations import migrate

@@ -31,8 +31,8 @@ from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.local.bootstrap import open_service
 from grandbo.local.postgres import stop_embedded_postgres
 from grandbo.local.settings import Settings
+from grandbo.memory.domain.models import WriteContext
 from grandbo.memory.incidents import parse_incident_closed, record_incident
-from grandbo.memory.models import WriteContext
 
 TENANT = "bench-writes"
 WORDS = [

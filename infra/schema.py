@@ -58,7 +58,8 @@ class SchemaMigrations(Construct):
         self.index_schedule = events.Rule(
             self,
             "HnswIndexSchedule",
-            description="Ensure per-organization HNSW indexes (grandbo.memory.vector_index)",
+            description="Ensure per-organization HNSW indexes "
+            "(grandbo.memory.repository.vector_indexes)",
             schedule=events.Schedule.rate(Duration.hours(1)),
             targets=[targets.LambdaFunction(index_function, retry_attempts=0)],
         )

@@ -33,8 +33,8 @@ from pgvector.psycopg import register_vector
 from bench import synthetic
 from bench.query_scale import Lake, embedded_pool, scratch_server, synthetic_topics, timed
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.memory.recall import LEG_LIMIT
-from grandbo.memory.vector_index import HNSW_EF_SEARCH
+from grandbo.memory.read.recall import LEG_LIMIT
+from grandbo.memory.repository.vector_indexes import HNSW_EF_SEARCH
 
 TYPES = {  # kind: (table, parameter type, HNSW operator class, its organizations' prefix)
     "vector": ("bench_vector_entries", Vector, "vector_cosine_ops", "vec-"),

@@ -5,7 +5,7 @@ organization (issue 16, item 2: "does planning time grow with their number?").
 Planning depends on the schema, not on the data, so the table here is small: a
 300-entry organization (bench.synthetic, bulk loaded as bench.query_scale loads them)
 beside K organizations of 3 entries, each with its own partial HNSW index as
-`grandbo.memory.vector_index` builds them. Measured: the planning time (EXPLAIN ...
+`grandbo.memory.repository.vector_indexes` builds them. Measured: the planning time (EXPLAIN ...
 SUMMARY, as the application role inside its tenant scope, p50 of 200) of the three
 statements on entries a search of the 300-entry organization runs — the vector leg, the
 entries by id with their distances (50), the coverage count — summed, and one
@@ -43,11 +43,16 @@ from psycopg.rows import dict_row
 from bench import synthetic
 from bench.query_scale import Lake, embedded_pool, scratch_server, synthetic_topics, timed_search
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.repository.search import _ENTRIES_WITH_DISTANCE, _VECTOR_LEG
+from grandbo.memory.repository.vector_indexes import (
+    COSINE_OPS,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    index_name,
+)
 from grandbo.memory.repository.vectors import stored
-from grandbo.memory.vector_index import COSINE_OPS, HNSW_EF_CONSTRUCTION, HNSW_M, index_name
 from grandbo.storage.connections import app_url_for, connect
 
 MEASURED = "small-000"

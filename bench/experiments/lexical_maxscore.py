@@ -32,7 +32,7 @@ from psycopg.rows import dict_row
 from bench import synthetic
 from bench.query_scale import Lake, embedded_pool, scratch_server, synthetic_topics
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TITLE_TAG_TF
 

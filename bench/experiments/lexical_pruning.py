@@ -27,7 +27,7 @@ import numpy as np
 
 from bench import synthetic
 from grandbo.embedding.base import EMBEDDING_DIMENSIONS
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TITLE_TAG_TF, title_flags
 from grandbo.text.tags import tokenize

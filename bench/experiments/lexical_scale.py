@@ -45,10 +45,10 @@ from bench.query_scale import (
     timed,
 )
 from grandbo.embedding.local import LocalMiniLMProvider
-from grandbo.memory.recall import fuse
+from grandbo.memory.read.recall import fuse
 from grandbo.memory.repository import MemoryRepository, SearchLegs
 from grandbo.memory.repository.lexical import _BM25, Corpus
-from grandbo.memory.vector_index import ensure_hnsw_indexes
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes
 from grandbo.storage.connections import app_url_for, connect
 
 EXACT = None  # the product's exact leg

@@ -36,7 +36,7 @@ from typing import Any
 
 from bench.experiments.lexical_maxscore import EXHAUSTIVE, corpus, large_organization, leg_params
 from bench.query_scale import percentiles
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
 from grandbo.memory.repository.postings import TITLE_TAG_TF
 

@@ -35,10 +35,10 @@ from grandbo.embedding.base import render_entry_text
 from grandbo.embedding.local import LocalMiniLMProvider
 from grandbo.errors import InvalidInputError
 from grandbo.evaluation import entry_text, score_ranking
-from grandbo.memory.models import NewEntry, Origin
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.domain.models import NewEntry, Origin
+from grandbo.memory.domain.topic import validate_topic
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
-from grandbo.memory.topic import validate_topic
 from grandbo.text.tags import tags_for, tokenize
 
 # the k reciprocal-rank fusion used before score fusion replaced it (53e0ff0)

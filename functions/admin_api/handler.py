@@ -67,13 +67,13 @@ from grandbo.errors import (
     InvalidInputError,
     StoreUnavailableError,
 )
-from grandbo.memory.audit import audit, repair_requested
-from grandbo.memory.curation import Curation
-from grandbo.memory.explanation import explain_ranking
-from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
+from grandbo.memory.curation.audit import audit, repair_requested
+from grandbo.memory.curation.curator import Curation
+from grandbo.memory.domain.idempotency import KeySpace, caller_key, idempotency_key
+from grandbo.memory.domain.models import Origin, WriteContext, WriteOutcome
+from grandbo.memory.domain.retrieval_log import retrieval_page
 from grandbo.memory.lifecycle.lake import LakeTransfer
-from grandbo.memory.models import Origin, WriteContext, WriteOutcome
-from grandbo.memory.retrievals import retrieval_page
+from grandbo.memory.read.explanation import explain_ranking
 from grandbo.memory.service import MISLEADING_REVIEW_THRESHOLD
 from grandbo.observability import bind_request_keys, count_entries_created, logger, metrics, tracer
 from grandbo.runtime.after_answer import finishes_after_answer, register_after_answer
@@ -182,7 +182,7 @@ def whoami() -> dict[str, Any]:
 
 @app.get("/v1/admin/health")
 def health() -> dict[str, Any]:
-    """The organization's memory health (`grandbo.memory.audit`), read-only: repairs are
+    """The organization's memory health (`grandbo.memory.curation.audit`), read-only: repairs are
     `grandbo audit --repair`, the sweeper and the hourly index job."""
     caller: Caller = app.context["caller"]
     return audit(runtime().service(), caller.tenant_id).as_dict()
@@ -341,7 +341,7 @@ def set_merge_policy(entry_id: UUID, request: MergePolicyRequest) -> Response[An
 @tracer.capture_method
 def calibrate(request: CalibrationRequest) -> dict[str, Any]:
     """Measure the organization's vector cutoff on its own lake (no labels), keep it for
-    its queries, and report it (`grandbo.memory.calibration`)."""
+    its queries, and report it (`grandbo.memory.vectors.cutoff`)."""
     caller: Caller = app.context["caller"]
     report = runtime().service().calibrate(caller.tenant_id, sample=request.sample)
     return report.as_dict()
@@ -489,7 +489,7 @@ def confirm_purge(request: PurgeConfirmation) -> dict[str, Any]:
 @tracer.capture_method
 def export_lake(request: ExportRequest) -> dict[str, Any]:
     """One page of the organization's event log, in event-id order; the last page
-    (`next` null) carries the manifest (`grandbo.memory.lifecycle.lake_stream`)."""
+    (`next` null) carries the manifest (`grandbo.memory.domain.lake_stream`)."""
     caller: Caller = app.context["caller"]
     transfer = LakeTransfer(runtime().service())
     return transfer.export_page(caller.tenant_id, request.after, request.limit).as_dict()
@@ -537,7 +537,7 @@ def query_as_beacon(request: QueryRequest) -> dict[str, Any]:
 @tracer.capture_method
 def explain(request: ExplanationRequest) -> dict[str, Any]:
     """ "Why not this one?": where the entry stands for the query, and why, computed by the
-    ranking code itself (`grandbo.memory.explanation`)."""
+    ranking code itself (`grandbo.memory.read.explanation`)."""
     caller: Caller = app.context["caller"]
     explanation = explain_ranking(
         runtime().service(),

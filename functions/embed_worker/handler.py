@@ -29,7 +29,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from grandbo.errors import EnqueueError, GrandboError
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.models import EmbedJob
 from grandbo.observability import bind_request_keys, logger, metrics, tracer
 from grandbo.runtime.lambda_container import runtime
 

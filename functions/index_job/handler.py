@@ -10,7 +10,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from grandbo.memory.vector_index import ensure_hnsw_indexes
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes
 from grandbo.observability import logger
 from grandbo.runtime.schema_owner import schema_owner_url
 

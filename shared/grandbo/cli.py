@@ -44,10 +44,10 @@ from grandbo.errors import GrandboError, InvalidInputError, invalid_input_from
 from grandbo.local.bootstrap import open_service
 from grandbo.local.demo import DEMO_TENANT
 from grandbo.local.serving import api_url
-from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
-from grandbo.memory.models import WriteContext, WriteOutcome
+from grandbo.memory.domain.idempotency import KeySpace, caller_key, idempotency_key
+from grandbo.memory.domain.models import WriteContext, WriteOutcome
+from grandbo.memory.repository.vector_indexes import HNSW_MIN_ENTRIES
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import HNSW_MIN_ENTRIES
 from grandbo.topology.service import TopologyService
 
 
@@ -740,7 +740,7 @@ _SERVICE_COMMANDS = {
 
 def cmd_index(args: argparse.Namespace) -> int:
     from grandbo.local.bootstrap import resolve_urls
-    from grandbo.memory.vector_index import ensure_hnsw_indexes
+    from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes
 
     created = ensure_hnsw_indexes(
         resolve_urls(settings_from(args)).admin,

@@ -4,7 +4,7 @@ The corpus is written into a throwaway tenant through `MemoryService.record_entr
 embedded through `embed_pending`, and every query goes through `MemoryService.rank`: the
 same SQL, tokenizer, provider and fusion that `query_org_memory` uses. Lexical-only and
 vector-only rankings are the two legs of that same call; hybrid is their RRF fusion, as
-served: hits that say one thing collapsed into the best (`grandbo.memory.consolidation`).
+served: hits that say one thing collapsed into the best (`grandbo.memory.vectors.consolidation`).
 A document merged into another entry as its recurrence counts where that entry ranks.
 A document the entry contract refuses (an empty description) is reported and left out.
 """
@@ -26,14 +26,14 @@ from pydantic import ValidationError
 
 from grandbo.beir import load_corpus, load_qrels, load_queries
 from grandbo.errors import InvalidInputError, invalid_input_from
-from grandbo.memory.fusion import FusedRank
-from grandbo.memory.idempotency import KeySpace, idempotency_key
-from grandbo.memory.models import NewEntry, Origin, WriteContext
-from grandbo.memory.recall import RankedCandidates, fuse
+from grandbo.memory.domain.fusion import FusedRank
+from grandbo.memory.domain.idempotency import KeySpace, idempotency_key
+from grandbo.memory.domain.models import NewEntry, Origin, WriteContext
+from grandbo.memory.domain.topic import validate_topic
+from grandbo.memory.read.recall import RankedCandidates, fuse
+from grandbo.memory.read.reranking import rerank_entries
 from grandbo.memory.repository import SearchLegs
-from grandbo.memory.reranking import rerank_entries
 from grandbo.memory.service import MemoryService
-from grandbo.memory.topic import validate_topic
 
 MODES = ("lexical", "vector", "hybrid", "confidence")
 IGNORE_OWN = ("auto", "yes", "no")

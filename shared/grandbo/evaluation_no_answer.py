@@ -15,7 +15,7 @@ gives, beside today's answer (the fused ranking, five hits, no floor) from the s
 
 The model is fit on other queries than those it is measured on: `fit_half` splits the
 queries by another bit of the same hash, the shipped coefficients were fit on the `fit`
-half of the development sets (`grandbo.memory.confidence.model`), and the report gives
+half of the development sets (`grandbo.memory.read.confidence.model`), and the report gives
 the figures on the `measure` half apart from all. `samples` (the features and labels of
 every candidate) is what `bench/confidence_fit.py` fits a model from.
 """
@@ -40,15 +40,15 @@ from grandbo.evaluation import (
     load_into_tenant,
     only_as,
 )
-from grandbo.memory.confidence.model import ConfidenceModel
-from grandbo.memory.confidence.regime import Searched, keyword_view
-from grandbo.memory.confidence.serving import reaches
-from grandbo.memory.confidence.signals import idf, signals_of
-from grandbo.memory.fusion import FusedRank
-from grandbo.memory.recall import fuse
+from grandbo.memory.domain.fusion import FusedRank
+from grandbo.memory.domain.topic import validate_topic
+from grandbo.memory.read.confidence.model import ConfidenceModel
+from grandbo.memory.read.confidence.regime import Searched, keyword_view
+from grandbo.memory.read.confidence.serving import reaches
+from grandbo.memory.read.confidence.signals import idf, signals_of
+from grandbo.memory.read.recall import fuse
 from grandbo.memory.repository import SearchLegs
 from grandbo.memory.service import MemoryService
-from grandbo.memory.topic import validate_topic
 from grandbo.text.tags import tokenize
 
 LIMIT = 5
@@ -68,7 +68,7 @@ def fit_half(query_id: str) -> str:
     return "fit" if _digest(query_id)[1] % 2 == 0 else "measure"
 
 
-# The regimes every deployment meets (`grandbo.memory.confidence.regime`), in the order the
+# The regimes every deployment meets (`grandbo.memory.read.confidence.regime`), in the order the
 # run meets them: entries loaded but not embedded yet, then embedded, then the topic's
 # embedding missing its deadline
 REGIMES = ("entries_unembedded", "complete", "topic_unembedded")

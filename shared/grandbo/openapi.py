@@ -86,7 +86,7 @@ _ANSWERS = {
 
 
 def _document_answers(document: dict[str, Any]) -> None:
-    from grandbo.memory.models import MemoryQueryResult
+    from grandbo.memory.domain.models import MemoryQueryResult
     from grandbo.topology.model import BlastRadius, Criticality
 
     models = {m.__name__: m for m in (MemoryQueryResult, BlastRadius, Criticality)}

@@ -27,7 +27,7 @@ from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.local.embed_queue import InProcessEmbedQueue
 from grandbo.local.runner import LocalEmbedPump, serve
-from grandbo.memory.embed_queue import EmbedQueue
+from grandbo.memory.domain.embed_queue import EmbedQueue
 from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime, install_runtime
 from grandbo.storage.connections import DatabaseUrls
 

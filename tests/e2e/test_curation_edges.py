@@ -10,9 +10,9 @@ from uuid import UUID
 import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory import curation
-from grandbo.memory.curation import MAX_HISTORY_EVENTS, Curation
-from grandbo.memory.models import MAX_SUMMARY_CHARS, WriteContext
+from grandbo.memory.curation import curator as curation
+from grandbo.memory.curation.curator import MAX_HISTORY_EVENTS, Curation
+from grandbo.memory.domain.models import MAX_SUMMARY_CHARS, WriteContext
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.runtime.lambda_container import runtime

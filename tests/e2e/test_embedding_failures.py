@@ -19,7 +19,7 @@ from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.titan import TitanEmbeddingProvider
 from grandbo.errors import EnqueueError
 from grandbo.local.runner import lambda_context
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.models import EmbedJob
 from grandbo.runtime.lambda_container import install_runtime, runtime
 from grandbo.storage.connections import DatabaseUrls
 from tests.lambda_events import TimedContext, sqs_record

@@ -194,7 +194,7 @@ def test_one_key_through_the_api_and_the_mcp_server_is_one_caller(
     from uuid import UUID
 
     from grandbo.agent.backends import StoreBackend
-    from grandbo.memory.models import Feedback
+    from grandbo.memory.domain.models import Feedback
 
     entry_id = gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY).body["entry"]["entry_id"]
     assert feedback(gateway, tenant, entry_id, {"verdict": "misleading", "incident_id": "A"})

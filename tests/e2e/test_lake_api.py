@@ -15,7 +15,7 @@ import pytest
 from grandbo.api.auth import keyring_document
 from grandbo.api.client import AdminClient
 from grandbo.cli import main
-from grandbo.memory.lifecycle.lake_stream import read_stream
+from grandbo.memory.domain.lake_stream import read_stream
 from grandbo.memory.service import MemoryService
 from tests.integration.test_lake_export_import import (
     build_lake,

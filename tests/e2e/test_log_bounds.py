@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from grandbo.errors import RateLimitedError
-from grandbo.memory.audit import audit
-from grandbo.memory.curation import Curation
+from grandbo.memory.curation.audit import audit
+from grandbo.memory.curation.curator import Curation
 
 from .conftest import Gateway
 from .test_retrieval_log import _rows

@@ -33,7 +33,7 @@ from grandbo.agent.server import (
 )
 from grandbo.api.auth import SigningKey, mint_query_token
 from grandbo.api.client import MemoryClient
-from grandbo.memory.recall import MAX_LIMIT
+from grandbo.memory.read.recall import MAX_LIMIT
 from grandbo.storage.connections import DatabaseUrls
 from grandbo.topology.model import service_dependencies
 

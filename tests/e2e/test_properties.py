@@ -35,7 +35,7 @@ JSON = st.recursive(
     ),
     max_leaves=12,
 )
-# above the minimum of informative content (grandbo.memory.content), then any text: drawn
+# above the minimum of informative content (grandbo.memory.domain.content), then any text: drawn
 # summaries are stored as well as refused, not almost always refused as thin
 INFORMATIVE = "Replication lag let WAL accumulate on the orders primary until the volume filled."
 SUMMARIES = st.text(max_size=300) | st.text(max_size=200).map(lambda tail: f"{INFORMATIVE} {tail}")

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes, index_name
 from grandbo.storage.connections import DatabaseUrls
 
 from .conftest import Gateway

@@ -15,7 +15,7 @@ import pytest
 
 from grandbo.api.auth import mint_query_token
 from grandbo.api.recall import DEFAULT_TOPIC_CHARS, FRAMING, RecallHook, topic_from_text
-from grandbo.memory.topic import MAX_TOPIC_CHARS
+from grandbo.memory.domain.topic import MAX_TOPIC_CHARS
 
 from .conftest import Gateway
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.recall import MAX_TOPIC_EMBED_THREADS
+from grandbo.memory.read.recall import MAX_TOPIC_EMBED_THREADS
 from grandbo.memory.service import MemoryService
 from grandbo.observability import logger
 

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from grandbo.api.auth import mint_query_token
-from grandbo.memory.retrievals import RETRIEVAL_DAYS
+from grandbo.memory.domain.retrieval_log import RETRIEVAL_DAYS
 from grandbo.runtime.retrieval_writer import RetrievalWriter
 
 from .conftest import Gateway
@@ -121,7 +121,7 @@ def test_a_purge_leaves_no_retrieval_and_the_sweeper_forgets_old_ones(
 
 def test_the_writer_never_fails_a_query_and_counts_what_it_could_not_write() -> None:
     from grandbo.errors import StoreUnavailableError
-    from grandbo.memory.retrievals import RetrievalRecord
+    from grandbo.memory.domain.retrieval_log import RetrievalRecord
 
     def unreachable() -> Any:
         raise StoreUnavailableError("connection refused")
@@ -189,7 +189,7 @@ def test_an_organization_whose_agents_keep_asking_can_still_be_purged(
 
 
 def _record(tenant: str, topic: str, at: datetime | None = None) -> Any:
-    from grandbo.memory.retrievals import RetrievalRecord
+    from grandbo.memory.domain.retrieval_log import RetrievalRecord
 
     return RetrievalRecord.model_construct(
         tenant_id=tenant,

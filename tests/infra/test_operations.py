@@ -298,7 +298,7 @@ def test_the_waf_body_limit_and_its_cost_are_the_ones_the_runbook_states(dev: An
     (https://docs.aws.amazon.com/waf/latest/developerguide/web-acl-setting-body-inspection-limit.html);
     the stack's 64 KB limit, and what a smaller one would refuse, are in the cost table."""
     from grandbo.api.models import MAX_BODY_BYTES
-    from grandbo.memory.topic import MAX_TOPIC_CHARS
+    from grandbo.memory.domain.topic import MAX_TOPIC_CHARS
 
     _, t = dev
     (acl,) = t.find_resources("AWS::WAFv2::WebACL").values()

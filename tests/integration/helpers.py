@@ -13,7 +13,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from grandbo.embedding.base import EMBEDDING_DIMENSIONS
-from grandbo.memory.models import WriteContext
+from grandbo.memory.domain.models import WriteContext
 from grandbo.migrations import migrate
 from grandbo.storage.connections import DatabaseUrls, app_url_for
 
@@ -81,7 +81,7 @@ def log_answer(
 ) -> Any:
     """`query_org_memory`'s answer, filed in the retrieval log as the runtime's writer
     files it (`RetrievalRecord.of`), asked a minute ago unless `asked_at` says when."""
-    from grandbo.memory.retrievals import RetrievalRecord
+    from grandbo.memory.domain.retrieval_log import RetrievalRecord
 
     result = service.query_org_memory(tenant, topic, **arguments)
     at = asked_at or datetime.now(UTC) - timedelta(minutes=1)

@@ -13,11 +13,11 @@ import pytest
 
 from grandbo.cli import main
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory import audit as audit_module
-from grandbo.memory.audit import EMBED_GRACE_S, audit, repair
+from grandbo.memory.curation import audit as audit_module
+from grandbo.memory.curation.audit import EMBED_GRACE_S, audit, repair
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import ensure_hnsw_indexes
 from grandbo.storage.connections import DatabaseUrls, connect
 
 from .helpers import context, entry

@@ -11,9 +11,9 @@ import pytest
 from grandbo.embedding.base import render_entry_text
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import InvalidInputError
-from grandbo.memory.calibration import separating_cutoff
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
+from grandbo.memory.vectors.cutoff import separating_cutoff
 
 from .helpers import context, direction, entry
 
@@ -183,7 +183,7 @@ def test_a_cutoff_outside_the_models_measured_range_is_refused_and_the_one_in_fo
 
 
 def test_a_cutoff_that_drops_the_sampled_titles_own_entries_is_refused() -> None:
-    from grandbo.memory.calibration import MAX_OWN_PAIRS_LOST, implausible_cutoff
+    from grandbo.memory.vectors.cutoff import MAX_OWN_PAIRS_LOST, implausible_cutoff
 
     provider = FakeEmbeddingProvider()
     own = [0.2] * 50 + [0.5] * 50  # half the titles sit at 0.5 from their own entry

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.models import WriteOutcome
+from grandbo.memory.domain.models import WriteOutcome
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect

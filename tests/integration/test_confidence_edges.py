@@ -11,8 +11,8 @@ import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import StoreUnavailableError
-from grandbo.memory.curation import Curation
-from grandbo.memory.explanation import explain_ranking
+from grandbo.memory.curation.curator import Curation
+from grandbo.memory.read.explanation import explain_ranking
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect

@@ -9,7 +9,7 @@ import pytest
 
 from grandbo.errors import InvalidInputError
 from grandbo.local.demo import seed_demo
-from grandbo.memory.confidence.fitted import MINILM
+from grandbo.memory.read.confidence.fitted import MINILM
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 

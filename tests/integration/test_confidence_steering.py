@@ -12,11 +12,11 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from grandbo.memory.confidence import recalibration
-from grandbo.memory.confidence.recalibration import SCALE_BOUNDS, ServedVerdict
+from grandbo.memory.domain import recalibration
+from grandbo.memory.domain.lake_stream import LakeEvent, StreamDigest, read_stream
+from grandbo.memory.domain.models import Feedback
+from grandbo.memory.domain.recalibration import SCALE_BOUNDS, ServedVerdict
 from grandbo.memory.lifecycle.lake import LakeTransfer
-from grandbo.memory.lifecycle.lake_stream import LakeEvent, StreamDigest, read_stream
-from grandbo.memory.models import Feedback
 from grandbo.memory.service import MemoryService
 
 from .helpers import CHECKOUT_LESSONS, CHECKOUT_TOPIC, context, entry, log_answer

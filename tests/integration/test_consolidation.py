@@ -18,9 +18,13 @@ from grandbo.errors import (
     NotARecurrenceError,
     StoreUnavailableError,
 )
+from grandbo.memory.domain.models import EntryStatus, EventType
+from grandbo.memory.domain.recurrence_rule import (
+    DuplicateRule,
+    conflicting_identifiers,
+    tag_overlap,
+)
 from grandbo.memory.incidents import parse_incident_closed, record_incident
-from grandbo.memory.models import EntryStatus, EventType
-from grandbo.memory.recurrence import DuplicateRule, conflicting_identifiers, tag_overlap
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect

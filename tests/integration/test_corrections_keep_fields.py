@@ -11,9 +11,9 @@ import pytest
 
 from grandbo.cli import main
 from grandbo.errors import InvalidInputError, RevisionConflictError
-from grandbo.memory.curation import Curation
+from grandbo.memory.curation.curator import Curation
+from grandbo.memory.domain.models import Origin
 from grandbo.memory.incidents import parse_incident_closed, record_incident
-from grandbo.memory.models import Origin
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.migrations import available_migrations, migrate

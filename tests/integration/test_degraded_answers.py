@@ -17,8 +17,8 @@ import pytest
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.errors import EmbeddingError
 from grandbo.local.demo import seed_demo
-from grandbo.memory.confidence.fitted import KEYWORDS, MINILM
-from grandbo.memory.models import MemoryQueryResult
+from grandbo.memory.domain.models import MemoryQueryResult
+from grandbo.memory.read.confidence.fitted import KEYWORDS, MINILM
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 

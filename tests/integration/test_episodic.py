@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from grandbo.errors import EntryNotActiveError, InvalidInputError
+from grandbo.memory.domain.models import DEFAULT_EPISODIC_TTL_DAYS, EntryStatus, Kind
 from grandbo.memory.incidents import parse_incident_closed, record_incident
-from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS, EntryStatus, Kind
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 
@@ -207,7 +207,7 @@ def test_the_sweeper_spares_an_entry_promoted_meanwhile_and_never_loops(
 def test_a_backlog_of_expired_entries_is_counted_whole_and_worked_off_in_shares(
     service: MemoryService, tenant: str
 ) -> None:
-    from grandbo.memory.audit import audit
+    from grandbo.memory.curation.audit import audit
 
     service.record_entries(tenant, [(ROLLBACK, context()) for _ in range(520)])
     future = at(service, datetime.now(UTC) + timedelta(days=DEFAULT_EPISODIC_TTL_DAYS + 1))

@@ -210,7 +210,7 @@ def test_the_querys_own_entry_neither_takes_a_place_nor_sets_the_best_scores() -
         distances=distance,
     )
     # with the query's own entry setting the best scores, the nearer entry leads ...
-    from grandbo.memory.recall import fuse
+    from grandbo.memory.read.recall import fuse
 
     assert [f.key for f in fuse(legs)] == [own, vector_strong, lexical_strong]
     # ... without it, the rest is measured against the rest: the lexical one leads

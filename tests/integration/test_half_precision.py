@@ -14,10 +14,10 @@ import pytest
 
 from grandbo.embedding.base import EMBEDDING_DIMENSIONS, render_entry_text
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.models import EntryStatus
+from grandbo.memory.domain.models import EntryStatus
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes, index_name
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
 from grandbo.migrations import migrate
 from grandbo.storage.connections import DatabaseUrls, connect
 

@@ -16,12 +16,12 @@ import pytest
 
 from grandbo.cli import main
 from grandbo.errors import EntryRedactedError, InvalidInputError
-from grandbo.memory.audit import audit
-from grandbo.memory.curation import Curation
+from grandbo.memory.curation.audit import audit
+from grandbo.memory.curation.curator import Curation
+from grandbo.memory.domain.lake_stream import LakeEvent, StreamDigest, read_stream
+from grandbo.memory.domain.models import EntryStatus
 from grandbo.memory.incidents import parse_incident_closed, record_incident
 from grandbo.memory.lifecycle.lake import LakeTransfer
-from grandbo.memory.lifecycle.lake_stream import LakeEvent, StreamDigest, read_stream
-from grandbo.memory.models import EntryStatus
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect
 from grandbo.text.tags import tags_for
@@ -247,8 +247,8 @@ def test_a_redacted_entry_never_comes_back_through_an_import_under_new_keys(
 def test_the_replay_keeps_a_tombstone_whatever_event_of_it_comes_later(tenant: str) -> None:
     """The fold itself: events after an entry's redaction, in any order, change nothing
     (what a rebuild or an audit of a log written before this check would otherwise show)."""
-    from grandbo.memory.models import EventType
-    from grandbo.memory.projection import StoredEvent, replay
+    from grandbo.memory.domain.models import EventType
+    from grandbo.memory.domain.projection import StoredEvent, replay
 
     entry_id = uuid.uuid4()
     at = datetime(2026, 11, 1, tzinfo=UTC)

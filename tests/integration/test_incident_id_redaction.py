@@ -13,10 +13,10 @@ import psycopg
 import pytest
 
 from grandbo.errors import InvalidInputError
+from grandbo.memory.domain.lake_stream import read_stream
+from grandbo.memory.domain.models import EntryStatus
 from grandbo.memory.incidents import parse_incident_closed, record_incident
 from grandbo.memory.lifecycle.lake import LakeTransfer
-from grandbo.memory.lifecycle.lake_stream import read_stream
-from grandbo.memory.models import EntryStatus
 from grandbo.memory.service import MemoryService
 
 from .helpers import context
@@ -72,7 +72,7 @@ def test_a_redaction_leaves_the_incident_id_nowhere_and_a_redelivery_writes_noth
     # nor in an export, nor in the history
     lines = exported(service, tenant)
     assert INCIDENT not in "\n".join(lines)
-    from grandbo.memory.curation import Curation
+    from grandbo.memory.curation.curator import Curation
 
     history = Curation(service).history(tenant, lesson.entry_id)
     assert INCIDENT not in history.model_dump_json()

@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from grandbo.errors import InvalidEventError
+from grandbo.memory.domain.lake_stream import read_stream
 from grandbo.memory.incidents import MAX_RECALLED, parse_incident_closed, record_incident
 from grandbo.memory.lifecycle.lake import LakeTransfer
-from grandbo.memory.lifecycle.lake_stream import read_stream
 from grandbo.memory.service import MemoryService
 
 from .helpers import CHECKOUT_LESSONS, CHECKOUT_TOPIC, context, entry, log_answer

@@ -17,9 +17,9 @@ import pytest
 from grandbo.cli import main
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import EntryRedactedError, GrandboError, InvalidInputError
+from grandbo.memory.domain.lake_stream import read_stream
+from grandbo.memory.domain.models import REDACTED_TEXT, EntryStatus
 from grandbo.memory.lifecycle.lake import LakeTransfer
-from grandbo.memory.lifecycle.lake_stream import read_stream
-from grandbo.memory.models import REDACTED_TEXT, EntryStatus
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.migrations import available_migrations
@@ -562,7 +562,7 @@ def test_the_command_line_exports_and_imports_a_lake(
 def _crafted(tenant: str, events: list[dict[str, Any]]) -> list[str]:
     """A stream of hand-made events with a manifest and chain that match them: what a
     hostile or broken exporter could send."""
-    from grandbo.memory.lifecycle.lake_stream import LakeEvent, StreamDigest
+    from grandbo.memory.domain.lake_stream import LakeEvent, StreamDigest
 
     digest = StreamDigest(tenant)
     lines = [digest.add(LakeEvent.model_validate(event)) for event in events]

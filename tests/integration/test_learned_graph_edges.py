@@ -12,9 +12,9 @@ import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import InvalidEventError, InvalidInputError
+from grandbo.memory.domain.lake_stream import read_stream
 from grandbo.memory.incidents import parse_incident_closed
 from grandbo.memory.lifecycle.lake import LakeTransfer
-from grandbo.memory.lifecycle.lake_stream import read_stream
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect

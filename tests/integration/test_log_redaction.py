@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 from grandbo.errors import InvalidInputError, RetrievalNotFoundError
-from grandbo.memory.audit import audit, repair
-from grandbo.memory.log_quotes import REMOVED, quotes_of, without_quotes
-from grandbo.memory.retrievals import RetrievalHit, RetrievalRecord
+from grandbo.memory.curation.audit import audit, repair
+from grandbo.memory.domain.log_quotes import REMOVED, quotes_of, without_quotes
+from grandbo.memory.domain.retrieval_log import RetrievalHit, RetrievalRecord
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls
 
@@ -270,7 +270,7 @@ def test_code_ahead_of_migration_0034_answers_queries_settings_and_redactions(
     database: DatabaseUrls, admin_conn: psycopg.Connection[Any], tenant: str
 ) -> None:
     from grandbo.embedding.fake import FakeEmbeddingProvider
-    from grandbo.memory.curation import Curation
+    from grandbo.memory.curation.curator import Curation
     from grandbo.memory.repository import MemoryRepository
     from grandbo.storage.connections import connect
 

@@ -15,8 +15,8 @@ import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes, index_name
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
 from grandbo.migrations import available_migrations, migrate
 from grandbo.storage.connections import DatabaseUrls, connect, url_as
 

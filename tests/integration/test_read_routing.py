@@ -92,7 +92,7 @@ def test_a_query_searches_the_reader_and_writes_go_to_the_writer(
                 tenant,
                 created.entry_id,
                 service._parse(
-                    __import__("grandbo.memory.models").memory.models.Feedback,
+                    __import__("grandbo.memory.domain.models").memory.domain.models.Feedback,
                     {"verdict": "helpful", "incident_id": "INC-2"},
                 ),
                 context(),

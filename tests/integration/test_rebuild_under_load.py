@@ -8,7 +8,7 @@ import time
 from uuid import UUID
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.models import EntryStatus
+from grandbo.memory.domain.models import EntryStatus
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect

@@ -16,7 +16,7 @@ import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import EntryNotActiveError, EntryNotFoundError, EntryRedactedError
-from grandbo.memory.models import REDACTED_TEXT, EntryStatus
+from grandbo.memory.domain.models import REDACTED_TEXT, EntryStatus
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect
@@ -255,7 +255,7 @@ def test_a_redaction_and_a_correction_racing_one_wins_whole(
 
 
 def test_the_audit_counts_redactions(service: MemoryService, tenant: str) -> None:
-    from grandbo.memory.audit import audit
+    from grandbo.memory.curation.audit import audit
 
     canonical, _ = _a_lesson_seen_twice(service, tenant)
     assert audit(service, tenant).redactions == 0

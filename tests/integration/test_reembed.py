@@ -4,9 +4,9 @@ vectors until the new one covers the tenant, then switches in one transaction.""
 from __future__ import annotations
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.reembed import SWITCH_COVERAGE
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
+from grandbo.memory.vectors.blue_green import SWITCH_COVERAGE
 from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime
 from grandbo.storage.connections import DatabaseUrls
 

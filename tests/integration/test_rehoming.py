@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.audit import audit
-from grandbo.memory.models import EntryStatus, MemoryEntry
+from grandbo.memory.curation.audit import audit
+from grandbo.memory.domain.models import EntryStatus, MemoryEntry
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 

@@ -14,7 +14,7 @@ from moto import mock_aws
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.local.runner import lambda_context
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.models import EmbedJob
 from grandbo.memory.service import MemoryService
 from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime, install_runtime
 from grandbo.runtime.sqs_queue import SqsEmbedQueue

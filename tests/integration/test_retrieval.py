@@ -10,7 +10,7 @@ import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import InvalidInputError, InvalidTopicError
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.models import EmbedJob
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 
@@ -178,7 +178,7 @@ def test_slicing_happens_after_fusion(repository: MemoryRepository, tenant: str)
 def test_every_candidate_is_scored_on_both_legs(repository: MemoryRepository, tenant: str) -> None:
     """A candidate one leg found gets the other leg's signal too (its distance beyond the
     cutoff; no BM25 where it shares no tag), and the fused score mixes both."""
-    from grandbo.memory.fusion import LEXICAL_WEIGHT as W
+    from grandbo.memory.domain.fusion import LEXICAL_WEIGHT as W
 
     cutoff = FakeEmbeddingProvider.vector_cutoff
     tagged = ("Checkout pool exhausted", POOL)

@@ -12,12 +12,12 @@ import psycopg
 import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.idempotency import KeySpace, idempotency_key
-from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS, WriteContext
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.domain.idempotency import KeySpace, idempotency_key
+from grandbo.memory.domain.models import DEFAULT_EPISODIC_TTL_DAYS, WriteContext
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes, index_name
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
 from grandbo.storage.connections import DatabaseUrls
 from grandbo.text.tags import tokenize
 

@@ -15,7 +15,7 @@ import psycopg
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import StoreUnavailableError
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.storage.connections import DatabaseUrls, connect

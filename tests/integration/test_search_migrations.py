@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import ensure_hnsw_indexes
 from grandbo.migrations import available_migrations, migrate
 from grandbo.storage.connections import DatabaseUrls, connect
 from grandbo.text.tags import tokenize
@@ -158,5 +158,7 @@ def test_search_and_pair_distances_leave_nothing_on_the_pooled_backend(
         b.close()
         admin_conn.execute(
             "DROP INDEX IF EXISTS "
-            + __import__("grandbo.memory.vector_index", fromlist=["index_name"]).index_name(tenant)
+            + __import__(
+                "grandbo.memory.repository.vector_indexes", fromlist=["index_name"]
+            ).index_name(tenant)
         )

@@ -12,7 +12,7 @@ import pytest
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import InvalidInputError
-from grandbo.memory.audit import audit
+from grandbo.memory.curation.audit import audit
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.topology.repository import TopologyRepository

@@ -14,7 +14,7 @@ from grandbo.errors import (
     InvalidInputError,
     RevisionConflictError,
 )
-from grandbo.memory.models import EntryStatus, Origin
+from grandbo.memory.domain.models import EntryStatus, Origin
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 
@@ -242,7 +242,7 @@ def test_bad_input_names_the_field_and_stores_nothing(
 def test_a_failure_inside_the_transaction_leaves_neither_event_nor_entry(
     repository: MemoryRepository, tenant: str, admin_conn: psycopg.Connection[Any]
 ) -> None:
-    from grandbo.memory.models import NewEntry
+    from grandbo.memory.domain.models import NewEntry
 
     new = NewEntry(title="Half written", summary="This write must roll back entirely: " + SUMMARY)
     with pytest.raises(psycopg.errors.CheckViolation):

@@ -1,6 +1,6 @@
 """Thin entries are refused (issue 14, item 4) on the real database: a create, a correction
 or an incident's corroborated finding below the minimum of informative content
-(`grandbo.memory.content`) is a 4xx naming `summary` and what is missing, and nothing of
+(`grandbo.memory.domain.content`) is a 4xx naming `summary` and what is missing, and nothing of
 it is stored."""
 
 from __future__ import annotations

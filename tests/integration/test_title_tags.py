@@ -236,7 +236,7 @@ def test_the_health_audit_does_not_call_unfilled_flags_drift(
 ) -> None:
     """Right after migration 0014 every posting's flag is unknown: a repair must not answer
     that with an exclusive rebuild of every tenant; the backfill fills it."""
-    from grandbo.memory.audit import audit
+    from grandbo.memory.curation.audit import audit
 
     _three(service, tenant)
     service.embed_pending(tenant)

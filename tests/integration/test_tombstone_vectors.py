@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from grandbo.memory.audit import audit, repair
+from grandbo.memory.curation.audit import audit, repair
 from grandbo.memory.service import MemoryService
 
 from .helpers import context, entry

@@ -23,10 +23,10 @@ from psycopg.rows import dict_row
 
 from grandbo.api.nonces import NonceStore
 from grandbo.embedding.fake import FakeEmbeddingProvider
-from grandbo.memory.audit import audit
+from grandbo.memory.curation.audit import audit
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes, index_name
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
 from grandbo.migrations import available_migrations, migrate
 from grandbo.storage.connections import DatabaseUrls, connect
 from grandbo.storage.tenant_scope import TenantLock

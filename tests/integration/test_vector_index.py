@@ -8,10 +8,10 @@ import psycopg
 import pytest
 from pgvector import HalfVector
 
-from grandbo.memory.recall import LEG_LIMIT
+from grandbo.memory.read.recall import LEG_LIMIT
 from grandbo.memory.repository.search import _VECTOR_LEG, VECTOR_LEG_SETTINGS
+from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes, index_name
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import ensure_hnsw_indexes, index_name
 from grandbo.storage.connections import DatabaseUrls, connect
 
 from .helpers import context, entry
@@ -82,7 +82,7 @@ def test_the_hourly_schedule_indexes_organizations_that_grew_past_the_threshold(
     import functions.index_job.handler as index_job
 
     from grandbo.local.runner import lambda_context
-    from grandbo.memory import vector_index
+    from grandbo.memory.repository import vector_indexes as vector_index
 
     for i in range(30):
         service.record_entry(tenant, entry(f"Finding {i}", f"{DNS}, case {i}"), context())

@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from grandbo.api.auth import Keyring, SigningKey, keyring_document, new_secret
 from grandbo.errors import EnqueueError, GrandboError
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.models import EmbedJob
 from grandbo.runtime.lambda_container import (
     LambdaEnvironment,
     LambdaRuntime,

@@ -14,7 +14,15 @@ from grandbo.agent.answer_text import answer_text
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.embedding.titan import TitanEmbeddingProvider
 from grandbo.errors import InvalidInputError
-from grandbo.memory.confidence.fitted import (
+from grandbo.memory.domain.logistic import sigmoid
+from grandbo.memory.domain.models import (
+    MatchExplanation,
+    MemoryHit,
+    MemoryQueryResult,
+    Origin,
+    QueryMetadata,
+)
+from grandbo.memory.read.confidence.fitted import (
     KEYWORDS,
     MINILM,
     TITAN_DEFAULT,
@@ -22,17 +30,9 @@ from grandbo.memory.confidence.fitted import (
     keyword_model_for,
     model_for,
 )
-from grandbo.memory.confidence.logistic import sigmoid
-from grandbo.memory.confidence.model import fit_logistic
-from grandbo.memory.confidence.serving import validate_min_confidence, withholding
-from grandbo.memory.confidence.signals import FEATURES, KEYWORD_FEATURES, Signals
-from grandbo.memory.models import (
-    MatchExplanation,
-    MemoryHit,
-    MemoryQueryResult,
-    Origin,
-    QueryMetadata,
-)
+from grandbo.memory.read.confidence.model import fit_logistic
+from grandbo.memory.read.confidence.serving import validate_min_confidence, withholding
+from grandbo.memory.read.confidence.signals import FEATURES, KEYWORD_FEATURES, Signals
 
 
 def test_the_fit_recovers_known_coefficients() -> None:
@@ -208,8 +208,8 @@ def test_an_empty_answer_that_does_not_say_it_searched_completely_never_says_tre
 
 
 def test_a_degraded_answer_says_what_it_could_not_search_before_its_hits() -> None:
-    from grandbo.memory.confidence.regime import Searched
-    from grandbo.memory.confidence.serving import degraded
+    from grandbo.memory.read.confidence.regime import Searched
+    from grandbo.memory.read.confidence.serving import degraded
 
     hits = [_hit("Redis OOM", 0.4)]
     plain = _result(hits, [])

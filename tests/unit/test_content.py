@@ -6,14 +6,14 @@ import pytest
 from pydantic import ValidationError
 
 from grandbo.errors import invalid_input_from
-from grandbo.memory.content import (
+from grandbo.memory.domain.content import (
     MIN_INFORMATIVE_TAGS,
     MIN_SUMMARY_WORDS,
     informative_tags,
     missing_content,
     summary_words,
 )
-from grandbo.memory.models import EntryText, NewEntry
+from grandbo.memory.domain.models import EntryText, NewEntry
 
 
 def test_an_entry_exactly_at_the_minimum_is_accepted() -> None:

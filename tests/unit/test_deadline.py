@@ -1,4 +1,4 @@
-"""A call bounded by a deadline (`grandbo.memory.deadline`): the caller stops waiting at
+"""A call bounded by a deadline (`grandbo.memory.read.deadline`): the caller stops waiting at
 the deadline, and a process that exits meanwhile lets the call finish first (a native
 runtime torn down under a running call aborts the process: issue 43's exit 134)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
+from grandbo.memory.read.deadline import DeadlineExceeded, call_with_deadline
 
 
 def test_the_caller_stops_waiting_at_the_deadline() -> None:
@@ -32,7 +32,7 @@ def test_an_exiting_process_lets_a_call_past_its_deadline_finish(tmp_path: Path)
     script = f"""
 import threading, time
 from pathlib import Path
-from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
+from grandbo.memory.read.deadline import DeadlineExceeded, call_with_deadline
 
 def slow():
     time.sleep(0.6)

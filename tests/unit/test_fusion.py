@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grandbo.memory.fusion import LEXICAL_WEIGHT, score_fusion
+from grandbo.memory.domain.fusion import LEXICAL_WEIGHT, score_fusion
 
 W = LEXICAL_WEIGHT
 

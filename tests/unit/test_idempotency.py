@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grandbo.errors import InvalidInputError
-from grandbo.memory.idempotency import (
+from grandbo.memory.domain.idempotency import (
     MAX_CALLER_KEY_CHARS,
     KeySpace,
     caller_key,

@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from grandbo.memory.confidence import recalibration
-from grandbo.memory.confidence.logistic import sigmoid
-from grandbo.memory.confidence.recalibration import (
+from grandbo.memory.domain import recalibration
+from grandbo.memory.domain.logistic import sigmoid
+from grandbo.memory.domain.recalibration import (
     SCALE_BOUNDS,
     SHIFT_BOUNDS,
     SOURCE_CAP,
@@ -142,7 +142,7 @@ def test_a_recalibration_is_finite_at_the_edges(confidence: float) -> None:
 
 def _bounded_grid_optimum(served: list[ServedVerdict]) -> tuple[float, float]:
     """A brute-force grid search of the same loss within the bounds (the reference)."""
-    from grandbo.memory.confidence.recalibration import _loss, logit
+    from grandbo.memory.domain.recalibration import _loss, logit
 
     xs = [logit(v.confidence) for v in served]
     ys = [1.0 if v.helpful else 0.0 for v in served]

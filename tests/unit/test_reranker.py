@@ -23,8 +23,8 @@ from grandbo.embedding.rerank import (
     reranker_named,
 )
 from grandbo.errors import GrandboError
-from grandbo.memory.models import EntryStatus, MemoryEntry, Origin
-from grandbo.memory.reranking import RERANK_DEPTH, rerank_entries
+from grandbo.memory.domain.models import EntryStatus, MemoryEntry, Origin
+from grandbo.memory.read.reranking import RERANK_DEPTH, rerank_entries
 
 MODEL = "arn:aws:bedrock:us-west-2::foundation-model/amazon.rerank-v1:0"
 

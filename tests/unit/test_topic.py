@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grandbo.errors import InvalidInputError, InvalidTopicError
-from grandbo.memory.topic import MAX_TOPIC_CHARS, validate_topic
+from grandbo.memory.domain.topic import MAX_TOPIC_CHARS, validate_topic
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from grandbo.console.diff import MAX_DIFF_WORK, PAGE_DIFF_WORK, revision_diffs, word_diff
-from grandbo.memory.models import MAX_SUMMARY_CHARS
+from grandbo.memory.domain.models import MAX_SUMMARY_CHARS
 
 
 def _event(event_id: int, title: str, summary: str) -> dict[str, Any]:

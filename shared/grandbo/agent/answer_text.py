@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from grandbo.memory.models import MemoryHit, MemoryQueryResult
+from grandbo.memory.domain.models import MemoryHit, MemoryQueryResult
 from grandbo.text.rules import one_line
 from grandbo.topology.model import BlastRadius, Criticality
 

@@ -11,7 +11,7 @@ from typing import Protocol
 from uuid import UUID
 
 from grandbo.api.client import MemoryClient
-from grandbo.memory.models import (
+from grandbo.memory.domain.models import (
     Feedback,
     FeedbackCounts,
     MemoryEntry,

@@ -53,9 +53,9 @@ from grandbo.errors import (
     StoreUnavailableError,
     invalid_input_from,
 )
-from grandbo.memory.models import Feedback, FeedbackCounts, MemoryEntry, MemoryQueryResult
-from grandbo.memory.recall import DEFAULT_LIMIT
-from grandbo.memory.topic import GUIDANCE
+from grandbo.memory.domain.models import Feedback, FeedbackCounts, MemoryEntry, MemoryQueryResult
+from grandbo.memory.domain.topic import GUIDANCE
+from grandbo.memory.read.recall import DEFAULT_LIMIT
 from grandbo.runtime.lambda_container import ContainersBusyError
 from grandbo.topology.model import BlastRadius, Criticality, Namespaces
 

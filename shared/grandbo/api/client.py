@@ -26,7 +26,7 @@ from uuid import UUID
 from grandbo import __version__
 from grandbo.api.auth import SigningKey, mint_query_token, sign_admin_request
 from grandbo.errors import InvalidInputError
-from grandbo.memory.lifecycle.lake_stream import (
+from grandbo.memory.domain.lake_stream import (
     MAX_IMPORT_BATCH,
     LakeEvent,
     LakeManifest,

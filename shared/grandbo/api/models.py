@@ -20,16 +20,16 @@ from pydantic import (
 
 from grandbo.api.auth import Email, PersonRole
 from grandbo.api.people import DEFAULT_LINK_DAYS, MAX_LINK_DAYS
-from grandbo.memory.lifecycle.lake import DEFAULT_EXPORT_PAGE, MAX_EXPORT_PAGE
-from grandbo.memory.lifecycle.lake_stream import (
+from grandbo.memory.domain.lake_stream import (
     MAX_IMPORT_BATCH,
     LakeEvent,
     LakeManifest,
     Sha256Hex,
 )
-from grandbo.memory.models import MAX_FEEDBACK_NOTE_CHARS
-from grandbo.memory.recall import DEFAULT_LIMIT, MAX_LIMIT
-from grandbo.memory.topic import MAX_TOPIC_CHARS
+from grandbo.memory.domain.models import MAX_FEEDBACK_NOTE_CHARS
+from grandbo.memory.domain.topic import MAX_TOPIC_CHARS
+from grandbo.memory.lifecycle.lake import DEFAULT_EXPORT_PAGE, MAX_EXPORT_PAGE
+from grandbo.memory.read.recall import DEFAULT_LIMIT, MAX_LIMIT
 from grandbo.topology.model import TopologyBatch
 
 MAX_BODY_BYTES = 64 * 1024

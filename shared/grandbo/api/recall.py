@@ -31,8 +31,8 @@ from typing import Any, Literal
 from grandbo.api.call_metrics import CallMetrics
 from grandbo.api.client import GrandboHTTPError, MemoryClient
 from grandbo.errors import GrandboError
-from grandbo.memory.fusion import LEXICAL_WEIGHT
-from grandbo.memory.topic import MAX_TOPIC_CHARS, validate_topic
+from grandbo.memory.domain.fusion import LEXICAL_WEIGHT
+from grandbo.memory.domain.topic import MAX_TOPIC_CHARS, validate_topic
 from grandbo.text.rules import one_line
 
 DEFAULT_TIMEOUT_S = 0.5
@@ -44,7 +44,7 @@ BREAKER_COOLDOWN_S = 30.0
 _SERVICE_DOWN = frozenset({"timeout", "unreachable", "server_error"})
 DEFAULT_MAX_MEMORIES = 3
 # A hit's fused score is 0-1, both legs' signals of the hit each divided by the best
-# among the candidates and mixed (`grandbo.memory.fusion`). This default is what the
+# among the candidates and mixed (`grandbo.memory.domain.fusion`). This default is what the
 # nearest entry sharing no tag with the topic scores (the vector leg's whole weight): it
 # keeps that one and anything scoring as well, and drops matches weak on both legs.
 DEFAULT_MIN_SCORE = round(1.0 - LEXICAL_WEIGHT, 6)

@@ -9,7 +9,7 @@ import json
 import logging
 
 from grandbo.local.settings import Settings
-from grandbo.memory.audit import Finding, TenantHealth, audit, repair
+from grandbo.memory.curation.audit import Finding, TenantHealth, audit, repair
 from grandbo.memory.service import MemoryService
 
 _log = logging.getLogger(__name__)
@@ -59,6 +59,6 @@ def cmd_audit(args: argparse.Namespace, service: MemoryService, settings: Settin
 
 def _build_indexes(settings: Settings) -> list[str]:
     from grandbo.local.bootstrap import resolve_urls
-    from grandbo.memory.vector_index import ensure_hnsw_indexes
+    from grandbo.memory.repository.vector_indexes import ensure_hnsw_indexes
 
     return ensure_hnsw_indexes(resolve_urls(settings).admin)

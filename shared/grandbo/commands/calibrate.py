@@ -1,6 +1,6 @@
 """`grandbo calibrate [--tenant T] [--sample N] [--json]`: measure each organization's
 vector cutoff on its own lake (no labels), keep it, and report it
-(`grandbo.memory.calibration`)."""
+(`grandbo.memory.vectors.cutoff`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import argparse
 import json
 
 from grandbo.errors import InvalidInputError
-from grandbo.memory.calibration import DEFAULT_CALIBRATION_SAMPLE
 from grandbo.memory.service import MemoryService
+from grandbo.memory.vectors.cutoff import DEFAULT_CALIBRATION_SAMPLE
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from grandbo.local.organizations import CREATE_TENANT, require_organization
 from grandbo.local.settings import Settings
-from grandbo.memory.models import MemoryQueryResult
+from grandbo.memory.domain.models import MemoryQueryResult
 from grandbo.text.rules import one_line
 
 

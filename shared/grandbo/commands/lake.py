@@ -1,5 +1,5 @@
 """`grandbo export` and `grandbo import`: an organization's lake (its event log as JSON
-lines with a manifest, `grandbo.memory.lifecycle.lake_stream`) out of one store and into
+lines with a manifest, `grandbo.memory.domain.lake_stream`) out of one store and into
 another, the local one (DATABASE_URL or the embedded default) or a runner or deployed
 stack through its signed admin API (`--url`)."""
 
@@ -27,8 +27,8 @@ from grandbo.errors import GrandboError, InvalidInputError
 from grandbo.local.bootstrap import open_service
 from grandbo.local.demo import DEMO_TENANT
 from grandbo.local.organizations import require_organization
+from grandbo.memory.domain.lake_stream import LakeStream, read_stream
 from grandbo.memory.lifecycle.lake import LakeTransfer
-from grandbo.memory.lifecycle.lake_stream import LakeStream, read_stream
 
 ADMIN_KEY_ENV = "GRANDBO_ADMIN_KEY"
 

@@ -1,6 +1,6 @@
 """`grandbo redact` (an entry's text removed for good, asked twice on a terminal) and
 `grandbo rewrite-redacted` (the table files written anew so the removed bytes are gone:
-`grandbo.memory.rewrite`)."""
+`grandbo.memory.repository.table_rewrite`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from uuid import UUID
 from grandbo.commands.common import require_named_organization
 from grandbo.errors import GrandboError
 from grandbo.local.settings import Settings
-from grandbo.memory.models import WriteContext
-from grandbo.memory.rewrite import Rewrite, plan_rewrite, rewrite_redacted
+from grandbo.memory.domain.models import WriteContext
+from grandbo.memory.repository.table_rewrite import Rewrite, plan_rewrite, rewrite_redacted
 from grandbo.memory.service import MemoryService
 
 REWRITE_COMMAND = "grandbo rewrite-redacted"

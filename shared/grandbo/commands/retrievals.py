@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from grandbo.memory.retrievals import retrieval_page
+from grandbo.memory.domain.retrieval_log import retrieval_page
 from grandbo.memory.service import MemoryService
 
 

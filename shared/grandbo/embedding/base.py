@@ -51,11 +51,11 @@ class EmbeddingProvider(ABC):
     #: Provider model identity, e.g. `amazon.titan-embed-text-v2:0`.
     model_id: str
     #: Cosine distance under which two entries' texts may say the same thing (with the
-    #: tag overlap of `grandbo.memory.recurrence`); None: not measured, nothing merges.
+    #: tag overlap of `grandbo.memory.domain.recurrence_rule`); None: not measured, nothing merges.
     duplicate_distance: float | None = None
     #: The cutoffs that keep hybrid quality with this model (measured with `grandbo eval
     #: --sweep`): an organization's calibration outside them is refused, whatever its
-    #: label-free separation says (`grandbo.memory.calibration`).
+    #: label-free separation says (`grandbo.memory.vectors.cutoff`).
     plausible_cutoffs: tuple[float, float] = (0.3, 0.95)
 
     @property

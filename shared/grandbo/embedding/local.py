@@ -59,7 +59,7 @@ class LocalMiniLMProvider(EmbeddingProvider):
     # is badly wrong; a look-alike lake calibrates at 0.41-0.46 (issue 24's break-it)
     plausible_cutoffs = (0.5, 0.8)
     # Two entries within this distance may say the same thing (with the tag rule of
-    # grandbo.memory.recurrence): measured with `python -m bench.duplicate_rule`, the
+    # grandbo.memory.domain.recurrence_rule): measured with `python -m bench.duplicate_rule`, the
     # largest distance at which no labelled near-miss merges (docs/EVAL.md).
     duplicate_distance = 0.03
 

@@ -4,7 +4,7 @@ Optional and off by default. `BedrockReranker` calls Amazon Bedrock's Rerank API
 (`bedrock-agent-runtime`, e.g. `amazon.rerank-v1:0` or `cohere.rerank-v3-5:0`); locally
 there is none: no pip package ships a cross-encoder's weights, and nothing downloads them
 (README). The service applies a reranker under a hard timeout and falls back to the
-fused order on any failure (`grandbo.memory.reranking`).
+fused order on any failure (`grandbo.memory.read.reranking`).
 """
 
 from __future__ import annotations

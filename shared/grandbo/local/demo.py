@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from grandbo.memory.idempotency import KeySpace, idempotency_key
-from grandbo.memory.models import NewEntry, Origin, WriteContext
+from grandbo.memory.domain.idempotency import KeySpace, idempotency_key
+from grandbo.memory.domain.models import NewEntry, Origin, WriteContext
 from grandbo.memory.service import MemoryService
 from grandbo.topology.model import service_dependencies
 from grandbo.topology.service import TopologyService

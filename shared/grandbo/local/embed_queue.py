@@ -6,8 +6,8 @@ from __future__ import annotations
 import queue
 from collections.abc import Callable, Sequence
 
-from grandbo.memory.embed_queue import SQS_BATCH
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.embed_queue import SQS_BATCH
+from grandbo.memory.domain.models import EmbedJob
 
 
 class InProcessEmbedQueue:

@@ -50,7 +50,7 @@ from grandbo.api.request_body import BodyProblem, parse_json_object
 from grandbo.errors import InvalidEventError, InvalidInputError, StoreUnavailableError
 from grandbo.local.doors import DoorGuard, DoorRefusal
 from grandbo.local.embed_queue import InProcessEmbedQueue
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.models import EmbedJob
 from grandbo.runtime.lambda_container import ContainersBusyError, runtime
 
 _log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ EventBridge event (`source` = `landfall.incidents`, `detail-type` = `IncidentClo
     }
 
 Only `corroborated` findings become entries; each is keyed by its incident and finding
-ids (`grandbo.memory.idempotency`: no two findings share a key, whatever the ids hold)
+ids (`grandbo.memory.domain.idempotency`: no two findings share a key, whatever the ids hold)
 so a redelivered event records nothing new. A corroborated finding is durable memory
 (a root cause, a mitigation that worked) unless it says `"kind": "episodic"` (a transient
 observation), which expires after the organization's episodic lifetime (30 days unless
@@ -36,7 +36,7 @@ its entry for this incident (`helpful`, `not_helpful`), written by the incident
 says), in the same transaction as the findings; an entry the organization does not hold
 refuses the event whole (nothing stored), an entry redacted since gets none. These are
 the trusted outcomes the organization's recalibration weighs most
-(`grandbo.memory.confidence.recalibration`), with the confidence the retrieval log says
+(`grandbo.memory.domain.recalibration`), with the confidence the retrieval log says
 the entry was served with during the incident.
 """
 
@@ -62,8 +62,8 @@ from grandbo.errors import (
     InvalidInputError,
     invalid_input_from,
 )
-from grandbo.memory.idempotency import incident_finding_key, incident_recalled_key
-from grandbo.memory.models import (
+from grandbo.memory.domain.idempotency import incident_finding_key, incident_recalled_key
+from grandbo.memory.domain.models import (
     EntryText,
     Feedback,
     Kind,

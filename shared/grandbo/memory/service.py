@@ -1,4 +1,4 @@
-"""The service layer: `query_org_memory` (the one read seam, `grandbo.memory.recall`) and
+"""The service layer: `query_org_memory` (the one read seam, `grandbo.memory.read.recall`) and
 the write commands.
 
 Every caller (Beacon's tool, chat, the Edge Bridge, the CLI, the Lambdas) goes through
@@ -27,12 +27,10 @@ from grandbo.errors import (
     StoreUnavailableError,
     invalid_input_from,
 )
-from grandbo.memory.confidence import recalibration
-from grandbo.memory.confidence.serving import validate_min_confidence
-from grandbo.memory.embed_queue import EmbedQueue
-from grandbo.memory.embedding_jobs import tenants_of
-from grandbo.memory.idempotency import KeySpace, caller_key, idempotency_key
-from grandbo.memory.models import (
+from grandbo.memory.domain import recalibration
+from grandbo.memory.domain.embed_queue import EmbedQueue
+from grandbo.memory.domain.idempotency import KeySpace, caller_key, idempotency_key
+from grandbo.memory.domain.models import (
     DEFAULT_EPISODIC_TTL_DAYS,
     MAX_EPISODIC_TTL_DAYS,
     EmbedJob,
@@ -47,11 +45,13 @@ from grandbo.memory.models import (
     WriteContext,
     WriteOutcome,
 )
-from grandbo.memory.recall import Recall, ServiceScopes
-from grandbo.memory.reembed import BlueGreen
+from grandbo.memory.read.confidence.serving import validate_min_confidence
+from grandbo.memory.read.recall import Recall, ServiceScopes
+from grandbo.memory.read.staleness import stale_subjects
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.repository.writes import VerdictWrite
-from grandbo.memory.staleness import stale_subjects
+from grandbo.memory.vectors.blue_green import BlueGreen
+from grandbo.memory.vectors.embedding_jobs import tenants_of
 from grandbo.storage.tenant_scope import Cursor
 from grandbo.tenancy import require_tenant
 from grandbo.text.rules import reject_unsafe_text
@@ -150,10 +150,6 @@ class MemoryService(Recall):
         if self._reader is None:
             return self.repository
         return self._reader if isinstance(self._reader, MemoryRepository) else self._reader()
-
-    def now(self) -> datetime:
-        """The service's clock (injected in tests)."""
-        return self._clock()
 
     # -- writes ------------------------------------------------------------------------
 
@@ -500,7 +496,7 @@ class MemoryService(Recall):
 
     def _recalibrate(self, tenant: str) -> None:
         """Refit the organization's recalibration after a verdict
-        (`grandbo.memory.confidence.recalibration`), for the model it is served from: from
+        (`grandbo.memory.domain.recalibration`), for the model it is served from: from
         its latest verdicts the retrieval log ties to a served hit, with the confidence
         served (mapped back through the recalibration in force), each source capped, none
         imported. Kept only once it has enough of them. A failure here never fails the

@@ -33,10 +33,10 @@ from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
 from grandbo.embedding.rerank import RERANKER_SPEC, Reranker, reranker_named
 from grandbo.errors import GrandboError, InvalidInputError, StoreUnavailableError
-from grandbo.memory.embed_queue import EmbedQueue
-from grandbo.memory.models import IncidentId, MemoryQueryResult
+from grandbo.memory.domain.embed_queue import EmbedQueue
+from grandbo.memory.domain.models import IncidentId, MemoryQueryResult
+from grandbo.memory.domain.retrieval_log import RetrievalRecord
 from grandbo.memory.repository import MemoryRepository
-from grandbo.memory.retrievals import RetrievalRecord
 from grandbo.memory.service import MemoryService
 from grandbo.runtime import after_answer
 from grandbo.runtime.incident_queue import SqsIncidentQueue
@@ -60,7 +60,7 @@ _INCIDENT_ID: TypeAdapter[str | None] = TypeAdapter(IncidentId | None)
 
 
 def _check_incident_id(incident_id: str | None) -> str | None:
-    """The incident id as every stored one is (grandbo.memory.models.IncidentId, stripped
+    """The incident id as every stored one is (grandbo.memory.domain.models.IncidentId, stripped
     as a verdict's is, so a verdict ties to the questions of its incident); InvalidInputError
     for one the retrieval log could not store faithfully."""
     stripped = incident_id.strip() if isinstance(incident_id, str) else incident_id

@@ -26,8 +26,8 @@ from typing import Any
 import psycopg
 
 from grandbo.errors import StoreUnavailableError
+from grandbo.memory.domain.retrieval_log import RetrievalRecord
 from grandbo.memory.repository.retrievals import RetrievalLog
-from grandbo.memory.retrievals import RetrievalRecord
 
 _log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from grandbo.errors import EnqueueError
-from grandbo.memory.embed_queue import SQS_BATCH
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.embed_queue import SQS_BATCH
+from grandbo.memory.domain.models import EmbedJob
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -1,1 +1,2 @@
-"""Operations on an organization's whole memory: moving its lake between stores."""
+"""Operations on an organization's whole memory: moving its lake between stores (export,
+and an import admitted by the write path's rules)."""

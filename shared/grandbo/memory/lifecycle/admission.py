@@ -22,7 +22,7 @@ event is checked here as the write path would have checked the command.
   only there: an import cannot claim an incident's delivery with an event the incident
   could not have made, so it cannot swallow the real delivery with a forged one.
 - **A verdict is history**: admitted, counted and shown, it is marked imported by the
-  repository and never fit (`grandbo.memory.confidence.recalibration`), whatever
+  repository and never fit (`grandbo.memory.domain.recalibration`), whatever
   confidence or actor it carries.
 - **The moment** is plausible (`grandbo.moments`): not before 2000, not more than the
   clock skew ahead of now; so is the incident moment an incident's entry records.
@@ -53,9 +53,9 @@ from pydantic import (
 )
 
 from grandbo.errors import InvalidInputError
-from grandbo.memory.idempotency import KeySpace, incident_finding_key, incident_recalled_key
-from grandbo.memory.lifecycle.lake_stream import LakeEvent
-from grandbo.memory.models import (
+from grandbo.memory.domain.idempotency import KeySpace, incident_finding_key, incident_recalled_key
+from grandbo.memory.domain.lake_stream import LakeEvent
+from grandbo.memory.domain.models import (
     MAX_EPISODIC_TTL_DAYS,
     MAX_REASON_CHARS,
     EntryText,
@@ -67,7 +67,7 @@ from grandbo.memory.models import (
     ServiceName,
     WriteContext,
 )
-from grandbo.memory.projection import removed_payload
+from grandbo.memory.domain.projection import removed_payload
 from grandbo.moments import EARLIEST_MOMENT, in_utc, plausible_moment
 from grandbo.text.rules import find_unsafe_json, reject_unsafe_text
 from grandbo.text.tags import MAX_TAGS_PER_TEXT, is_tag, tags_for
@@ -167,7 +167,7 @@ class _Tombstone(_Payload):
     helpful_count: _Count = 0
     not_helpful_count: _Count = 0
     misleading_count: _Count = 0
-    # digests of the texts the redaction removed (grandbo.memory.redacted_text)
+    # digests of the texts the redaction removed (grandbo.memory.domain.redacted_text)
     text_sha256: list[_Sha256] = Field(default_factory=list, max_length=10_000)
 
 

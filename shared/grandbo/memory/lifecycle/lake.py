@@ -2,7 +2,7 @@
 with a manifest, and imported batch by batch into another store, idempotently, the
 projection rebuilt from the imported events and the vectors left to the target's model.
 
-The stream's format is `grandbo.memory.lifecycle.lake_stream`; the SQL is the
+The stream's format is `grandbo.memory.domain.lake_stream`; the SQL is the
 repository's (`grandbo.memory.repository.lake`).
 """
 
@@ -16,9 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from grandbo.errors import GrandboError, InvalidInputError
-from grandbo.memory.embed_queue import SQS_BATCH
-from grandbo.memory.lifecycle.admission import admit
-from grandbo.memory.lifecycle.lake_stream import (
+from grandbo.memory.domain.embed_queue import SQS_BATCH
+from grandbo.memory.domain.lake_stream import (
     MAX_IMPORT_BATCH,
     LakeEvent,
     LakeManifest,
@@ -26,6 +25,7 @@ from grandbo.memory.lifecycle.lake_stream import (
     StreamDigest,
     chain_head,
 )
+from grandbo.memory.lifecycle.admission import admit
 from grandbo.memory.service import MemoryService
 from grandbo.tenancy import require_tenant
 

@@ -20,7 +20,6 @@ from grandbo.memory.repository.purge import OrganizationPurge
 from grandbo.memory.repository.query_rate import QueryRate
 from grandbo.memory.repository.rebuild import ProjectionRebuild, ProjectionReport
 from grandbo.memory.repository.redaction import RedactionWrites
-from grandbo.memory.repository.reembed import VectorStaging
 from grandbo.memory.repository.retrievals import RetrievalLog
 from grandbo.memory.repository.search import (
     LexicalCandidate,
@@ -28,6 +27,7 @@ from grandbo.memory.repository.search import (
     VectorCandidate,
 )
 from grandbo.memory.repository.search_function import SearchFunction
+from grandbo.memory.repository.vector_staging import VectorStaging
 
 __all__ = [
     "BM25_B",

@@ -12,7 +12,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from grandbo.errors import StoreUnavailableError
-from grandbo.memory.confidence.recalibration import Recalibration, ServedVerdict
+from grandbo.memory.domain.recalibration import Recalibration, ServedVerdict
 from grandbo.storage.tenant_scope import TenantScopedRepository
 
 

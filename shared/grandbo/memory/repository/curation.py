@@ -1,6 +1,6 @@
 """What a person curating an organization's memory reads: the entries by filter, one
 entry's event history, growth per week, pairs of entries that may say one thing, and
-the pairs a person said are distinct (`grandbo.memory.curation`)."""
+the pairs a person said are distinct (`grandbo.memory.curation.curator`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from uuid import UUID
 
 from psycopg import sql
 
-from grandbo.memory.models import MemoryEntry
+from grandbo.memory.domain.models import MemoryEntry
 from grandbo.memory.repository.entries import SELECT_ENTRIES, EntryReads
 from grandbo.memory.repository.search import VECTOR_LEG_SETTINGS
 from grandbo.memory.repository.writes import EntryWrites
@@ -39,7 +39,7 @@ def _like(text: str) -> str:
 
 # The nearest other active entries of each of the latest active entries with a current
 # vector, within `max_distance`: the pairs a looser rule than the automatic one may call
-# one lesson (grandbo.memory.curation). Each pair once (a < b), never one marked distinct.
+# one lesson (grandbo.memory.curation.curator). Each pair once (a < b), never one marked distinct.
 _NEAR_PAIRS = (
     "WITH latest AS ("
     "   SELECT entry_id, embedding FROM org_memory_entries"

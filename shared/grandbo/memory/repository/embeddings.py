@@ -11,7 +11,7 @@ from uuid import UUID
 
 from psycopg import sql
 
-from grandbo.memory.models import (
+from grandbo.memory.domain.models import (
     EmbedJob,
 )
 from grandbo.memory.repository.entries import EntryReads

@@ -12,7 +12,7 @@ from psycopg import sql
 from grandbo.errors import (
     EntryNotFoundError,
 )
-from grandbo.memory.models import (
+from grandbo.memory.domain.models import (
     MemoryEntry,
 )
 from grandbo.storage.tenant_scope import Cursor, TenantScopedRepository

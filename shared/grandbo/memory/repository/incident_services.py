@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from uuid import UUID
 
-from grandbo.memory.models import EntryStatus, EventType
+from grandbo.memory.domain.models import EntryStatus, EventType
 from grandbo.storage.tenant_scope import TenantScopedRepository
 
 

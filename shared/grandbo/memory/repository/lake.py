@@ -11,10 +11,10 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from grandbo.errors import InvalidInputError, StoreUnavailableError
-from grandbo.memory.lifecycle.lake_stream import LakeEvent
-from grandbo.memory.models import EntryStatus, EventType
-from grandbo.memory.projection import UnreplayableEventError, replay
-from grandbo.memory.redacted_text import text_digest
+from grandbo.memory.domain.lake_stream import LakeEvent
+from grandbo.memory.domain.models import EntryStatus, EventType
+from grandbo.memory.domain.projection import UnreplayableEventError, replay
+from grandbo.memory.domain.redacted_text import text_digest
 from grandbo.memory.repository.rebuild import stored_events
 from grandbo.storage.tenant_scope import (
     Cursor,
@@ -245,7 +245,7 @@ class LakeStore(TenantScopedRepository):
         self, cur: Cursor, tenant_id: str, offset: int, batch: set[int], *, whole: bool
     ) -> None:
         """The organization's whole log, this batch included, must fold into a projection
-        (`grandbo.memory.projection`), and once the stream is `whole` (its last batch),
+        (`grandbo.memory.domain.projection`), and once the stream is `whole` (its last batch),
         every tombstone be backed by its redaction and every recurrence merged into an
         entry of the log (a redaction's event may come in a later batch than the payloads
         it rewrote); else the batch is refused and nothing of it stays (a log that cannot

@@ -10,7 +10,7 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
-from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS
+from grandbo.memory.domain.models import DEFAULT_EPISODIC_TTL_DAYS
 from grandbo.storage.tenant_scope import TenantScopedRepository
 
 # org_memory_query_minutes.caller's bound (migration 0034)

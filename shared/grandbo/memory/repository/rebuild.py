@@ -12,13 +12,13 @@ from uuid import UUID
 
 from psycopg import sql
 
-from grandbo.memory.models import (
+from grandbo.memory.domain.models import (
     EntryStatus,
     EventType,
     Kind,
     Origin,
 )
-from grandbo.memory.projection import ProjectedEntry, StoredEvent, replay
+from grandbo.memory.domain.projection import ProjectedEntry, StoredEvent, replay
 from grandbo.memory.repository.entries import EntryReads
 from grandbo.memory.repository.postings import post_tags, title_flags
 from grandbo.storage.tenant_scope import Cursor, Isolation, TenantLock

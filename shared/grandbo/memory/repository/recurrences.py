@@ -1,7 +1,7 @@
 """Recurrences: an entry merged into the active entry that already says the same thing,
 split back out by an admin, or marked never-merge. Each is an event on the entry that
 changes; the canonical entry's count, last-seen time and incidents are derived from the
-entries merged into it (as `grandbo.memory.projection.derive_recurrences` derives them).
+entries merged into it (as `grandbo.memory.domain.projection.derive_recurrences` derives them).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 
 from grandbo.errors import EntryNotActiveError, EntryNotFoundError, NotARecurrenceError
-from grandbo.memory.models import (
+from grandbo.memory.domain.models import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     EntryStatus,
     EventType,
@@ -23,7 +23,7 @@ from grandbo.memory.models import (
     WriteContext,
     WriteOutcome,
 )
-from grandbo.memory.recurrence import DuplicateRule, Words, may_take_recurrence
+from grandbo.memory.domain.recurrence_rule import DuplicateRule, Words, may_take_recurrence
 from grandbo.memory.repository.entries import SELECT_ENTRIES, entry_columns
 from grandbo.memory.repository.postings import post_tags, unpost_tags
 from grandbo.memory.repository.search import VECTOR_LEG_SETTINGS

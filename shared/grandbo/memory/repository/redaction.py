@@ -1,6 +1,6 @@
 """Redaction: an entry's text removed for good, from the entry, its recurrences (unless
 kept), every payload of their events, their postings, tag statistics and vectors, and the
-retrieval log's questions that quote it (`grandbo.memory.log_quotes`).
+retrieval log's questions that quote it (`grandbo.memory.domain.log_quotes`).
 
 The event payloads are rewritten by `grandbo_redact_events` (migration 0019), the one
 owned path through the log's append-only trigger; everything else is cleared here in the
@@ -19,8 +19,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from grandbo.errors import EntryNotFoundError, EntryRedactedError
-from grandbo.memory.log_quotes import quotes_of
-from grandbo.memory.models import (
+from grandbo.memory.domain.log_quotes import quotes_of
+from grandbo.memory.domain.models import (
     REDACTED_TEXT,
     EntryStatus,
     EventType,
@@ -30,7 +30,7 @@ from grandbo.memory.models import (
     Tombstone,
     WriteContext,
 )
-from grandbo.memory.redacted_text import text_digest
+from grandbo.memory.domain.redacted_text import text_digest
 from grandbo.memory.repository.entries import ENTRY_BY_ID_FOR_UPDATE, SELECT_ENTRIES
 from grandbo.memory.repository.postings import unpost_tags
 from grandbo.memory.repository.recurrences import (
@@ -258,7 +258,7 @@ def _tombstone_payload(
     entry: MemoryEntry, reason: str, redacted: UUID, texts: list[str]
 ) -> dict[str, Any]:
     """What the replay needs to make the tombstone row again, nothing of the text, and
-    the digests of the texts removed (`grandbo.memory.redacted_text`)."""
+    the digests of the texts removed (`grandbo.memory.domain.redacted_text`)."""
     return {
         "text_sha256": texts,
         "reason": reason,

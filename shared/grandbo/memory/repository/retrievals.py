@@ -12,9 +12,9 @@ import psycopg
 from psycopg import sql
 
 from grandbo.errors import StoreUnavailableError
-from grandbo.memory.log_quotes import REMOVED, Quotes, without_quotes
-from grandbo.memory.models import DEFAULT_EPISODIC_TTL_DAYS
-from grandbo.memory.retrievals import (
+from grandbo.memory.domain.log_quotes import REMOVED, Quotes, without_quotes
+from grandbo.memory.domain.models import DEFAULT_EPISODIC_TTL_DAYS
+from grandbo.memory.domain.retrieval_log import (
     RECENT_QUESTIONS,
     RETRIEVAL_DAYS,
     RETRIEVAL_ROWS_PER_DAY,
@@ -294,7 +294,7 @@ def scrub_quotes(
     quotes: Quotes,
 ) -> int:
     """On a redaction's transaction: every logged question of the tenant that quotes the
-    removed text (`grandbo.memory.log_quotes`) rewritten without it, and marked scrubbed
+    removed text (`grandbo.memory.domain.log_quotes`) rewritten without it, and marked scrubbed
     with every row tied to the redacted entries (an answer that served one, or asked under
     their `incidents`); the ids of the `forgotten` incidents (no event names them any
     more) taken off their rows. How many rows were rewritten. Nothing on a schema before

@@ -12,17 +12,17 @@ from uuid import UUID
 from pgvector import HalfVector
 from psycopg import sql
 
-from grandbo.memory.models import (
+from grandbo.memory.domain.models import (
     MemoryEntry,
 )
 from grandbo.memory.repository.entries import ENTRIES_BY_IDS, entry_columns
 from grandbo.memory.repository.lexical import Corpus, LexicalLeg, scores
+from grandbo.memory.repository.vector_indexes import HNSW_EF_SEARCH
 from grandbo.memory.repository.vectors import stored
-from grandbo.memory.vector_index import HNSW_EF_SEARCH
 from grandbo.storage.tenant_scope import Cursor
 
 # Set for the search's transaction. Tenants past the size threshold have an HNSW index
-# (grandbo.memory.vector_index); for them the iterative scan keeps the filters from
+# (grandbo.memory.repository.vector_indexes); for them the iterative scan keeps the filters from
 # under-returning, and ef_search sets recall (measured in docs/BENCHMARKS.md).
 VECTOR_LEG_SETTINGS = {
     "hnsw.iterative_scan": "relaxed_order",
@@ -72,7 +72,7 @@ class VectorCandidate:
 @dataclass(frozen=True, slots=True)
 class Probe:
     """One entry's signals for the topic, whether or not either leg listed it: what "why
-    not this one?" reads (`grandbo.memory.explanation`). `entry` is None when the entry
+    not this one?" reads (`grandbo.memory.read.explanation`). `entry` is None when the entry
     is not the tenant's; `bm25` None when it shares no tag with the topic (or is out of
     the scope); `distance` None without a current vector or a topic vector."""
 

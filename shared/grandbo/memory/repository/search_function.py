@@ -23,7 +23,7 @@ from uuid import UUID
 
 import psycopg
 
-from grandbo.memory.models import MemoryEntry
+from grandbo.memory.domain.models import MemoryEntry
 from grandbo.memory.repository.entries import ENTRY_COLUMNS
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1, Corpus
 from grandbo.memory.repository.postings import TITLE_TAG_TF

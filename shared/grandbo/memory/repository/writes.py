@@ -19,7 +19,7 @@ from grandbo.errors import (
     RateLimitedError,
     RevisionConflictError,
 )
-from grandbo.memory.models import (
+from grandbo.memory.domain.models import (
     DEFAULT_EPISODIC_TTL_DAYS,
     EntryStatus,
     EntryText,
@@ -33,7 +33,7 @@ from grandbo.memory.models import (
     WriteContext,
     WriteOutcome,
 )
-from grandbo.memory.redacted_text import text_digest
+from grandbo.memory.domain.redacted_text import text_digest
 from grandbo.memory.repository.entries import (
     COUNT_EXPIRED,
     ENTRY_BY_ID_FOR_UPDATE,
@@ -193,7 +193,7 @@ class EntryWrites(EntryReads):
     ) -> dict[str, MemoryEntry]:
         """The fresh creations that are a redacted text again, with the tombstone each
         would be: its text is one a tombstone's redaction removed (the digests it keeps,
-        `grandbo.memory.redacted_text`), or its whole payload is one a redaction removed
+        `grandbo.memory.domain.redacted_text`), or its whole payload is one a redaction removed
         (tombstones from before those digests, migration 0019's payload digest). Only a
         tombstone of the projection answers (not an import's events still being replayed).
         One statement, on the partial indexes of migration 0030."""

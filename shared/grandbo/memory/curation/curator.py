@@ -26,9 +26,8 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from grandbo.errors import InvalidInputError, MergeRefusedError
-from grandbo.memory.consolidation import duplicate_rule
-from grandbo.memory.idempotency import KeySpace
-from grandbo.memory.models import (
+from grandbo.memory.domain.idempotency import KeySpace
+from grandbo.memory.domain.models import (
     EntryStatus,
     EventType,
     Kind,
@@ -38,11 +37,17 @@ from grandbo.memory.models import (
     WriteContext,
     WriteOutcome,
 )
-from grandbo.memory.recall import validate_service
-from grandbo.memory.recurrence import DuplicateRule, Words, may_take_recurrence, tag_overlap
+from grandbo.memory.domain.recurrence_rule import (
+    DuplicateRule,
+    Words,
+    may_take_recurrence,
+    tag_overlap,
+)
+from grandbo.memory.domain.retrieval_log import RETRIEVAL_ROWS_PER_DAY, LoggedDay
+from grandbo.memory.read.recall import validate_service
 from grandbo.memory.repository.curation import CatalogFilter
-from grandbo.memory.retrievals import RETRIEVAL_ROWS_PER_DAY, LoggedDay
 from grandbo.memory.service import QUERY_RATE_PER_MINUTE, MemoryService
+from grandbo.memory.vectors.consolidation import duplicate_rule
 from grandbo.tenancy import require_tenant
 
 MAX_CATALOG_PAGE = 200

@@ -26,7 +26,7 @@ from collections.abc import Collection
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from grandbo.memory.models import EntryStatus, Kind, MemoryEntry
+from grandbo.memory.domain.models import EntryStatus, Kind, MemoryEntry
 
 #: Informative tags two texts of one lesson share, as a share of the smaller tag set.
 MIN_TAG_OVERLAP = 0.5

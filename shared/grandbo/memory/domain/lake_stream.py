@@ -37,7 +37,7 @@ from pydantic import (
 )
 
 from grandbo.errors import InvalidInputError, invalid_input_from
-from grandbo.memory.models import MAX_ACTOR_CHARS, MAX_IDEMPOTENCY_KEY_CHARS, EventType
+from grandbo.memory.domain.models import MAX_ACTOR_CHARS, MAX_IDEMPOTENCY_KEY_CHARS, EventType
 
 LAKE_FORMAT: Literal["grandbo-lake/1"] = "grandbo-lake/1"
 # events in one import batch (the API's body limit packs fewer of the larger ones)

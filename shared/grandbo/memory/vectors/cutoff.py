@@ -21,9 +21,9 @@ from typing import Any
 
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.errors import InvalidInputError
-from grandbo.memory.confidence.recalibration import Recalibration
-from grandbo.memory.reembed import BlueGreen
+from grandbo.memory.domain.recalibration import Recalibration
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.vectors.blue_green import BlueGreen
 from grandbo.tenancy import require_tenant
 
 MIN_CALIBRATION_SAMPLE = 20

@@ -12,7 +12,14 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from grandbo.memory.models import REDACTED_TEXT, EntryStatus, EventType, Kind, Origin, Verdict
+from grandbo.memory.domain.models import (
+    REDACTED_TEXT,
+    EntryStatus,
+    EventType,
+    Kind,
+    Origin,
+    Verdict,
+)
 
 
 @dataclass(frozen=True, slots=True)

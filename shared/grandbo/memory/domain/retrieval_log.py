@@ -10,7 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from grandbo.errors import InvalidInputError
-from grandbo.memory.models import MemoryQueryResult
+from grandbo.memory.domain.models import MemoryQueryResult
 from grandbo.text.tags import tag_words
 
 # how long an organization's retrievals are kept (the sweeper forgets older ones)

@@ -16,7 +16,7 @@ Checks, each a `Finding` when something is wrong:
 - `orphaned_recurrences`: entries merged into an entry no longer served (retired,
   superseded), whose lesson nothing serves;
 - `stale_lessons`: active entries about a service the topology has since retired or renamed,
-  or naming a dependency that is gone (`grandbo.memory.staleness`);
+  or naming a dependency that is gone (`grandbo.memory.read.staleness`);
 - `unscrubbed_log`: logged questions that served an entry since redacted and that no
   redaction went over: they may quote its removed text (issue 44);
 - `log_dropped`: questions the retrieval log did not keep in the last 7 days, its day's
@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from grandbo.errors import InvalidInputError
+from grandbo.memory.repository.vector_indexes import HNSW_MIN_ENTRIES, index_name
 from grandbo.memory.service import MemoryService
-from grandbo.memory.vector_index import HNSW_MIN_ENTRIES, index_name
 
 EMBED_GRACE_S = 300.0
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from grandbo.memory.models import MemoryHit, Staleness, TopologyChange
+from grandbo.memory.domain.models import MemoryHit, Staleness, TopologyChange
 from grandbo.text.rules import one_line
 
 

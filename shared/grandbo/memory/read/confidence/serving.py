@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from grandbo.errors import InvalidInputError
-from grandbo.memory.confidence.model import ConfidenceModel
-from grandbo.memory.confidence.regime import Searched
+from grandbo.memory.read.confidence.model import ConfidenceModel
+from grandbo.memory.read.confidence.regime import Searched
 
 # said only when the search looked everywhere it normally looks (`Searched.COMPLETE`)
 NO_PRECEDENT = (

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from grandbo.embedding.base import render_entry_text
 from grandbo.embedding.rerank import Reranker, RerankError, checked_order
-from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
-from grandbo.memory.models import MemoryEntry
+from grandbo.memory.domain.models import MemoryEntry
+from grandbo.memory.read.deadline import DeadlineExceeded, call_with_deadline
 
 _log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Computed by the code that ranks, not beside it: the query's own search runs once
 entry as a probe (`MemoryService.answer(probe=...)`: the same statements read its BM25 and
 its distance), the answer is the one `query_org_memory` would give, and an entry neither
 leg listed is placed in the fused order by the same fusion
-(`grandbo.memory.fusion.score_fusion`) with itself as one more candidate. What it says:
+(`grandbo.memory.domain.fusion.score_fusion`) with itself as one more candidate. What it says:
 served at N (or collapsed into a hit that says the same), retired / superseded /
 merged into another entry / redacted, expired, outside the service scope, or not a
 candidate of either leg and why (no shared tag; its distance over the cutoff by how much;
@@ -20,12 +20,11 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from grandbo.errors import EntryNotFoundError
-from grandbo.memory.confidence.serving import reaches
-from grandbo.memory.fusion import score_fusion
-from grandbo.memory.models import EntryStatus, Kind, MemoryEntry, QueryMetadata
-from grandbo.memory.recall import LEG_LIMIT, Answer
+from grandbo.memory.domain.fusion import score_fusion
+from grandbo.memory.domain.models import EntryStatus, Kind, MemoryEntry, QueryMetadata
+from grandbo.memory.read.confidence.serving import reaches
+from grandbo.memory.read.recall import LEG_LIMIT, Answer, Recall
 from grandbo.memory.repository.search import Probe, SearchLegs
-from grandbo.memory.service import MemoryService
 from grandbo.text.tags import tag_words
 
 Verdict = Literal[
@@ -102,7 +101,7 @@ def _ordinal(n: int) -> str:
 
 
 def explain_ranking(
-    memory: MemoryService,
+    memory: Recall,
     tenant_id: str,
     topic: str,
     entry_id: UUID,
@@ -134,7 +133,7 @@ def explain_ranking(
 
 class _Explainer:
     def __init__(
-        self, memory: MemoryService, answer: Answer, probe: Probe, entry: MemoryEntry
+        self, memory: Recall, answer: Answer, probe: Probe, entry: MemoryEntry
     ) -> None:
         self.memory = memory
         self.answer = answer

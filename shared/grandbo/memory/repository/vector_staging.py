@@ -8,7 +8,7 @@ from uuid import UUID
 
 from psycopg import sql
 
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.models import EmbedJob
 from grandbo.memory.repository.embeddings import EntryForEmbedding, job_page
 from grandbo.memory.repository.entries import EntryReads
 from grandbo.memory.repository.vectors import stored

@@ -41,7 +41,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from grandbo.memory.confidence.logistic import sigmoid
+from grandbo.memory.domain.logistic import sigmoid
 
 # how many verdicts' worth (weights summed), of each kind, and from how many sources
 MIN_WEIGHT = 30.0

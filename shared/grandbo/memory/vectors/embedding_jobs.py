@@ -12,10 +12,10 @@ from datetime import datetime
 from uuid import UUID
 
 from grandbo.embedding.base import EmbeddingProvider, render_entry_text
-from grandbo.memory.consolidation import Consolidation
-from grandbo.memory.models import EmbedJob
-from grandbo.memory.reembed import BlueGreen
+from grandbo.memory.domain.models import EmbedJob
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.vectors.blue_green import BlueGreen
+from grandbo.memory.vectors.consolidation import Consolidation
 from grandbo.tenancy import require_tenant
 
 #: Wraps an iterable of a known number of items (a progress bar on a terminal).
@@ -44,7 +44,8 @@ class EmbeddingJobs(Consolidation):
         self.blue_green.provider = value
 
     def serving_provider(self, tenant_id: str) -> EmbeddingProvider:
-        """The model a tenant's queries and served vectors use (`grandbo.memory.reembed`)."""
+        """The model a tenant's queries and served vectors use
+        (`grandbo.memory.vectors.blue_green`)."""
         return self.blue_green.serving(tenant_id)
 
     def embed_jobs(self, jobs: Sequence[EmbedJob]) -> int:
@@ -53,9 +54,9 @@ class EmbeddingJobs(Consolidation):
         Jobs may span tenants; each tenant's entries are read and written in that tenant's
         own scope. Returns how many vectors were stored (stale or done jobs store none).
         Raises EmbeddingError if the provider fails: nothing is stored for that batch.
-        New entries are then checked for recurrences (`grandbo.memory.consolidation`).
+        New entries are then checked for recurrences (`grandbo.memory.vectors.consolidation`).
         A tenant being re-embedded (blue/green) gets the served model's vector for what it
-        lacks and the new model's staged (`grandbo.memory.reembed`).
+        lacks and the new model's staged (`grandbo.memory.vectors.blue_green`).
         """
         by_tenant: dict[str, list[EmbedJob]] = {}
         for job in jobs:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from uuid import UUID
 
 from grandbo.embedding.base import EmbeddingProvider, render_entry_text
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.models import EmbedJob
 from grandbo.memory.repository import MemoryRepository
 
 _log = logging.getLogger(__name__)

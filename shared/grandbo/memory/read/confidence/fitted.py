@@ -9,7 +9,7 @@ and docs/OPERATIONS.md gives the procedure that fits it in an account.
 from __future__ import annotations
 
 from grandbo.embedding.base import EmbeddingProvider
-from grandbo.memory.confidence.model import ConfidenceModel
+from grandbo.memory.read.confidence.model import ConfidenceModel
 
 # `python -m bench.confidence_fit --drop fused_place` on the fit halves of
 # cloud_postmortems/symptom and gitbugs_hadoop/duplicate (3,897 candidates of 97 queries,

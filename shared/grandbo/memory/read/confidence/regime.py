@@ -12,7 +12,7 @@ An answer is searched in one of three regimes:
   keywords only.
 
 A candidate the meaning leg could not see is scored by the keyword model, fit with the
-vector leg off (`grandbo.memory.confidence.fitted.KEYWORDS`) on signals that hold nothing
+vector leg off (`grandbo.memory.read.confidence.fitted.KEYWORDS`) on signals that hold nothing
 of a vector (`keyword_view`); every other candidate by the provider's model. Scoring a
 keyword-only candidate with the complete model would read "no vector" as "the meaning leg
 looked and found it far", and withhold an exact keyword match (issue 43: 158 of 172
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from grandbo.memory.confidence.model import ConfidenceModel
+from grandbo.memory.read.confidence.model import ConfidenceModel
 from grandbo.memory.repository import SearchLegs
 
 

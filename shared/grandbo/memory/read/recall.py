@@ -2,9 +2,9 @@
 
 The topic is validated and embedded (within a deadline, on a bounded pool of threads), the
 organization's two legs searched in one call (`MemoryRepository.search`), the candidates
-fused by both signals (`grandbo.memory.fusion`), reranked when a reranker is configured,
+fused by both signals (`grandbo.memory.domain.fusion`), reranked when a reranker is configured,
 collapsed into lessons, explained, and marked with what the topology says changed under
-them (`grandbo.memory.staleness`). A base of `MemoryService`.
+them (`grandbo.memory.read.staleness`). A base of `MemoryService`.
 """
 
 from __future__ import annotations
@@ -22,30 +22,30 @@ from pydantic import TypeAdapter, ValidationError
 from grandbo.embedding.base import Embedding, EmbeddingProvider
 from grandbo.embedding.rerank import Reranker
 from grandbo.errors import EmbeddingError, InvalidInputError
-from grandbo.memory.calibration import Calibration
-from grandbo.memory.confidence.fitted import keyword_model_for, model_for
-from grandbo.memory.confidence.model import ConfidenceModel
-from grandbo.memory.confidence.regime import Searched, score, searched
-from grandbo.memory.confidence.serving import (
-    degraded,
-    reaches,
-    validate_min_confidence,
-    withholding,
-)
-from grandbo.memory.deadline import DeadlineExceeded, call_with_deadline
-from grandbo.memory.embedding_jobs import EmbeddingJobs
-from grandbo.memory.fusion import FusedRank, score_fusion
-from grandbo.memory.models import (
+from grandbo.memory.domain.fusion import FusedRank, score_fusion
+from grandbo.memory.domain.models import (
     MatchExplanation,
     MemoryHit,
     MemoryQueryResult,
     QueryMetadata,
     ServiceName,
 )
+from grandbo.memory.domain.topic import validate_topic
+from grandbo.memory.read.confidence.fitted import keyword_model_for, model_for
+from grandbo.memory.read.confidence.model import ConfidenceModel
+from grandbo.memory.read.confidence.regime import Searched, score, searched
+from grandbo.memory.read.confidence.serving import (
+    degraded,
+    reaches,
+    validate_min_confidence,
+    withholding,
+)
+from grandbo.memory.read.deadline import DeadlineExceeded, call_with_deadline
+from grandbo.memory.read.reranking import rerank_entries
+from grandbo.memory.read.staleness import ServiceChanges, with_staleness
 from grandbo.memory.repository import MemoryRepository, SearchLegs
-from grandbo.memory.reranking import rerank_entries
-from grandbo.memory.staleness import ServiceChanges, with_staleness
-from grandbo.memory.topic import validate_topic
+from grandbo.memory.vectors.cutoff import Calibration
+from grandbo.memory.vectors.embedding_jobs import EmbeddingJobs
 from grandbo.storage.tenant_scope import Cursor
 from grandbo.tenancy import require_tenant
 from grandbo.text.tags import tag_words, tokenize
@@ -119,7 +119,7 @@ class RankedCandidates:
     # where the serving model's fit ranks (`ConfidenceModel.ranks`), else `fused`
     confidence: dict[UUID, float]
     ordered: list[UUID]
-    # what the search could see (`grandbo.memory.confidence.regime`), and the candidates
+    # what the search could see (`grandbo.memory.read.confidence.regime`), and the candidates
     # the meaning leg could not compare (scored by the keyword model)
     searched: Searched = Searched.COMPLETE
     by_keywords: frozenset[UUID] = frozenset()
@@ -140,7 +140,7 @@ class Answer:
 
 
 def fuse(legs: SearchLegs) -> list[FusedRank[UUID]]:
-    """The legs' candidates fused by both signals of each (`grandbo.memory.fusion`)."""
+    """The legs' candidates fused by both signals of each (`grandbo.memory.domain.fusion`)."""
     return score_fusion(
         [[c.entry_id for c in legs.lexical], [c.entry_id for c in legs.vector]],
         legs.lexical_scores,
@@ -188,7 +188,7 @@ class Recall(EmbeddingJobs, Calibration):
     topology: ServiceScopes | None
 
     def confidence_model(self, provider: EmbeddingProvider) -> ConfidenceModel:
-        """The confidence model fit for `provider`'s vectors (`grandbo.memory.confidence`)."""
+        """The confidence model fit for `provider`'s vectors (`grandbo.memory.read.confidence`)."""
         return model_for(provider)
 
     def keyword_model(self, provider: EmbeddingProvider) -> ConfidenceModel:
@@ -238,6 +238,10 @@ class Recall(EmbeddingJobs, Calibration):
             }
         return regime, confidence, result.by_keywords
 
+    def now(self) -> datetime:
+        """The service's clock (injected in tests)."""
+        return self._clock()
+
     @property
     def reader(self) -> MemoryRepository:
         """The repository queries search (MemoryService's: a reader when reads scale out)."""
@@ -264,7 +268,7 @@ class Recall(EmbeddingJobs, Calibration):
         incident's start, say) reads the scope and each hit's `staleness` from the
         topology valid then.
 
-        Every hit carries its `confidence` (`grandbo.memory.confidence`); a candidate under
+        Every hit carries its `confidence` (`grandbo.memory.read.confidence`); a candidate under
         the floor (`min_confidence`, else the organization's, else the model's) is withheld,
         and an answer with no hit says that memory holds nothing close.
         """
@@ -291,7 +295,7 @@ class Recall(EmbeddingJobs, Calibration):
         min_confidence: float | None = None,
     ) -> Answer:
         """`query_org_memory`'s answer and the ranking behind it; with `probe`, the same
-        search also reads those entries' own signals (`grandbo.memory.explanation`)."""
+        search also reads those entries' own signals (`grandbo.memory.read.explanation`)."""
         tenant = require_tenant(tenant_id)
         text = validate_topic(topic)
         limit = validate_limit(limit)
@@ -355,7 +359,7 @@ class Recall(EmbeddingJobs, Calibration):
                     why=MatchExplanation(
                         lexical_rank=None if lex is None else lex[0],
                         # a candidate only the vector leg listed still has the BM25 its
-                        # fused score counts (`grandbo.memory.fusion`)
+                        # fused score counts (`grandbo.memory.domain.fusion`)
                         lexical_score=None
                         if (bm25 := legs.lexical_scores.get(entry_id)) is None
                         else round(bm25, 4),
@@ -430,8 +434,8 @@ class Recall(EmbeddingJobs, Calibration):
         use_vector: bool = True,
         probe: Sequence[UUID] = (),
     ) -> RankedCandidates:
-        """Both legs (top LEG_LIMIT each) and their fusion (`grandbo.memory.fusion`), unsliced;
-        with `probe`, those entries' own signals too (`SearchLegs.probes`)."""
+        """Both legs (top LEG_LIMIT each) and their fusion (`grandbo.memory.domain.fusion`),
+        unsliced; with `probe`, those entries' own signals too (`SearchLegs.probes`)."""
         topic_tags = tokenize(topic)
         serving = self.serving_provider(tenant_id)
         vector: Embedding | None = None

@@ -3,7 +3,7 @@ back out by an admin, and hits that say the same thing collapsed at query time.
 
 Detection runs in the embed worker, once a new entry's vector is stored (the vector
 arrives after the write commits): its nearest older active entries are read, and the
-first that passes the duplicate rule (`grandbo.memory.recurrence`) takes it as a
+first that passes the duplicate rule (`grandbo.memory.domain.recurrence_rule`) takes it as a
 recurrence. Until then, and for near-duplicates the rule meets only at query time (an
 admin's entry, a corrected one), the query collapses them into the best hit.
 """
@@ -18,9 +18,14 @@ from uuid import UUID
 
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.errors import InvalidInputError
-from grandbo.memory.idempotency import KeySpace, idempotency_key
-from grandbo.memory.models import MemoryEntry, WriteContext, WriteOutcome
-from grandbo.memory.recurrence import DuplicateRule, Words, may_take_recurrence, tag_overlap
+from grandbo.memory.domain.idempotency import KeySpace, idempotency_key
+from grandbo.memory.domain.models import MemoryEntry, WriteContext, WriteOutcome
+from grandbo.memory.domain.recurrence_rule import (
+    DuplicateRule,
+    Words,
+    may_take_recurrence,
+    tag_overlap,
+)
 from grandbo.memory.repository import MemoryRepository
 from grandbo.tenancy import require_tenant
 

@@ -2,13 +2,13 @@
 
     confidence = 1 / (1 + exp(-(intercept + sum(weight[f] * signal[f]))))
 
-`grandbo.memory.confidence.signals` says what each signal is. The coefficients are
+`grandbo.memory.read.confidence.signals` says what each signal is. The coefficients are
 versioned here, one model per embedding provider (distances differ between models), and
 were fit by `bench/confidence_fit.py` on the `fit` half of the development sets' queries
 (`grandbo eval --no-answer --samples`), half of them with their relevant documents
 removed from memory; docs/EVAL.md gives the figures on the other half. An organization's
 own verdicts recalibrate the result once it has enough of them
-(`grandbo.memory.confidence.recalibration`).
+(`grandbo.memory.domain.recalibration`).
 
 numpy only (the fit); scoring is plain Python, so a query pays nothing to import it.
 """
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from grandbo.memory.confidence.logistic import sigmoid
-from grandbo.memory.confidence.signals import FEATURES, Signals, signals_of
+from grandbo.memory.domain.logistic import sigmoid
+from grandbo.memory.read.confidence.signals import FEATURES, Signals, signals_of
 from grandbo.memory.repository import SearchLegs
 
 

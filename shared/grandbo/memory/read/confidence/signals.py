@@ -4,7 +4,7 @@ Every signal is absolute (comparable across queries and organizations), never di
 the best candidate of the same query alone: the vector distance against the tenant's
 calibrated cutoff, BM25 against the best score the topic itself could reach, the share of
 the topic's tags the entry carries, each leg's rank, whether both legs listed it, and the
-gap to the next candidate. `grandbo.memory.confidence.model` turns them into a
+gap to the next candidate. `grandbo.memory.read.confidence.model` turns them into a
 probability.
 """
 

@@ -19,8 +19,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from grandbo.memory.content import missing_content
-from grandbo.memory.fusion import FUSION
+from grandbo.memory.domain.content import missing_content
+from grandbo.memory.domain.fusion import FUSION
 from grandbo.text.rules import MAX_SERVICE_CHARS, SERVICE_NAME_PATTERN, reject_unsafe_text
 
 # an incident's id, wherever it is stored: on an entry, a verdict, a retrieval
@@ -32,7 +32,7 @@ MAX_TITLE_CHARS = 300
 MAX_SUMMARY_CHARS = 20_000
 MAX_EXPLICIT_TAGS = 50
 MAX_ACTOR_CHARS = 200
-# namespaced and escaped (grandbo.memory.idempotency): two 200-character ids, or a
+# namespaced and escaped (grandbo.memory.domain.idempotency): two 200-character ids, or a
 # 255-character caller key, fit
 MAX_IDEMPOTENCY_KEY_CHARS = 1_300
 MAX_REASON_CHARS = 2_000
@@ -129,7 +129,7 @@ class EntryText(_Command):
     @field_validator("summary")
     @classmethod
     def _informative(cls, value: str, info: ValidationInfo) -> str:
-        """Thin entries are refused (`grandbo.memory.content`), named at `summary`."""
+        """Thin entries are refused (`grandbo.memory.domain.content`), named at `summary`."""
         problem = missing_content(info.data.get("title", ""), value)
         if problem is not None:
             raise PydanticCustomError("thin_entry", problem)
@@ -172,7 +172,7 @@ class Feedback(_Command):
     `confidence` (the hit's as the caller says it was served) is accepted, checked and
     kept in the event as the API has always taken it, and read by nothing: the
     organization's recalibration is fit from the confidence the retrieval log says the
-    server served (`grandbo.memory.confidence.recalibration`), never a caller's."""
+    server served (`grandbo.memory.domain.recalibration`), never a caller's."""
 
     verdict: Verdict
     incident_id: IncidentId
@@ -310,7 +310,7 @@ class RedactionOutcome(BaseModel):
     removed: list[RemovedPayload]
     recurrences: RecurrencesRehomed | None = None
     # the text is gone from every read at once; its bytes stay in the table files until
-    # they are rewritten (`grandbo rewrite-redacted`, grandbo.memory.rewrite)
+    # they are rewritten (`grandbo rewrite-redacted`, grandbo.memory.repository.table_rewrite)
     rewrite_pending: bool = True
     rewrite_note: str = (
         "The text is gone from every read. Its bytes stay in the database's table files "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from grandbo.memory.models import EmbedJob
+from grandbo.memory.domain.models import EmbedJob
 
 SQS_BATCH = 10  # SendMessageBatch's limit; local batches are the same size
 
