@@ -132,9 +132,7 @@ def explain_ranking(
 
 
 class _Explainer:
-    def __init__(
-        self, memory: Recall, answer: Answer, probe: Probe, entry: MemoryEntry
-    ) -> None:
+    def __init__(self, memory: Recall, answer: Answer, probe: Probe, entry: MemoryEntry) -> None:
         self.memory = memory
         self.answer = answer
         self.probe = probe
