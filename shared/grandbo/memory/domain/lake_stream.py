@@ -21,7 +21,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -38,6 +38,7 @@ from pydantic import (
 
 from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.memory.domain.models import MAX_ACTOR_CHARS, MAX_IDEMPOTENCY_KEY_CHARS, EventType
+from grandbo.moments import in_utc
 
 LAKE_FORMAT: Literal["grandbo-lake/1"] = "grandbo-lake/1"
 # events in one import batch (the API's body limit packs fewer of the larger ones)
@@ -61,7 +62,8 @@ class LakeEvent(BaseModel):
     @field_validator("recorded_at")
     @classmethod
     def _in_utc(cls, value: datetime) -> datetime:
-        return value.astimezone(UTC)
+        # ValueError (a named 422), not OverflowError (a 500), for a moment UTC cannot hold
+        return in_utc(value)
 
     def line(self) -> str:
         """The event's line in the stream (without its newline)."""
