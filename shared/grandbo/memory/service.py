@@ -49,7 +49,7 @@ from grandbo.memory.read.confidence.serving import validate_min_confidence
 from grandbo.memory.read.recall import Recall, ServiceScopes
 from grandbo.memory.read.staleness import stale_subjects
 from grandbo.memory.repository import MemoryRepository
-from grandbo.memory.repository.writes import VerdictWrite
+from grandbo.memory.repository.feedback import VerdictWrite
 from grandbo.memory.vectors.blue_green import BlueGreen
 from grandbo.memory.vectors.embedding_jobs import tenants_of
 from grandbo.storage.tenant_scope import Cursor

@@ -1,5 +1,7 @@
-"""Writes: each command appends its event and updates the projection, the BM25 tag
-statistics and the tag postings in one transaction; a repeated idempotency key is a no-op.
+"""Writes of entries: create, correct, retire. Each command appends its event and updates
+the projection, the BM25 tag statistics and the tag postings in one transaction; a repeated
+idempotency key is a no-op (`events`). Verdicts are `feedback`'s, the episodic lifetime
+`episodic`'s; `EntryWrites` is all of them.
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ from psycopg.types.json import Jsonb
 
 from grandbo.errors import (
     EntryNotActiveError,
-    EntryNotFoundError,
-    RateLimitedError,
     RevisionConflictError,
 )
 from grandbo.memory.domain.models import (
@@ -24,8 +24,6 @@ from grandbo.memory.domain.models import (
     EntryStatus,
     EntryText,
     EventType,
-    Feedback,
-    FeedbackRate,
     Kind,
     MemoryEntry,
     NewEntry,
@@ -35,21 +33,17 @@ from grandbo.memory.domain.models import (
 )
 from grandbo.memory.domain.redacted_text import text_digest
 from grandbo.memory.repository.entries import (
-    COUNT_EXPIRED,
-    ENTRY_BY_ID_FOR_UPDATE,
     INSERT_NEW_ENTRY,
-    EntryReads,
     entry_columns,
 )
+from grandbo.memory.repository.episodic import EpisodicWrites
+from grandbo.memory.repository.feedback import FeedbackWrites, VerdictWrite
 from grandbo.memory.repository.postings import post_tags, unpost_tags
 from grandbo.storage.tenant_scope import Cursor, TenantLock, returned_rows
 
 # What else a write of new entries records in its transaction (the learned graph), given
 # the cursor and the entries it created (none on a redelivery)
 AlsoRecord = Callable[[Cursor, list[MemoryEntry]], None]
-# A verdict recorded with a write of entries (an incident's outcome on an entry its
-# investigation recalled): the entry, the verdict and who gave it under which key
-VerdictWrite = tuple[UUID, Feedback, WriteContext]
 
 LOCK_ENTRIES_IN_ORDER = (
     "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s AND entry_id = ANY(%s)"
@@ -57,7 +51,7 @@ LOCK_ENTRIES_IN_ORDER = (
 )
 
 
-class EntryWrites(EntryReads):
+class EntryWrites(FeedbackWrites, EpisodicWrites):
     """Create, correct and retire entries (event + projection, one transaction)."""
 
     def create_entry(
@@ -408,218 +402,6 @@ class EntryWrites(EntryReads):
         (RecurrenceWrites moves them; entries without recurrences have none to move)."""
         return None
 
-    def record_feedback(
-        self,
-        tenant_id: str,
-        entry_id: UUID,
-        feedback: Feedback,
-        context: WriteContext,
-        rate: FeedbackRate | None = None,
-    ) -> WriteOutcome:
-        """Count a verdict on an entry (of any status: it may have been retired since it
-        was served), as an event of the entry's current revision; with `rate`, refused
-        (RateLimitedError) past the actor's verdicts per window, a retry excepted."""
-        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
-            current = self._lock_unless_applied(cur, tenant_id, entry_id, context, active=False)
-            if isinstance(current, WriteOutcome):
-                return current
-            if rate is not None:
-                self._within_rate(cur, tenant_id, context.actor, rate)
-            payload = feedback.model_dump(mode="json")
-            recorded_at = self._append_event(
-                cur, tenant_id, entry_id, EventType.FEEDBACK, current.revision, payload, context
-            )
-            if recorded_at is None:
-                return self._raced(cur, tenant_id, context)
-            counter = sql.Identifier(f"{feedback.verdict.value}_count")
-            cur.execute(
-                sql.SQL(
-                    "UPDATE org_memory_entries SET {counter} = {counter} + 1"
-                    " WHERE tenant_id = %s AND entry_id = %s"
-                ).format(counter=counter),
-                (tenant_id, entry_id),
-            )
-            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
-
-    def _record_verdicts(
-        self, cur: Cursor, tenant_id: str, verdicts: Sequence[VerdictWrite]
-    ) -> None:
-        """Verdicts inside another write's transaction, each an event of its entry's
-        current revision counted on the entry, as `record_feedback` records one: the
-        first for an entry that is not the organization's (another's included) is
-        EntryNotFoundError, and nothing of the write stays; a key recorded before is a
-        no-op (a redelivery); an entry redacted since takes none (its tombstone holds no
-        verdict). A fixed number of statements: the rows locked in entry-id order (as
-        every writer locks them), the events in one pipelined `executemany`, the counts in
-        one update."""
-        if not verdicts:
-            return
-        cur.execute(
-            "SELECT entry_id, revision, status FROM org_memory_entries"
-            " WHERE tenant_id = %s AND entry_id = ANY(%s) ORDER BY entry_id FOR UPDATE",
-            (tenant_id, sorted({entry_id for entry_id, _, _ in verdicts})),
-        )
-        found = {row["entry_id"]: row for row in cur.fetchall()}
-        for entry_id, _, _ in verdicts:
-            if entry_id not in found:
-                raise EntryNotFoundError(entry_id)
-        kept = [v for v in verdicts if found[v[0]]["status"] != EntryStatus.REDACTED.value]
-        if not kept:
-            return
-        cur.executemany(
-            "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,"
-            " actor, idempotency_key) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
-            " RETURNING entry_id, payload->>'verdict' AS verdict",
-            [
-                (
-                    tenant_id,
-                    entry_id,
-                    EventType.FEEDBACK.value,
-                    found[entry_id]["revision"],
-                    Jsonb(feedback.model_dump(mode="json")),
-                    context.actor,
-                    context.idempotency_key,
-                )
-                for entry_id, feedback, context in kept
-            ],
-            returning=True,
-        )
-        recorded = [(row["entry_id"], row["verdict"]) for row in returned_rows(cur)]
-        if not recorded:
-            return
-        cur.execute(
-            "UPDATE org_memory_entries e SET"
-            " helpful_count = e.helpful_count + c.helpful,"
-            " not_helpful_count = e.not_helpful_count + c.not_helpful,"
-            " misleading_count = e.misleading_count + c.misleading"
-            " FROM (SELECT id, count(*) FILTER (WHERE v = 'helpful') AS helpful,"
-            "   count(*) FILTER (WHERE v = 'not_helpful') AS not_helpful,"
-            "   count(*) FILTER (WHERE v = 'misleading') AS misleading"
-            "   FROM unnest(%s::uuid[], %s::text[]) AS r(id, v) GROUP BY id) c"
-            " WHERE e.tenant_id = %s AND e.entry_id = c.id",
-            ([entry_id for entry_id, _ in recorded], [v for _, v in recorded], tenant_id),
-        )
-
-    def _within_rate(self, cur: Cursor, tenant_id: str, actor: str, rate: FeedbackRate) -> None:
-        """RateLimitedError once `actor` has recorded `rate.limit` verdicts in the last
-        `rate.window_s` seconds (a partial index of the feedback events, migration 0018)."""
-        cur.execute(
-            "SELECT count(*) AS n, ceil(extract(epoch FROM min(recorded_at)"
-            "   + make_interval(secs => %(window)s) - clock_timestamp())) AS wait"
-            " FROM org_memory_events WHERE tenant_id = %(tenant)s"
-            "   AND event_type = 'feedback_recorded' AND actor = %(actor)s"
-            "   AND recorded_at > clock_timestamp() - make_interval(secs => %(window)s)",
-            {"tenant": tenant_id, "actor": actor, "window": rate.window_s},
-        )
-        row = cur.fetchone()
-        if row is not None and row["n"] >= rate.limit:
-            raise RateLimitedError(
-                f"{rate.limit} verdicts in {rate.window_s} s is this caller's limit",
-                int(row["wait"] or rate.window_s),
-            )
-
-    def entries_flagged_misleading(self, tenant_id: str, more_than: int) -> list[MemoryEntry]:
-        """Active entries whose current text more than `more_than` distinct callers called
-        misleading, worst first (one caller naming many incidents, made up or not, counts
-        once): a correction (a new revision) or a retirement clears an entry from the
-        list; its lifetime counts stay on it."""
-        with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
-                sql.SQL(
-                    "SELECT {columns} FROM org_memory_entries e"
-                    " CROSS JOIN LATERAL (SELECT count(DISTINCT ev.actor) AS n"
-                    "   FROM org_memory_events ev"
-                    "   WHERE ev.tenant_id = e.tenant_id AND ev.entry_id = e.entry_id"
-                    "     AND ev.event_type = 'feedback_recorded' AND ev.revision = e.revision"
-                    "     AND ev.payload->>'verdict' = 'misleading') current"
-                    " WHERE e.tenant_id = %s AND e.status = 'active' AND e.misleading_count > %s"
-                    "   AND current.n > %s"
-                    " ORDER BY current.n DESC, e.entry_id"
-                ).format(columns=entry_columns("e")),
-                (tenant_id, more_than, more_than),
-            )
-            return [MemoryEntry.model_validate(row) for row in cur]
-
-    def count_expired(self, tenant_id: str, now: Any) -> int:
-        """Active episodic entries past their expiry."""
-        with self._tenant_scope(tenant_id) as cur:
-            cur.execute(COUNT_EXPIRED, (tenant_id, now))
-            row = cur.fetchone()
-            return 0 if row is None else int(row["n"])
-
-    def _append_event(
-        self,
-        cur: Cursor,
-        tenant_id: str,
-        entry_id: UUID,
-        event_type: EventType,
-        revision: int,
-        payload: dict[str, Any],
-        context: WriteContext,
-    ) -> Any:
-        cur.execute(
-            "INSERT INTO org_memory_events (tenant_id, entry_id, event_type, revision, payload,"
-            " actor, idempotency_key) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING recorded_at",
-            (
-                tenant_id,
-                entry_id,
-                event_type.value,
-                revision,
-                Jsonb(payload),
-                context.actor,
-                context.idempotency_key,
-            ),
-        )
-        row = cur.fetchone()
-        return None if row is None else row["recorded_at"]
-
-    def _already_applied(
-        self, cur: Cursor, tenant_id: str, context: WriteContext
-    ) -> WriteOutcome | None:
-        """The outcome of an earlier write with this idempotency key, if there was one."""
-        previous = self._entry_for_key(cur, tenant_id, context.idempotency_key)
-        return None if previous is None else WriteOutcome(entry=previous, applied=False)
-
-    def _raced(self, cur: Cursor, tenant_id: str, context: WriteContext) -> WriteOutcome:
-        done = self._already_applied(cur, tenant_id, context)
-        assert done is not None
-        return done
-
-    def _lock_active_unless_applied(
-        self, cur: Cursor, tenant_id: str, entry_id: UUID, context: WriteContext
-    ) -> MemoryEntry | WriteOutcome:
-        return self._lock_unless_applied(cur, tenant_id, entry_id, context, active=True)
-
-    def _lock_unless_applied(
-        self,
-        cur: Cursor,
-        tenant_id: str,
-        entry_id: UUID,
-        context: WriteContext,
-        *,
-        active: bool,
-    ) -> MemoryEntry | WriteOutcome:
-        """The entry (with `active`, only an active one), its row locked until commit; or
-        the outcome of an earlier write with this key (a replay), looked for again once the
-        lock is held: a concurrent delivery of the same key may have committed while this
-        one waited."""
-        if (done := self._already_applied(cur, tenant_id, context)) is not None:
-            return done
-        cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
-        row = cur.fetchone()
-        if row is None:
-            raise EntryNotFoundError(entry_id)
-        if (done := self._already_applied(cur, tenant_id, context)) is not None:
-            return done
-        entry = MemoryEntry.model_validate(row)
-        if entry.status is EntryStatus.REDACTED or (
-            active and entry.status is not EntryStatus.ACTIVE
-        ):
-            raise EntryNotActiveError(entry_id, entry.status.value)
-        return entry
-
     @staticmethod
     def _creation_settings(cur: Cursor, tenant_id: str) -> tuple[int, bool]:
         """The organization's episodic lifetime, and whether it has any tombstone (one
@@ -636,71 +418,6 @@ class EntryWrites(EntryReads):
         assert row is not None
         ttl = DEFAULT_EPISODIC_TTL_DAYS if row["ttl_days"] is None else int(row["ttl_days"])
         return ttl, bool(row["redactions"])
-
-    @staticmethod
-    def _episodic_ttl_days(cur: Cursor, tenant_id: str) -> int:
-        cur.execute(
-            "SELECT episodic_ttl_days FROM org_memory_tenant_settings WHERE tenant_id = %s",
-            (tenant_id,),
-        )
-        row = cur.fetchone()
-        return DEFAULT_EPISODIC_TTL_DAYS if row is None else int(row["episodic_ttl_days"])
-
-    def set_episodic_ttl_days(self, tenant_id: str, days: int) -> None:
-        """How long this organization's new episodic entries are served (from creation)."""
-        with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
-                "INSERT INTO org_memory_tenant_settings (tenant_id, episodic_ttl_days)"
-                " VALUES (%s, %s) ON CONFLICT (tenant_id)"
-                " DO UPDATE SET episodic_ttl_days = excluded.episodic_ttl_days",
-                (tenant_id, days),
-            )
-
-    def episodic_ttl_days(self, tenant_id: str) -> int:
-        with self._tenant_scope(tenant_id) as cur:
-            return self._episodic_ttl_days(cur, tenant_id)
-
-    def promote_entry(self, tenant_id: str, entry_id: UUID, context: WriteContext) -> WriteOutcome:
-        """An active episodic entry becomes durable: it no longer expires."""
-        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
-            current = self._lock_active_unless_applied(cur, tenant_id, entry_id, context)
-            if isinstance(current, WriteOutcome):
-                return current
-            if current.kind is Kind.DURABLE:
-                return WriteOutcome(entry=current, applied=False)
-            recorded_at = self._append_event(
-                cur, tenant_id, entry_id, EventType.PROMOTED, current.revision, {}, context
-            )
-            if recorded_at is None:
-                return self._raced(cur, tenant_id, context)
-            cur.execute(
-                "UPDATE org_memory_entries SET kind = 'durable', expires_at = NULL"
-                " WHERE tenant_id = %s AND entry_id = %s",
-                (tenant_id, entry_id),
-            )
-            return WriteOutcome(entry=self._get(cur, tenant_id, entry_id), applied=True)
-
-    def expired_entry_ids(self, tenant_id: str, now: Any, limit: int = 500) -> list[UUID]:
-        """Active episodic entries past their expiry, oldest first."""
-        with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
-                "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s"
-                " AND status = 'active' AND kind = 'episodic' AND expires_at <= %s"
-                " ORDER BY expires_at LIMIT %s",
-                (tenant_id, now, limit),
-            )
-            return [row["entry_id"] for row in cur]
-
-    def _register_tenant(self, cur: Cursor, tenant_id: str) -> None:
-        cur.execute(
-            "INSERT INTO org_memory_tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING",
-            (tenant_id,),
-        )
-        cur.execute(
-            "INSERT INTO org_memory_tenant_stats (tenant_id, active_entries, active_tag_total)"
-            " VALUES (%s, 0, 0) ON CONFLICT (tenant_id) DO NOTHING",
-            (tenant_id,),
-        )
 
     def _count_tags(
         self,
