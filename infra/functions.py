@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +31,34 @@ from infra.network import Network
 from infra.retention import retention
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def function_handler(folder: str) -> str:
+    """A function's handler as a dotted module path: its code keeps the `functions`
+    package around it, so a handler imports its folder's other modules (the admin API's
+    routes by area) as `functions.<folder>.<module>`, as the local runner does. Lambda
+    reads a handler in a subfolder package as `folder.file.function`
+    (https://docs.aws.amazon.com/lambda/latest/dg/python-handler.html#naming)."""
+    return f"functions.{folder}.handler.lambda_handler"
+
+
+def function_source(folder: str) -> Path:
+    """The function's code as Lambda unzips it: `functions/__init__.py` and the folder's
+    Python files (no bytecode: the developer's interpreter's would be stale there), staged
+    in a directory of its own (the asset's hash is its files' and their paths')."""
+    staged = Path(tempfile.mkdtemp(prefix=f"grandbo-{folder}-"))
+    atexit.register(shutil.rmtree, staged, ignore_errors=True)
+    package = staged / "functions"
+    package.mkdir()
+    shutil.copy2(ROOT / "functions" / "__init__.py", package / "__init__.py")
+    shutil.copytree(
+        ROOT / "functions" / folder,
+        package / folder,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    return staged
+
+
 TITAN_EMBED_V2 = "amazon.titan-embed-text-v2:0"
 PROVIDER = "titan"
 # `-c previous_embedding_provider=titan:<old model id>` during a model change: tenants are
@@ -248,12 +279,8 @@ class Functions(Construct):
                 description=f"grandbo {name}: {spec.why}",
                 runtime=python.runtime,
                 architecture=lambda_.Architecture.ARM_64,
-                handler="handler.lambda_handler",
-                code=lambda_.Code.from_asset(
-                    str(ROOT / "functions" / spec.folder),
-                    # bytecode of the developer's interpreter would only be stale there
-                    exclude=["__pycache__", "*.pyc"],
-                ),
+                handler=function_handler(spec.folder),
+                code=lambda_.Code.from_asset(str(function_source(spec.folder))),
                 layers=[self.layer],
                 memory_size=spec.memory_mb,
                 timeout=Duration.seconds(spec.timeout_s),

@@ -22,7 +22,7 @@ def _functions(template: Template) -> dict[str, Any]:
     return {
         k: v
         for k, v in _resources(template, "AWS::Lambda::Function").items()
-        if v["Properties"].get("Handler") == "handler.lambda_handler"
+        if str(v["Properties"].get("Handler", "")).endswith(".handler.lambda_handler")
     }
 
 
@@ -154,7 +154,7 @@ def test_hnsw_indexes_are_built_every_hour_by_their_own_function(dev: Any, prod:
             "Fn::GetAtt": [migrations_id, "Arn"]
         }
         index = functions[index_id]["Properties"]
-        assert index["Handler"] == "handler.lambda_handler"
+        assert index["Handler"] == "functions.index_job.handler.lambda_handler"
         assert "GRANDBO_ADMIN_SECRET_ARN" in index["Environment"]["Variables"]
 
 
