@@ -126,9 +126,9 @@ def test_a_stale_correction_exits_1_with_the_conflict(
 def test_demo_seeds_once_and_answers_meaningfully(
     cli_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import grandbo.cli
+    import grandbo.commands.maintenance
 
-    monkeypatch.setattr(grandbo.cli, "DEMO_TENANT", cli_env)
+    monkeypatch.setattr(grandbo.commands.maintenance, "DEMO_TENANT", cli_env)
     assert main(["demo"]) == 0
     first = capsys.readouterr().out
     assert "10 new entries, all embedded" in first

@@ -17,6 +17,34 @@ from grandbo.commands.common import (
 from grandbo.local.demo import DEMO_TENANT
 
 
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    srv = sub.add_parser("serve", help="run every Lambda locally over HTTP (the local runner)")
+    srv.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (loopback unless said)"
+    )
+    srv.add_argument("--port", type=int, default=8787, help="the API's port")
+    srv.add_argument(
+        "--containers",
+        type=int,
+        default=4,
+        help="requests served at once, each with its own database connection (default 4: "
+        "on 2 cores more only adds contention, docs/BENCHMARKS.md)",
+    )
+    srv.add_argument(
+        "--console-port",
+        type=int,
+        default=8790,
+        help="the curation console's port on 127.0.0.1 (0: any free port)",
+    )
+    srv.add_argument(
+        "--no-console",
+        dest="console_port",
+        action="store_const",
+        const=None,
+        help="serve the API only",
+    )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
