@@ -7,7 +7,9 @@ integrity the registry publishes (`npm view ... dist.integrity`). The classless 
 the licence are copied into `shared/grandbo/console/static/vendor/pico/`, unchanged. Pico
 draws its form icons as `data:` SVG images, which the console's Content-Security-Policy
 (`img-src 'self'`) refuses: each `--pico-icon-*` image is written as a file of its own
-beside the stylesheet (`icons/NAME.svg`), and console.css points the variables at them.
+(`icons/NAME.svg`, `icons/NAME-2.svg` for a theme's second definition of it), and the
+console serves `pico.console.min.css`: the stylesheet with each image pointing at its file
+(no `data:` image reaches a browser, whatever the order its stylesheets arrive in).
 `VENDORED.json` records where each file came from and its SHA-256; a unit test holds the
 files, the icons and console.css to it.
 """
@@ -36,13 +38,23 @@ FILES = {
 _ICON = re.compile(r"--pico-icon-([a-z-]+):url\(\"data:image/svg\+xml,([^\"]*)\"\)")
 
 
-def icons(css: str) -> dict[str, bytes]:
-    """Each `--pico-icon-NAME` image of the stylesheet as SVG bytes (its first, light
-    theme, definition: a later one of the same name is the dark theme's)."""
-    found: dict[str, bytes] = {}
+def icons(css: str) -> list[tuple[str, bytes]]:
+    """Each `--pico-icon-NAME` image of the stylesheet, in order, as its file's name
+    (`NAME.svg`, then `NAME-2.svg`... for a later theme's definition) and its SVG bytes."""
+    seen: dict[str, int] = {}
+    found: list[tuple[str, bytes]] = []
     for name, data in _ICON.findall(css):
-        found.setdefault(name, unquote(data).encode())
+        seen[name] = seen.get(name, 0) + 1
+        suffix = "" if seen[name] == 1 else f"-{seen[name]}"
+        found.append((f"{name}{suffix}.svg", unquote(data).encode()))
     return found
+
+
+def served(css: str) -> str:
+    """The stylesheet the console serves: each icon's `data:` image replaced by its file
+    (beside the stylesheet, in `icons/`), in the order `icons` names them."""
+    names = iter(name for name, _ in icons(css))
+    return _ICON.sub(lambda m: f'--pico-icon-{m.group(1)}:url("icons/{next(names)}")', css)
 
 
 def _npm() -> str:
@@ -95,12 +107,18 @@ def main(version: str) -> int:
                 files[name] = {"from": member, "sha256": _sha256(data)}
     (TARGET / "icons").mkdir(exist_ok=True)
     css = (TARGET / "pico.classless.min.css").read_text()
-    for name, svg in icons(css).items():
-        (TARGET / "icons" / f"{name}.svg").write_bytes(svg)
-        files[f"icons/{name}.svg"] = {
-            "from": f"--pico-icon-{name} of the stylesheet",
+    for name, svg in icons(css):
+        (TARGET / "icons" / name).write_bytes(svg)
+        files[f"icons/{name}"] = {
+            "from": f"--pico-icon-{name.removesuffix('.svg')} of the stylesheet",
             "sha256": _sha256(svg),
         }
+    console_css = served(css).encode()
+    (TARGET / "pico.console.min.css").write_bytes(console_css)
+    files["pico.console.min.css"] = {
+        "from": "pico.classless.min.css, each icon pointing at its file",
+        "sha256": _sha256(console_css),
+    }
     record["files"] = files
     (TARGET / "VENDORED.json").write_text(json.dumps(record, indent=2) + "\n")
     print(f"vendored {PACKAGE}@{version}: {len(files)} files in {TARGET}")

@@ -322,7 +322,12 @@ def test_an_admin_manages_people_on_the_people_page(team: Team, tmp_path: Path) 
     assert "A new link for vi@example.com" in ada.locator("section.made").inner_text()
     assert second.startswith(console.url + "/login?token=gbl1.")  # (the same within a second)
     vi_row = ada.locator("table.people tbody tr", has_text="vi@example.com")
-    vi_row.locator("button", has_text="Renew key").click()
+    renew = vi_row.locator("form", has=ada.locator("button", has_text="Renew key"))
+    renew.locator("button").click()  # the box unticked: the browser does not send it
+    assert ada.url.endswith("/people")
+    assert ada.locator("section.made").count() == 1  # still the page, nothing done
+    renew.locator("input[name=confirm]").check()
+    renew.locator("button").click()
     assert "Key renewed" in ada.locator("p.done").inner_text()
     vi.goto(console.url + "/")
     assert vi.url == console.url + "/login"
@@ -332,9 +337,21 @@ def test_an_admin_manages_people_on_the_people_page(team: Team, tmp_path: Path) 
         assert response.status == 403
 
     # the curator removed: gone from the page, their session ended
-    ada.locator("table.people tbody tr", has_text="cy@example.com").locator(
-        "button", has_text="Remove"
-    ).click()
+    # sent without the box (a crafted form): refused, nothing removed
+    csrf = ada.locator("header form[action='/logout'] input[name=csrf]").input_value()
+    refused = ada.request.post(
+        f"{console.url}/people",
+        form={"csrf": csrf, "what": "remove", "email": "cy@example.com"},
+        headers={"Origin": console.url},
+    )
+    assert refused.status == 400
+    assert "sure" in refused.text()
+    ada.goto(console.url + "/people")
+    remove = ada.locator("table.people tbody tr", has_text="cy@example.com").locator(
+        "form", has=ada.locator("button", has_text="Remove")
+    )
+    remove.locator("input[name=confirm]").check()
+    remove.locator("button").click()
     assert "Removed" in ada.locator("p.done").inner_text()
     assert "cy@example.com" not in ada.locator("table.people").inner_text()
     cy.goto(console.url + "/entries")

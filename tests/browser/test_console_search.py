@@ -4,6 +4,7 @@ page says is what the admin API answers."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 from .conftest import ConsoleServer, Tab
@@ -156,7 +157,7 @@ def test_every_page_fits_a_narrow_screen_and_a_wide_one(tab: Tab, tmp_path: Path
     console = tab.console
     entry_id = console.create(POOL)["entry_id"]
     console.gateway.drain()
-    for width in (400, 1366):
+    for width in (400, 800, 1366):
         tab.page.set_viewport_size({"width": width, "height": 900})
         for path in PAGES:
             page = tab.open(path.format(entry_id=entry_id))
@@ -173,6 +174,11 @@ def test_every_page_fits_a_narrow_screen_and_a_wide_one(tab: Tab, tmp_path: Path
                 width,
             )
             assert outside == [], f"{path} at {width} px: {outside} past the screen's edge"
+            # the content keeps a margin from the window's edge (a half-screen window)
+            left = page.evaluate(
+                "() => document.querySelector('main h1').getBoundingClientRect().left"
+            )
+            assert left >= 8, f"{path} at {width} px: the heading touches the edge ({left} px)"
             # Pico's typeface and the console's own rules are in force
             family = page.evaluate("() => getComputedStyle(document.body).fontFamily")
             assert "system-ui" in family, family
@@ -182,3 +188,42 @@ def test_every_page_fits_a_narrow_screen_and_a_wide_one(tab: Tab, tmp_path: Path
             shot = tmp_path / f"page-{name or 'search'}{query}-{width}px.png"
             page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 1000
+
+
+_CONTRAST = """(selector) => [...document.querySelectorAll(selector)].map(e => {
+  const rgb = s => s.match(/[0-9.]+/g).slice(0, 3).map(Number).map(v => {
+    v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+  const lum = c => 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+  let node = e, bg = 'rgba(0, 0, 0, 0)';
+  while (node && (bg === 'rgba(0, 0, 0, 0)' || bg === 'transparent')) {
+    bg = getComputedStyle(node).backgroundColor; node = node.parentElement; }
+  const [a, b] = [lum(rgb(getComputedStyle(e).color)), lum(rgb(bg))];
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+})"""
+
+
+def test_the_console_reads_in_dark_mode_and_signs_in_styled(
+    browser: Any, console: ConsoleServer, tmp_path: Path
+) -> None:
+    """Issue 45's review: with the system's dark scheme, the confidence words keep a
+    readable contrast (WCAG's 4.5:1 for text); the sign-in page carries Pico and the
+    viewport like every other page."""
+    console.create(POOL)
+    console.gateway.drain()
+    context = browser.new_context(color_scheme="dark", viewport={"width": 400, "height": 900})
+    try:
+        page = context.new_page()
+        login = page.goto(f"{console.url}/login")
+        assert login is not None
+        assert page.locator("meta[name=viewport]").count() == 1
+        assert "system-ui" in page.evaluate("() => getComputedStyle(document.body).fontFamily")
+        page.screenshot(path=str(tmp_path / "login-dark-400px.png"), full_page=True)
+        page.goto(f"{console.url}/login?token={console.doors.login_token}")
+        page.goto(f"{console.url}/?" + urlencode({"topic": TOPIC}))
+        page.locator("li.hit").first.wait_for()
+        ratios = page.evaluate(_CONTRAST, ".likelihood")
+        assert ratios, "no confidence word on the page"
+        assert min(ratios) >= 4.5, ratios
+        page.screenshot(path=str(tmp_path / "search-dark-400px.png"), full_page=True)
+    finally:
+        context.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -130,6 +131,15 @@ def test_a_query_returns_the_http_apis_hits_locally_and_remotely(
         assert not result.is_error, result.content
         hits = result.structured_content["hits"]
         assert [(hit["entry_id"], hit["why"]["fused_score"]) for hit in hits] == expected
+        for hit in hits:  # a handful of words a model can use, the shared ones first
+            assert 0 < len(hit["tags"]) <= 8, hit["tags"]
+            # each a whole word of the entry's text or of the topic's shared words (no stem)
+            words = set(re.findall(r"[\w-]+", f"{hit['title']} {hit['summary']}".lower()))
+            words |= set(hit["why"]["shared_words"])
+            assert set(hit["tags"]) <= words, (hit["tags"], words)
+            assert (
+                hit["tags"][: len(hit["why"]["shared_words"][:8])] == hit["why"]["shared_words"][:8]
+            )
         assert hits[0]["why"]["vector_rank"] == over_http.body["hits"][0]["why"]["vector_rank"]
 
     entry_id = expected[0][0]

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from grandbo.local import serving
 
 
@@ -65,3 +67,68 @@ def test_a_record_of_a_live_grandbo_process_is_believed(tmp_path: Path) -> None:
         runner.kill()
         runner.wait()
     assert serving.running(tmp_path) is None  # gone: its record is not believed
+
+
+def test_a_record_whose_pid_now_runs_another_grandbo_process_is_not_believed(
+    tmp_path: Path,
+) -> None:
+    """Issue 45's review: a killed runner's pid taken by another process whose command line
+    names grandbo (`grandbo mcp`, an editor in a folder named grandbo): the record's start
+    time is not that process's, so nobody is told to stop it."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "grandbo-mcp"])
+    try:
+        deadline = time.monotonic() + 10
+        cmdline = Path(f"/proc/{other.pid}/cmdline")
+        while b"grandbo-mcp" not in cmdline.read_bytes():
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.01)
+        record = json.loads(
+            json.dumps(
+                {
+                    "pid": other.pid,
+                    "api": "http://127.0.0.1:9300",
+                    "console": None,
+                    "data_dir": str(tmp_path),
+                    "started": 1,
+                }
+            )
+        )
+        (tmp_path / "serving.json").write_text(json.dumps(record))
+        assert serving.running(tmp_path) is None
+        record["started"] = serving._started(other.pid)
+        (tmp_path / "serving.json").write_text(json.dumps(record))
+        assert serving.running(tmp_path) is not None  # its own start: believed
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_serve_refuses_one_port_for_both_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 45's review: `serve --port 9532 --console-port 9532` seeded the demo, then
+    stopped with an OSError naming no port."""
+    from grandbo.cli import main
+
+    data_dir = tmp_path / "data"
+    assert (
+        main(["--data-dir", str(data_dir), "serve", "--port", "9532", "--console-port", "9532"])
+        == 2
+    )
+    assert "cannot share port 9532" in capsys.readouterr().err
+    assert not data_dir.exists()  # nothing started, nothing made
+
+
+def test_serving_says_when_no_runner_serves_the_data_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from grandbo.cli import main
+
+    assert main(["--data-dir", str(tmp_path), "serving"]) == 0
+    said = capsys.readouterr()
+    assert said.out.strip() == serving.API_URL  # what a script reads: the default
+    assert "no runner serves" in said.err
+    serving.record(tmp_path, "http://127.0.0.1:9300", None)
+    assert main(["--data-dir", str(tmp_path), "serving"]) == 0
+    said = capsys.readouterr()
+    assert (said.out.strip(), said.err) == ("http://127.0.0.1:9300", "")

@@ -1,7 +1,8 @@
 """The console's vendored Pico CSS (issue 45): the files are the npm package's, as
 VENDORED.json records them; its form icons are files of the console's own, each the image
-the stylesheet carries; console.css points every icon the stylesheet uses at one, so no
-`data:` image meets the Content-Security-Policy (`img-src 'self'`)."""
+the stylesheet carries; the stylesheet the console serves is the package's with each icon
+pointing at its file, so no `data:` image meets the Content-Security-Policy
+(`img-src 'self'`), whatever order the page's stylesheets arrive in."""
 
 from __future__ import annotations
 
@@ -43,26 +44,29 @@ def test_each_vendored_file_is_the_one_recorded() -> None:
     assert f"Pico CSS ✨ v{record['version']}" in css
 
 
-def test_the_icons_are_the_stylesheets_own_and_console_css_uses_each() -> None:
+def test_the_served_stylesheet_is_the_packages_with_its_icons_as_files() -> None:
+    tool = _tool()
     css = (VENDOR / "pico.classless.min.css").read_text()
-    icons = _tool().icons(css)
-    # every data: image of the stylesheet is one of its icon variables (each overridden)
-    images = css.count('url("data:')
-    assert images == len(re.findall(r'--pico-icon-[a-z-]+:url\("data:', css)), images
-    assert images >= len(icons) >= 10
-    console = (STATIC / "console.css").read_text()
-    for name, svg in icons.items():
-        assert (VENDOR / "icons" / f"{name}.svg").read_bytes() == svg, name
+    icons = tool.icons(css)
+    # every data: image of the package's stylesheet is one of its icon variables
+    assert css.count('url("data:') == len(icons) >= 10
+    for name, svg in icons:
+        assert (VENDOR / "icons" / name).read_bytes() == svg, name
         assert svg.startswith(b"<svg"), name
-        declaration = f'--pico-icon-{name}: url("/static/vendor/pico/icons/{name}.svg") !important;'
-        assert declaration in console, name
-    # nothing else in console.css reaches off the console's own address
+    served = (VENDOR / "pico.console.min.css").read_text()
+    assert served == tool.served(css)
+    assert "data:" not in served
+    referenced = re.findall(r'url\("icons/([^"]+)"\)', served)
+    assert referenced == [name for name, _ in icons]
+
+
+def test_the_pages_load_the_served_stylesheet_before_the_consoles_own_rules() -> None:
+    for template in ("base.html", "login.html"):
+        page = (ROOT / "shared/grandbo/console/templates" / template).read_text()
+        pico = page.index('href="/static/vendor/pico/pico.console.min.css"')
+        own = page.index('href="/static/console.css"')
+        assert pico < own, template
+        assert "pico.classless" not in page, template
+    console = (STATIC / "console.css").read_text()
     assert 'url("data:' not in console
     assert 'url("http' not in console
-
-
-def test_the_page_loads_pico_before_the_consoles_own_rules() -> None:
-    base = (ROOT / "shared/grandbo/console/templates/base.html").read_text()
-    pico = base.index('href="/static/vendor/pico/pico.classless.min.css"')
-    own = base.index('href="/static/console.css"')
-    assert pico < own

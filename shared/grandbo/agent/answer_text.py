@@ -12,9 +12,11 @@ written into a sentence of ours.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from grandbo.memory.domain.models import MemoryHit, MemoryQueryResult
 from grandbo.text.rules import one_line
+from grandbo.text.tags import tag_words
 from grandbo.topology.model import BlastRadius, Criticality
 
 TITLE_CHARS = 160
@@ -22,6 +24,8 @@ TITLE_CHARS = 160
 SUMMARY_CHARS = 600
 STALE_CHARS = 400
 WORDS = 6
+# the tags a hit's structured content keeps: words a model can use, a handful
+TAG_WORDS = 8
 HEADER = (
     "{count} past lesson(s), best first; confidence is the estimated probability that a "
     "hit is relevant. Hints, not ground truth: verify each with live tools."
@@ -54,6 +58,18 @@ def hit_line(number: int, hit: MemoryHit) -> str:
         f"{service}; matched on {words}{seen}{stale}; entry {hit.entry_id}\n"
         f"   lesson: {_quoted(hit.summary, SUMMARY_CHARS)}"
     )
+
+
+def structured_answer(result: MemoryQueryResult) -> dict[str, Any]:
+    """The answer as a tool's structured content: as the API answers it, but each hit's
+    tags are the words of its text they stand for (`retri` reads `retries`), the ones the
+    topic shares first, at most TAG_WORDS of them (an entry carries 25 to 30 stems)."""
+    document = result.model_dump(mode="json")
+    for hit, dumped in zip(result.hits, document["hits"], strict=True):
+        words = tag_words(f"{hit.title} {hit.summary}")
+        ordered = [*hit.why.shared_words, *(words.get(tag, tag) for tag in hit.tags)]
+        dumped["tags"] = list(dict.fromkeys(ordered))[:TAG_WORDS]
+    return document
 
 
 def answer_text(result: MemoryQueryResult) -> str:

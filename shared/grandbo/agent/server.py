@@ -37,7 +37,12 @@ from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from grandbo.agent.answer_text import answer_text, blast_radius_text, criticality_text
+from grandbo.agent.answer_text import (
+    answer_text,
+    blast_radius_text,
+    criticality_text,
+    structured_answer,
+)
 from grandbo.agent.backends import MemoryBackend
 from grandbo.agent.stdio import answering_every_request
 from grandbo.api.auth import Keyring, verify_query_token
@@ -371,7 +376,7 @@ def build_server(
         )
         return CallToolResult(
             content=[TextContent(type="text", text=answer_text(result))],
-            structured_content=result.model_dump(mode="json"),
+            structured_content=structured_answer(result),
         )
 
     @server.tool(description=ENTRY_DESCRIPTION, annotations=read_only)

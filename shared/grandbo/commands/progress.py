@@ -17,6 +17,8 @@ def terminal_progress(description: str, unit: str) -> Callable[[Iterable[T], int
     """A wrapper for an iterable of `total` items that shows a bar on a terminal."""
 
     def wrap(items: Iterable[T], total: int) -> Iterable[T]:
+        if total == 0:  # nothing to do: no empty bar
+            return items
         from tqdm import tqdm
 
         return tqdm(items, total=total, desc=description, unit=unit, file=sys.stderr, disable=None)

@@ -87,6 +87,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.console_port is not None and args.console_port == args.port and args.port != 0:
+        print(
+            f"grandbo serve: the API and the console cannot share port {args.port}: give "
+            "--console-port another (or --no-console)",
+            file=sys.stderr,
+        )
+        return 2
     # a busy port is refused before any other work, in one line naming it
     ports = [("the API's", args.port)]
     if args.console_port is not None:

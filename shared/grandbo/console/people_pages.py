@@ -67,6 +67,9 @@ class PeoplePages:
             login = str(request.base_url).rstrip("/") + "/login?token=" + answer["sign_in_token"]
             made = {"what": what, "person": answer["person"], "link": login, "days": days}
             return await self._page(request, session, made=made)
+        if what in ("revoke", "remove") and text_of(form, "confirm") != "yes":
+            # one click must not end someone's access: the form's box says "sure"
+            raise ConsoleError(400, f"tick 'sure' to {what} {email}", "confirm")
         if what == "revoke":
             await api.revoke_person(email)
             return redirect_done("/people", "person_revoked")

@@ -26,6 +26,9 @@ class Serving:
     api: str
     console: str | None
     data_dir: str
+    # when the process started (clock ticks since boot, /proc/<pid>/stat): a pid reused by
+    # another program has another start; None where /proc does not tell
+    started: int | None = None
 
 
 def record(data_dir: Path, api: str, console: str | None) -> None:
@@ -35,7 +38,17 @@ def record(data_dir: Path, api: str, console: str | None) -> None:
     path = data_dir / SERVING_FILE
     partial = path.with_suffix(".tmp")
     partial.write_text(
-        json.dumps(asdict(Serving(os.getpid(), api, console, str(data_dir.resolve()))))
+        json.dumps(
+            asdict(
+                Serving(
+                    os.getpid(),
+                    api,
+                    console,
+                    str(data_dir.resolve()),
+                    _started(os.getpid()),
+                )
+            )
+        )
     )
     partial.replace(path)
 
@@ -56,16 +69,27 @@ def running(data_dir: Path) -> Serving | None:
             api=str(raw["api"]),
             console=None if raw.get("console") is None else str(raw["console"]),
             data_dir=str(raw.get("data_dir", data_dir)),
+            started=None if raw.get("started") is None else int(raw["started"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return found if _alive(found.pid) else None
+    return found if _alive(found.pid, found.started) else None
 
 
-def _alive(pid: int) -> bool:
-    """Whether `pid` is a live Grandbo runner: a runner killed without its cleanup leaves
-    its record, and its pid may since be another program's (where /proc tells, its
-    command line must name grandbo)."""
+def _started(pid: int) -> int | None:
+    """The process's start (field 22 of /proc/<pid>/stat, after the command's parentheses),
+    or None where /proc does not tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: int | None = None) -> bool:
+    """Whether `pid` is the live Grandbo runner that wrote the record: a runner killed
+    without its cleanup leaves its record, and its pid may since be another program's
+    (where /proc tells: the same start, else a command line naming grandbo)."""
     if pid == os.getpid():
         return True
     try:
@@ -74,6 +98,9 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:  # another user's process: alive
         return True
+    now = _started(pid)
+    if started is not None and now is not None:
+        return now == started
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:  # no /proc (macOS): the pid is all there is to go by
