@@ -207,3 +207,31 @@ def stop_runner(server: Any) -> None:
     server.server_close()
     runtime().close()
     install_runtime(None)
+
+
+# -- the people tests' keyring and runner (tests/e2e/test_people*.py) -------------------
+
+
+@pytest.fixture
+def keyring_file(tmp_path: Path, tenant: str) -> Path:
+    """A keyring file holding the organization's service key (people are added to it)."""
+    from grandbo.api.auth import SigningKey, keyring_document, new_secret
+
+    path = tmp_path / "keyring.json"
+    service = SigningKey(
+        key_id=f"{tenant}-admin",
+        tenant_id=tenant,
+        secret=new_secret(),
+        roles=["admin"],
+        stands_for="the incident pipeline",
+    )
+    path.write_text(keyring_document([service]))
+    return path
+
+
+@pytest.fixture
+def base(database: DatabaseUrls, keyring_file: Path) -> Iterator[str]:
+    """A runner reading its keyring from `keyring_file`, as `grandbo serve` does: its URL."""
+    server, url = serve_keyring_file(database, keyring_file)
+    yield url
+    stop_runner(server)

@@ -11,7 +11,6 @@ import getpass
 import json
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,39 +18,14 @@ import pytest
 from functions.admin_api.handler import app as admin_app
 
 from grandbo.api import people_keyring as people
-from grandbo.api.auth import SigningKey, keyring_document, new_secret
 from grandbo.api.client import AdminClient, GrandboHTTPError
 from grandbo.api.people import ADMIN_ROUTE_ROLES, role_needed
 from grandbo.cli import default_actor, main
-from grandbo.storage.connections import DatabaseUrls
-
-from .conftest import serve_keyring_file, stop_runner
 
 LESSON = {
     "title": "Connection pool exhausted by a retry storm",
     "summary": "Checkout retried every failed call at once and exhausted the pool.",
 }
-
-
-@pytest.fixture
-def keyring_file(tmp_path: Path, tenant: str) -> Path:
-    path = tmp_path / "keyring.json"
-    service = SigningKey(
-        key_id=f"{tenant}-admin",
-        tenant_id=tenant,
-        secret=new_secret(),
-        roles=["admin"],
-        stands_for="the incident pipeline",
-    )
-    path.write_text(keyring_document([service]))
-    return path
-
-
-@pytest.fixture
-def base(database: DatabaseUrls, keyring_file: Path) -> Iterator[str]:
-    server, url = serve_keyring_file(database, keyring_file)
-    yield url
-    stop_runner(server)
 
 
 def _refusal(call: Any) -> GrandboHTTPError:

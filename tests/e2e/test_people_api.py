@@ -9,7 +9,6 @@ nor reachable; an admin cannot lock themselves out; concurrent adds lose nobody.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,30 +20,9 @@ from grandbo.api.client import AdminClient, GrandboHTTPError
 from grandbo.api.people import verify_sign_in_token
 from grandbo.storage.connections import DatabaseUrls
 
-from .conftest import serve_keyring_file, stop_runner
+from .conftest import stop_runner
 
 OTHER = "people-api-other-org"
-
-
-@pytest.fixture
-def keyring_file(tmp_path: Path, tenant: str) -> Path:
-    path = tmp_path / "keyring.json"
-    service = SigningKey(
-        key_id=f"{tenant}-admin",
-        tenant_id=tenant,
-        secret=new_secret(),
-        roles=["admin"],
-        stands_for="the incident pipeline",
-    )
-    path.write_text(keyring_document([service]))
-    return path
-
-
-@pytest.fixture
-def base(database: DatabaseUrls, keyring_file: Path) -> Iterator[str]:
-    server, url = serve_keyring_file(database, keyring_file)
-    yield url
-    stop_runner(server)
 
 
 def _refusal(call: Any) -> GrandboHTTPError:

@@ -4,7 +4,6 @@ person key written by hand, two admins demoting each other at once, a resent add
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +14,6 @@ from grandbo.api.auth import Keyring, SigningKey, keyring_document, new_secret
 from grandbo.api.client import AdminClient, GrandboHTTPError
 from grandbo.api.people import verify_sign_in_token
 from grandbo.errors import AuthenticationError
-from grandbo.storage.connections import DatabaseUrls
-
-from .conftest import serve_keyring_file, stop_runner
-
-
-@pytest.fixture
-def keyring_file(tmp_path: Path, tenant: str) -> Path:
-    path = tmp_path / "keyring.json"
-    service = SigningKey(
-        key_id=f"{tenant}-admin", tenant_id=tenant, secret=new_secret(), roles=["admin"]
-    )
-    path.write_text(keyring_document([service]))
-    return path
-
-
-@pytest.fixture
-def base(database: DatabaseUrls, keyring_file: Path) -> Iterator[str]:
-    server, url = serve_keyring_file(database, keyring_file)
-    yield url
-    stop_runner(server)
 
 
 def _status(call: Any) -> tuple[int, Any]:
