@@ -1,4 +1,4 @@
--- Idempotency keys that cannot collide (grandbo.memory.domain.idempotency). Keys were built by
+-- Idempotency keys that cannot collide (grandbo.memory.idempotency). Keys were built by
 -- joining ids with ':' while ids may contain ':', so incident `INC-9:finding:x` / finding
 -- `y` and incident `INC-9` / finding `x:finding:y` shared a key and the second finding was
 -- dropped; and a raw CLI key could take a key an incident or an admin would need. From now

@@ -6,7 +6,7 @@
 -- (`bench/layout_planning.py`, docs/BENCHMARKS.md). Partitioned, a statement stating its
 -- tenant is planned against that tenant's partition alone: 1.14 ms at 60 indexes and
 -- 2.26 at 1,000 with 16 partitions. The per-organization indexes go on the partition that
--- holds the organization (grandbo.memory.repository.vector_indexes).
+-- holds the organization (grandbo.memory.vector_index).
 --
 -- The rows are copied once, under an exclusive lock (docs/OPERATIONS.md: how long, and
 -- what callers see meanwhile). The per-organization HNSW indexes go with the old table;

@@ -1,4 +1,4 @@
--- The HNSW index job's build memory (grandbo.memory.repository.vector_indexes) as the schema owner's
+-- The HNSW index job's build memory (grandbo.memory.vector_index) as the schema owner's
 -- default in this database, instead of a session-level SET on the job's connection: a
 -- session SET pins the job's session in RDS Proxy, and through a transaction pooler it
 -- lands on whichever backend served that statement (not necessarily the one that then

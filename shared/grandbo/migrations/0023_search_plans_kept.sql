@@ -5,13 +5,13 @@
 -- Now each statement's generic plan is made once per backend and kept (a pooling proxy,
 -- RDS Proxy or PgBouncer in transaction mode, hands that backend on to the next client),
 -- except the vector leg of an organization with its own partial HNSW index
--- (grandbo.memory.repository.vector_indexes: `WHERE tenant_id = '<tenant>'`), which a generic plan
+-- (grandbo.memory.vector_index: `WHERE tenant_id = '<tenant>'`), which a generic plan
 -- cannot use (a parameter proves no partial index's predicate): that one statement is
 -- planned on each call with the tenant's value (EXECUTE ... USING, a one-shot plan), as
 -- every statement was before. The rest of the function is 0022's, unchanged: the same
 -- answers field by field (tests/integration/test_search_function.py).
 
--- The name of a tenant's HNSW index (grandbo.memory.repository.vector_indexes.index_name, which a test
+-- The name of a tenant's HNSW index (grandbo.memory.vector_index.index_name, which a test
 -- holds equal to this).
 CREATE OR REPLACE FUNCTION grandbo_hnsw_index_name(p_tenant text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE

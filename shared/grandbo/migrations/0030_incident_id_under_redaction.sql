@@ -15,7 +15,7 @@
 -- What the finding's key did, deduplicate a redelivery of the incident (an archive
 -- replay, a DLQ redrive), the removed text's digest does now: a redaction keeps the
 -- SHA-256 of every text it removed in its `entry_redacted` event (`text_sha256`,
--- grandbo.memory.domain.redacted_text: a digest of the text, never of a guessable id), and a
+-- grandbo.memory.redacted_text: a digest of the text, never of a guessable id), and a
 -- creation of such a text again writes nothing; for tombstones made before, a creation
 -- whose whole payload hashes to a removed one (0019's digest). The repository looks both
 -- up in the partial indexes below, which hold redactions and removed payloads only.

@@ -3,7 +3,7 @@
 -- An event an import wrote (a lake stream, grandbo.memory.repository.lake) is marked: it
 -- keeps its original actor, key and time, so nothing else in it says it arrived by
 -- import. An imported verdict is history (counted, shown, exported), never what the
--- organization's recalibration is fit from (grandbo.memory.domain.recalibration).
+-- organization's recalibration is fit from (grandbo.memory.confidence.recalibration).
 -- Every event written before this migration was written by the write path or by an
 -- import of an earlier version, which cannot be told apart now: they stay `false`.
 -- A constant default: no table rewrite.

@@ -43,7 +43,7 @@ GRANT SELECT, INSERT ON org_memory_log_removals TO grandbo_app;
 
 -- 2. Bounded by design.
 --    a. At most `retrieval_rows_per_day` rows per organization and day (NULL: the default
---       the writer sends, grandbo.memory.domain.retrieval_log.RETRIEVAL_ROWS_PER_DAY); what
+--       the writer sends, grandbo.memory.retrievals.RETRIEVAL_ROWS_PER_DAY); what
 --       the bound drops is counted, per day, for the health page.
 ALTER TABLE org_memory_tenant_settings
     ADD COLUMN retrieval_rows_per_day integer
@@ -66,7 +66,7 @@ CREATE POLICY tenant_isolation ON org_memory_retrieval_days
 GRANT SELECT, INSERT, UPDATE, DELETE ON org_memory_retrieval_days TO grandbo_app;
 
 -- (0032's function, with the day's bound: `p_rows_per_day` is the default an organization
--- that set none is held to, grandbo.memory.domain.retrieval_log.RETRIEVAL_ROWS_PER_DAY)
+-- that set none is held to, grandbo.memory.retrievals.RETRIEVAL_ROWS_PER_DAY)
 DROP FUNCTION grandbo_log_retrieval(
     text, timestamptz, text, text, text, jsonb, double precision, boolean);
 CREATE FUNCTION grandbo_log_retrieval(
