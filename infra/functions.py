@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import atexit
 import json
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,11 +43,13 @@ def function_handler(folder: str) -> str:
 def function_source(folder: str) -> Path:
     """The function's code as Lambda unzips it: `functions/__init__.py` and the folder's
     Python files (no bytecode: the developer's interpreter's would be stale there), staged
-    in a directory of its own (the asset's hash is its files' and their paths')."""
-    staged = Path(tempfile.mkdtemp(prefix=f"grandbo-{folder}-"))
-    atexit.register(shutil.rmtree, staged, ignore_errors=True)
+    anew at every synth in build/function-code/<folder> (kept: a synth without asset
+    staging, `cdk synth --no-staging`, points at it; the asset's hash is its files' and
+    their paths')."""
+    staged = ROOT / "build" / "function-code" / folder
+    shutil.rmtree(staged, ignore_errors=True)
     package = staged / "functions"
-    package.mkdir()
+    package.mkdir(parents=True)
     shutil.copy2(ROOT / "functions" / "__init__.py", package / "__init__.py")
     shutil.copytree(
         ROOT / "functions" / folder,

@@ -8,11 +8,14 @@ asset is imported in a fresh interpreter that sees only it and the layer's packa
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from infra.functions import ROOT, SPECS, function_handler, function_source
+from infra.layer import LAYER_EXCLUDES
 
 FOLDERS = sorted(p.name for p in (ROOT / "functions").iterdir() if (p / "handler.py").exists())
 # a fresh interpreter without the editable install's finder (which maps `functions` to
@@ -34,8 +37,22 @@ def test_every_function_folder_is_in_the_stack_table() -> None:
     assert {spec.folder for spec in SPECS.values()} == set(FOLDERS)
 
 
+@pytest.fixture(scope="module")
+def layer_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The layer's package as the layer's bundling copies it (no local mode, CLI or MCP)."""
+    target = tmp_path_factory.mktemp("layer") / "python"
+    shutil.copytree(
+        ROOT / "shared" / "grandbo",
+        target / "grandbo",
+        ignore=shutil.ignore_patterns(*LAYER_EXCLUDES),
+    )
+    return target
+
+
 @pytest.mark.parametrize("folder", FOLDERS)
-def test_a_functions_staged_code_imports_its_handler_alone(folder: str) -> None:
+def test_a_functions_staged_code_imports_its_handler_alone(
+    folder: str, layer_package: Path
+) -> None:
     staged = function_source(folder)
     assert (staged / "functions" / "__init__.py").exists()
     assert (staged / "functions" / folder / "handler.py").exists()
@@ -46,7 +63,7 @@ def test_a_functions_staged_code_imports_its_handler_alone(folder: str) -> None:
             "-c",
             _IMPORT,
             str(staged),
-            str(ROOT / "shared"),
+            str(layer_package),
             function_handler(folder),
         ],
         capture_output=True,
