@@ -107,6 +107,7 @@ def test_development_installs_what_the_layer_ships() -> None:
         "aws-lambda-powertools",
         "boto3",
         "botocore",
+        "s3transfer",
     ):
         assert version(name) == locked[name], name
 
