@@ -97,11 +97,12 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_serving(args: argparse.Namespace) -> int:
-    from grandbo.local.serving import console_url, running
+    from grandbo.local.serving import console_url, default_note
 
     data_dir = settings_from(args).data_dir
-    if running(data_dir) is None:  # the default address, said to be one (a script reads stdout)
-        print(f"grandbo serving: no runner serves {data_dir}: the default address", file=sys.stderr)
+    note = default_note(data_dir, None)
+    if note:  # the default address, said to be one (a script reads stdout)
+        print(f"grandbo serving: {note}", file=sys.stderr)
     print(console_url(data_dir, None) if args.console else api_url(data_dir, None))
     return 0
 

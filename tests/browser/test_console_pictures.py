@@ -135,6 +135,15 @@ def test_the_topology_page_lists_services_first_and_draws_one_on_arrival(tab: Ta
     assert page.locator("select[name=type] option").count() >= 1
     assert page.locator("select[name=type]").input_value() == "Service"
     assert page.locator("input[name=type]").count() == 0  # no free text for the type
+    # at 400 px the service list starts inside the page (Pico's nav lists sat 4 px left)
+    tab.page.set_viewport_size({"width": 400, "height": 900})
+    page = tab.open("/topology")
+    lefts = page.evaluate(
+        "() => [...document.querySelectorAll('nav.services li a')]"
+        ".map(a => a.getBoundingClientRect().left)"
+    )
+    assert lefts
+    assert min(lefts) >= 0, lefts
 
 
 def test_the_topology_page_says_when_it_lists_only_the_first_nodes(

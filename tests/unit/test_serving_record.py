@@ -132,3 +132,18 @@ def test_serving_says_when_no_runner_serves_the_data_directory(
     assert main(["--data-dir", str(tmp_path), "serving"]) == 0
     said = capsys.readouterr()
     assert (said.out.strip(), said.err) == ("http://127.0.0.1:9300", "")
+
+
+def test_sign_curl_says_when_it_points_at_the_default_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 45's review: with no runner, `sign --curl | sh` exited 7 and said nothing."""
+    from grandbo.cli import main
+
+    argv = ["--data-dir", str(tmp_path), "sign", "GET", "/v1/admin/whoami", "--curl"]
+    assert main(argv) == 0
+    said = capsys.readouterr()
+    assert serving.API_URL + "/v1/admin/whoami" in said.out
+    assert "no runner serves" in said.err
+    assert main([*argv, "--url", "http://127.0.0.1:9300"]) == 0  # told where: nothing said
+    assert capsys.readouterr().err == ""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 
 from grandbo.commands.common import keyring_path, settings_from
 from grandbo.local.demo import DEMO_TENANT
-from grandbo.local.serving import api_url
+from grandbo.local.serving import api_url, default_note
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,6 +72,9 @@ def cmd_sign(args: argparse.Namespace) -> int:
     if not args.curl:
         print(flags)
         return 0
+    note = default_note(settings_from(args).data_dir, args.url)
+    if note:  # a curl to a runner that is not there would only exit 7
+        print(f"grandbo sign: {note}", file=sys.stderr)
     command = [
         "curl -s",
         f"-X {shlex.quote(args.method.upper())}",

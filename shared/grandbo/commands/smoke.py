@@ -8,8 +8,9 @@ and purged at its end, so the local store keeps nothing of the check."""
 from __future__ import annotations
 
 import argparse
+import sys
 
-from grandbo.local.serving import API_URL, api_url
+from grandbo.local.serving import API_URL, api_url, default_note
 from grandbo.local.settings import Settings
 from grandbo.smoke.organization import SMOKE_TENANT
 from grandbo.smoke.steps import EMBED_WITHIN_S, INCIDENT_WITHIN_S, SmokeRun
@@ -78,6 +79,9 @@ def cmd_smoke(args: argparse.Namespace, settings: Settings) -> int:
         if args.stage:
             target = AwsStage(args.stage, region=args.region)
         else:
+            note = default_note(settings.data_dir, args.url)
+            if note:
+                print(f"grandbo smoke: {note}", file=sys.stderr)
             target = LocalRunner.from_data_dir(
                 api_url(settings.data_dir, args.url),
                 settings.data_dir,

@@ -115,6 +115,14 @@ def api_url(data_dir: Path, given: str | None) -> str:
     return _address(given, None if found is None else found.api, API_URL)
 
 
+def default_note(data_dir: Path, given: str | None) -> str | None:
+    """What a command says (on stderr) when it talks to the default address because no
+    runner serves `data_dir` and none was given; None when it was given one, or one runs."""
+    if given or running(data_dir) is not None:
+        return None
+    return f"no runner serves {data_dir} (make run, or grandbo serve): the default address"
+
+
 def console_url(data_dir: Path, given: str | None) -> str:
     """The console a link points at: the one given, else the running runner's, else the
     default."""
