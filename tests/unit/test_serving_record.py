@@ -147,3 +147,33 @@ def test_sign_curl_says_when_it_points_at_the_default_address(
     assert "no runner serves" in said.err
     assert main([*argv, "--url", "http://127.0.0.1:9300"]) == 0  # told where: nothing said
     assert capsys.readouterr().err == ""
+
+
+_LISTEN = (
+    "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen();"
+    " print(s.getsockname()[1], flush=True); time.sleep(30)"
+)
+
+
+@pytest.mark.parametrize(("name", "blamed"), [("grandbo-serve", True), ("someone-else", False)])
+def test_a_busy_port_names_another_grandbo_holding_it_and_nobody_else(
+    tmp_path: Path, name: str, blamed: bool
+) -> None:
+    """Issue 45: a busy port is refused in one line naming the Grandbo holding it, when it
+    is one, also another data directory's (its process, from /proc); another program is
+    never called a Grandbo."""
+    holder = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-c", _LISTEN, name], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        port = int(holder.stdout.readline())
+        said = serving.busy_port_message("127.0.0.1", port, "the API's", tmp_path)
+        assert f"port {port} on 127.0.0.1 is in use" in said
+        assert ("another Grandbo holds it" in said) is blamed, said
+        if blamed:
+            assert f"pid {holder.pid}" in said
+            assert name in said
+    finally:
+        holder.kill()
+        holder.wait()

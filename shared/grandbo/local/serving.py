@@ -150,19 +150,55 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def port_holder(port: int) -> tuple[int, str] | None:
+    """The process listening on TCP `port` (IPv4 or IPv6) and its command line, where
+    /proc tells (Linux, and a process this user may read); else None."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            # local address "HEX:PORT", state 0A is LISTEN, the socket's inode tenth
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:
+                inodes.add(fields[9])
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            links = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
+        except OSError:
+            continue
+        if links & wanted:
+            try:
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                command = ""
+            return int(proc.name), command.strip()
+    return None
+
+
 def busy_port_message(host: str, port: int, what: str, data_dir: Path) -> str:
-    """One line naming the busy port and, when one of this data directory's holds it, the
-    Grandbo holding it (another process is never blamed on it)."""
+    """One line naming the busy port and, when a Grandbo holds it, which: this data
+    directory's (its record), or another (its process and command line, from /proc);
+    another program is never blamed as a Grandbo."""
     holder = running(data_dir)
     ours = holder is not None and any(
         url is not None and url.rstrip("/").endswith(f":{port}")
         for url in (holder.api, holder.console)
     )
-    by = (
-        f"; this data directory's Grandbo (pid {holder.pid}) serves {holder.api}"
-        if holder is not None and ours
-        else ""
-    )
+    by = ""
+    if holder is not None and ours:
+        by = f"; this data directory's Grandbo (pid {holder.pid}) serves {holder.api}"
+    else:
+        found = port_holder(port)
+        if found is not None and "grandbo" in found[1]:
+            by = f"; another Grandbo holds it (pid {found[0]}: {found[1][:200]})"
     return (
         f"grandbo serve: {what} port {port} on {host} is in use{by}: stop it, or choose "
         f"another (make run PORT=... CONSOLE_PORT=..., or --port / --console-port)"
