@@ -20,9 +20,9 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 import grandbo.api.people_keyring as people_keyring
-from grandbo.api.auth import Caller, SigningKey
+from grandbo.api.auth import Caller, Keyring, SigningKey
 from grandbo.api.models import PersonLinkRequest, PersonNameRequest, PersonRequest
-from grandbo.api.people import mint_sign_in_token
+from grandbo.api.people import mint_sign_in_token, still_holds
 from grandbo.errors import CallerChangedError, InvalidInputError, PeopleManagedElsewhereError
 from grandbo.observability import logger
 from grandbo.runtime.lambda_container import runtime
@@ -58,13 +58,7 @@ def _still_admin(caller: Caller) -> people_keyring.Guard:
     seen = runtime().keyring().find(caller.key_id, "admin")
 
     def guard(keys: list[SigningKey]) -> None:
-        current = next((key for key in keys if key.key_id == caller.key_id), None)
-        if (
-            current is None
-            or Caller.of(current).role != "admin"
-            or current.secret != seen.secret
-            or Caller.of(seen).role != "admin"
-        ):
+        if Caller.of(seen).role != "admin" or not still_holds(Keyring(keys), seen):
             raise CallerChangedError
 
     return guard

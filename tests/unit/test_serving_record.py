@@ -15,6 +15,15 @@ import pytest
 from grandbo.local import serving
 
 
+def _exec_done(child: subprocess.Popen[bytes], marker: bytes) -> None:
+    """Wait until the child has exec'd: its command line is the parent's until then."""
+    deadline = time.monotonic() + 10
+    cmdline = Path(f"/proc/{child.pid}/cmdline")
+    while marker not in cmdline.read_bytes():
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.01)
+
+
 def _record(data_dir: Path, pid: int) -> None:
     (data_dir / "serving.json").write_text(
         json.dumps(
@@ -52,12 +61,7 @@ def test_a_record_of_a_live_grandbo_process_is_believed(tmp_path: Path) -> None:
         [sys.executable, "-c", "import time; time.sleep(30)", "grandbo-serve"]
     )
     try:
-        # its command line is the parent's until the child has exec'd
-        deadline = time.monotonic() + 10
-        cmdline = Path(f"/proc/{runner.pid}/cmdline")
-        while b"grandbo-serve" not in cmdline.read_bytes():
-            assert time.monotonic() < deadline, "the child never started"
-            time.sleep(0.01)
+        _exec_done(runner, b"grandbo-serve")
         _record(tmp_path, runner.pid)
         found = serving.running(tmp_path)
         assert found is not None
@@ -77,11 +81,7 @@ def test_a_record_whose_pid_now_runs_another_grandbo_process_is_not_believed(
     time is not that process's, so nobody is told to stop it."""
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "grandbo-mcp"])
     try:
-        deadline = time.monotonic() + 10
-        cmdline = Path(f"/proc/{other.pid}/cmdline")
-        while b"grandbo-mcp" not in cmdline.read_bytes():
-            assert time.monotonic() < deadline, "the child never started"
-            time.sleep(0.01)
+        _exec_done(other, b"grandbo-mcp")
         record = json.loads(
             json.dumps(
                 {

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from grandbo.api.auth import PersonRole
 from grandbo.api.client import GrandboHTTPError
 from grandbo.api.models import QueryRequest
 from grandbo.console.backend import ConsoleBackend, UnreadableAnswerError
@@ -136,7 +137,7 @@ class ConsoleBase:
         html = self.env.get_template(name).render(
             csrf=None if session is None else session.csrf_token,
             person=self.backend.person if key is None else key.person,
-            role=self.backend.role if key is None else key.person_role,
+            role=self.role_of(session),
             operator_key=self.backend.key_id,
             via=self.backend.via if key is None else "key",
             csrf_field=CSRF_FIELD,
@@ -147,6 +148,33 @@ class ConsoleBase:
             **values,
         )
         return HTMLResponse(html, status_code=status)
+
+    def role_of(self, session: Session | None) -> PersonRole | None:
+        """The role the session acts in: its person's, or the operator key's."""
+        key = None if session is None else session.key
+        return self.backend.role if key is None else key.person_role
+
+    def _refused(
+        self,
+        request: Request,
+        session: Session,
+        status: int,
+        status_code: int,
+        error: str,
+        message: str,
+        field: object = None,
+    ) -> HTMLResponse:
+        """A refusal (the API's or the console's) as the error page."""
+        return self.render(
+            request,
+            session,
+            "error.html",
+            status,
+            status_code=status_code,
+            error=error,
+            message=message,
+            field=field,
+        )
 
     def page(self, handler: Page) -> Callable[[Request], Awaitable[Response]]:
         """A route that needs a session (else to the login page), answers the API's and
@@ -164,48 +192,31 @@ class ConsoleBase:
                 return await handler(request, session)
             except GrandboHTTPError as exc:
                 status = exc.status if 400 <= exc.status < 500 else 502
-                return self.render(
+                body = exc.body
+                return self._refused(
                     request,
                     session,
-                    "error.html",
                     status,
-                    status_code=exc.status,
-                    error=str(exc.body.get("error", "")),
-                    message=str(exc.body.get("message", "")),
-                    field=exc.body.get("field"),
+                    exc.status,
+                    str(body.get("error", "")),
+                    str(body.get("message", "")),
+                    body.get("field"),
                 )
             except ConsoleError as exc:
-                return self.render(
+                return self._refused(
                     request,
                     session,
-                    "error.html",
                     exc.status,
-                    status_code=exc.status,
-                    error="invalid_request",
-                    message=exc.message,
-                    field=exc.field,
+                    exc.status,
+                    "invalid_request",
+                    exc.message,
+                    exc.field,
                 )
             except (OSError, TimeoutError) as exc:
-                return self.render(
-                    request,
-                    session,
-                    "error.html",
-                    502,
-                    status_code=502,
-                    error="unavailable",
-                    message=f"the admin API did not answer: {exc}",
-                    field=None,
-                )
+                message = f"the admin API did not answer: {exc}"
+                return self._refused(request, session, 502, 502, "unavailable", message)
             except UnreadableAnswerError as exc:
-                return self.render(
-                    request,
-                    session,
-                    "error.html",
-                    502,
-                    status_code=502,
-                    error="bad_gateway",
-                    message=f"what answered at {self.backend.base_url} is not the admin API: {exc}",
-                    field=None,
-                )
+                message = f"what answered at {self.backend.base_url} is not the admin API: {exc}"
+                return self._refused(request, session, 502, 502, "bad_gateway", message)
 
         return endpoint

@@ -24,8 +24,7 @@ class PeoplePages:
         self.console = console
 
     def _admin(self, session: Session) -> None:
-        role = self.console.backend.role if session.key is None else session.key.person_role
-        if role != "admin":
+        if self.console.role_of(session) != "admin":
             raise ConsoleError(403, ADMIN_ONLY)
 
     async def people(self, request: Request, session: Session) -> Response:
