@@ -72,9 +72,9 @@ def test_recall_returns_a_framed_block_of_at_most_three_memories(
     redis = next(m for m in recall.memories if m.title == "Redis evicted session keys")
     assert (
         f'confidence {redis.confidence:.2f}: "Redis evicted session keys" (recorded today; '
-        "matched on shared tags "
+        "matched on shared words "
     ) in block
-    assert ENTRIES[0]["summary"] in block
+    assert f'lesson: "{ENTRIES[0]["summary"]}"' in block
     assert "Checkout pool exhausted" not in block  # nothing in common with the prompt
 
     # above the best fused score there is (1.0: best on both legs)
@@ -477,8 +477,11 @@ def test_the_block_is_bounded_whatever_the_memories_carry() -> None:
     block = context_block([memory])
     assert len(block.encode()) <= BLOCK_MAX_BYTES
     longest = BLOCK_TITLE_CHARS + BLOCK_WHY_CHARS + 80  # number, age and the wording
-    assert all(len(line) <= max(longest, BLOCK_SUMMARY_CHARS + 3) for line in block.split("\n"))
-    assert block.count("[cut]") == 3  # the title, the reason and the summary
+    lesson = len('   lesson: ""') + BLOCK_SUMMARY_CHARS  # quoted (nothing here to escape)
+    assert all(len(line) <= max(longest, lesson) for line in block.split("\n"))
+    assert block.count("[cut]") == 2  # the title and the summary
+    # each word matched on is cut to a word's length (MAX_WORD_CHARS), quoted
+    assert f'shared words "{"x" * 64}", "checkout"' in block
     many = [memory] * 10
     capped = context_block(many)
     assert len(capped.encode()) <= BLOCK_MAX_BYTES

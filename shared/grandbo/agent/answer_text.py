@@ -11,11 +11,10 @@ written into a sentence of ours.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from grandbo.memory.domain.models import MemoryHit, MemoryQueryResult
-from grandbo.text.rules import one_line
+from grandbo.text.rules import one_line, quoted
 from grandbo.text.tags import tag_words
 from grandbo.topology.model import BlastRadius, Criticality
 
@@ -40,23 +39,16 @@ NOTHING = (
 )
 
 
-def _quoted(text: str, limit: int) -> str:
-    line = one_line(text)
-    if len(line) > limit:
-        line = line[: limit - 1] + "…"
-    return json.dumps(line, ensure_ascii=False)
-
-
 def hit_line(number: int, hit: MemoryHit) -> str:
     confidence = "?" if hit.confidence is None else f"{hit.confidence:.2f}"
     words = ", ".join(hit.why.shared_words[:WORDS]) or "similar text"
     service = hit.service or "none"
-    stale = f"; stale: {_quoted(hit.staleness.note, STALE_CHARS)}" if hit.staleness else ""
+    stale = f"; stale: {quoted(hit.staleness.note, STALE_CHARS)}" if hit.staleness else ""
     seen = f"; seen {hit.recurrences} times" if hit.recurrences > 1 else ""
     return (
-        f"{number}. confidence {confidence}: {_quoted(hit.title, TITLE_CHARS)}; service "
+        f"{number}. confidence {confidence}: {quoted(hit.title, TITLE_CHARS)}; service "
         f"{service}; matched on {words}{seen}{stale}; entry {hit.entry_id}\n"
-        f"   lesson: {_quoted(hit.summary, SUMMARY_CHARS)}"
+        f"   lesson: {quoted(hit.summary, SUMMARY_CHARS)}"
     )
 
 
@@ -103,7 +95,7 @@ def answer_text(result: MemoryQueryResult) -> str:
 
 def _service(name: str) -> str:
     """A service as the text names it: quoted (stored text is data, never our sentence)."""
-    return _quoted(name, TITLE_CHARS)
+    return quoted(name, TITLE_CHARS)
 
 
 def blast_radius_text(radius: BlastRadius) -> str:

@@ -33,7 +33,7 @@ from grandbo.api.client import GrandboHTTPError, MemoryClient
 from grandbo.errors import GrandboError
 from grandbo.memory.domain.fusion import LEXICAL_WEIGHT
 from grandbo.memory.domain.topic import MAX_TOPIC_CHARS, validate_topic
-from grandbo.text.rules import one_line
+from grandbo.text.rules import one_line, quoted
 
 DEFAULT_TIMEOUT_S = 0.5
 # After this many consecutive failures of the service itself (timeout, unreachable, 5xx),
@@ -326,21 +326,22 @@ def context_block(memories: list[RecalledMemory], *, note: str | None = None) ->
     lines = [FRAMING] if note is None else [FRAMING, note]
     size = len("\n".join(lines).encode())
     for number, memory in enumerate(memories, start=1):
-        summary = _cut(one_line(memory.summary), BLOCK_SUMMARY_CHARS)
+        summary = _quoted(memory.summary, BLOCK_SUMMARY_CHARS)
         seen = f"seen {memory.recurrences} times, " if memory.recurrences > 1 else ""
         sure = "" if memory.confidence is None else f"confidence {memory.confidence:.2f}: "
-        title = json.dumps(_cut(one_line(memory.title), BLOCK_TITLE_CHARS), ensure_ascii=False)
+        title = _quoted(memory.title, BLOCK_TITLE_CHARS)
         stale = (
-            f"\n   {_cut(one_line(memory.staleness), BLOCK_STALENESS_CHARS)}"
+            f"\n   stale: {_quoted(memory.staleness, BLOCK_STALENESS_CHARS)}"
             if memory.staleness
             else ""
         )
         item = (
-            # the confidence before the title, the title quoted: a stored title cannot
-            # show a confidence of its own where the model reads the real one
+            # the confidence before the title, and every stored text quoted (the title, the
+            # words matched on, the lesson): no stored text can show a hit line, a
+            # confidence or "no precedent" of its own where the model reads the real ones
             f"{number}. {sure}{title} ({seen}"
             f"{_age(memory.age_days)}; matched on {_cut(one_line(memory.why), BLOCK_WHY_CHARS)})"
-            f"\n   {summary}{stale}"
+            f"\n   lesson: {summary}{stale}"
         )
         left = len(memories) - number + 1
         note = f"({left} more left out: the block is capped at {BLOCK_MAX_BYTES} bytes)"
@@ -351,6 +352,11 @@ def context_block(memories: list[RecalledMemory], *, note: str | None = None) ->
         lines.append(item)
         size += 1 + len(item.encode())
     return "\n".join(lines)
+
+
+def _quoted(text: str, limit: int) -> str:
+    """Stored text as data (`grandbo.text.rules.quoted`), cut at a word, marked "[cut]"."""
+    return quoted(_cut(one_line(text), limit))
 
 
 def _cut(text: str, limit: int) -> str:
@@ -418,10 +424,15 @@ def _memory(hit: object) -> RecalledMemory | None:
 
 
 def _why(why: dict[str, Any]) -> str:
+    """Why a hit matched, in the hook's own words: the words it shares with the topic as
+    they were written (`shared_words`; an older server's stems, `shared_tags`), quoted."""
     reasons = []
-    shared = why.get("shared_tags")
+    shared = why.get("shared_words") or why.get("shared_tags")
     if isinstance(shared, list) and shared:
-        reasons.append("shared tags " + ", ".join(str(tag) for tag in shared[:5]))
+        words = [one_line(str(word))[:MAX_WORD_CHARS] for word in shared[:5]]
+        reasons.append(
+            "shared words " + ", ".join(json.dumps(w, ensure_ascii=False) for w in words)
+        )
     if why.get("vector_rank") is not None:
         reasons.append(f"similar text (rank {why['vector_rank']})")
     return " and ".join(reasons) or "fused rank"

@@ -11,7 +11,7 @@ from pathlib import Path
 from grandbo.local.organizations import CREATE_TENANT, require_organization
 from grandbo.local.settings import Settings
 from grandbo.memory.domain.models import MemoryQueryResult
-from grandbo.text.rules import one_line
+from grandbo.text.rules import quoted
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -81,8 +81,10 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
         )
         sure = "" if hit.confidence is None else f"confidence {hit.confidence:.2f}, "
         corrected = " (corrected)" if hit.revision > 1 else ""
+        # stored text is quoted, one line (JSON string escaping): a title or a lesson
+        # cannot print a hit line, a confidence or "no precedent" of its own
         print(
-            f"\n{rank}. {one_line(hit.title)}  [{sure}{hit.service or 'no service'}, "
+            f"\n{rank}. {quoted(hit.title)}  [{sure}{hit.service or 'no service'}, "
             f"{hit.origin.value}{corrected}, "
             f"{hit.age_days:.0f} days old]"
         )
@@ -90,12 +92,9 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
             f"   why: lexical {lexical}, vector {vector}, fused {why.fused_score:.4f}"
             + (f"; shared words: {', '.join(why.shared_words[:8])}" if why.shared_words else "")
         )
-        # stored text is one line here: a title or summary cannot print a hit of its own
-        text = one_line(hit.summary)
-        summary = text if len(text) <= 300 else text[:297] + "..."
-        print(f"   {summary}")
+        print(f"   lesson: {quoted(hit.summary, 300)}")
         if hit.staleness is not None:
-            print(f"   {hit.staleness.note}")
+            print(f"   stale: {quoted(hit.staleness.note, 400)}")
     print(f"\n{result.notice}")
 
 

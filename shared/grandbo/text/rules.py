@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import unicodedata
@@ -71,6 +72,16 @@ def one_line(text: str) -> str:
     """`text` as one line of plain characters: every run of whitespace, line or paragraph
     separator and unsafe display character (above) is one space."""
     return " ".join(_UNSAFE_DISPLAY.sub(" ", text).split())
+
+
+def quoted(text: str, limit: int | None = None) -> str:
+    """Stored text as data in a line of ours: one line, cut to `limit` characters (ending
+    "…"), written as a JSON string, so its own quotes are escaped and nothing it holds
+    reads as our sentence (a hit line, a confidence, "no precedent")."""
+    line = one_line(text)
+    if limit is not None and len(line) > limit:
+        line = line[: limit - 1] + "…"
+    return json.dumps(line, ensure_ascii=False)
 
 
 # What names a service, in an entry and in the topology: letters, digits and . _ : / -,
