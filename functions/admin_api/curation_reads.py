@@ -1,6 +1,7 @@
 """The admin API's reads for curation (the console's): who the caller is, search as
 Beacon sees it and "why not this one?", the catalog, the review lists, growth and possible
-duplicates, and the retrieval log (its pages, its incidents, a question removed).
+duplicates, and the retrieval log (its pages, its incidents, a question removed, a verdict
+removed).
 """
 
 from typing import Any
@@ -17,6 +18,7 @@ from grandbo.api.models import (
     QuestionRemovalRequest,
     RetrievalIncidentsRequest,
     RetrievalsRequest,
+    VerdictRemovalRequest,
 )
 from grandbo.memory.curation.curator import Curation
 from grandbo.memory.domain.retrieval_log import retrieval_page
@@ -133,6 +135,27 @@ def remove_question(retrieval_id: UUID, request: QuestionRemovalRequest) -> dict
         )
     )
     return {"retrieval_id": str(retrieval_id), "removed": True, "topic_sha256": digest}
+
+
+@router.post("/v1/admin/verdicts/<verdict_id>/removal")
+@tracer.capture_method
+def remove_verdict(verdict_id: int, request: VerdictRemovalRequest) -> dict[str, Any]:
+    """Remove one verdict (its id is on the incident's page of the retrieval log): it is
+    counted no more, the next refit of the organization's confidence forgets it, and who
+    removed it, when and why stay (an event). A verdict removed before answers how it was
+    removed, `applied` false."""
+    caller: Caller = router.context["caller"]
+    removed = (
+        runtime()
+        .service()
+        .remove_verdict(
+            caller.tenant_id,
+            verdict_id,
+            request.reason,
+            write_context(router, "remove-verdict", str(verdict_id)),
+        )
+    )
+    return removed.model_dump(mode="json")
 
 
 @router.post("/v1/admin/retrievals/incidents")

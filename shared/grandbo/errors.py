@@ -51,6 +51,14 @@ class RetrievalNotFoundError(GrandboError):
         self.retrieval_id = retrieval_id
 
 
+class VerdictNotFoundError(GrandboError):
+    """No verdict with that id exists for this tenant (maps to 404)."""
+
+    def __init__(self, verdict_id: object) -> None:
+        super().__init__(f"verdict {verdict_id} not found")
+        self.verdict_id = verdict_id
+
+
 class PersonNotFoundError(GrandboError):
     """No person with that address in this organization's keyring (maps to 404)."""
 

@@ -204,3 +204,54 @@ def test_one_key_through_the_api_and_the_mcp_server_is_one_caller(
     )
     assert counts.misleading == 2
     assert gateway.admin(tenant, "GET", "/v1/admin/review").body["entries"] == []
+
+
+def test_an_admin_removes_a_verdict_and_another_organization_cannot(
+    gateway: Gateway, tenant: str, other_tenant: str
+) -> None:
+    """Issue 50: `POST /v1/admin/verdicts/{id}/removal`, with its reason, uncounts a
+    verdict and lists it removed (who, when, why); another organization's admin is
+    answered 404, as for a verdict that does not exist."""
+    reply = gateway.admin(tenant, "POST", "/v1/admin/entries", ENTRY)
+    entry_id = reply.body["entry"]["entry_id"]
+    gateway.drain()
+    topic = "checkout requests time out waiting for a database connection"
+    assert gateway.query(tenant, {"topic": topic, "incident_id": "INC-R"}).status == 200
+    judged = feedback(gateway, tenant, entry_id, {"verdict": "helpful", "incident_id": "INC-R"})
+    assert judged.status == 201, judged.body  # type: ignore[attr-defined]
+
+    def listed() -> dict[str, object]:
+        page = gateway.admin(tenant, "POST", "/v1/admin/retrievals", {"incident_id": "INC-R"})
+        assert page.status == 200, page.body
+        (verdict,) = page.body["verdicts"]
+        return dict(verdict)
+
+    verdict = listed()
+    assert verdict["removal"] is None
+    path = f"/v1/admin/verdicts/{verdict['verdict_id']}/removal"
+
+    no_reason = gateway.admin(tenant, "POST", path, {"reason": ""})
+    assert no_reason.status == 422, no_reason.body
+    theirs = gateway.admin(other_tenant, "POST", path, {"reason": "not ours"})
+    assert theirs.status == 404, theirs.body
+    assert (
+        gateway.admin(
+            tenant, "POST", "/v1/admin/verdicts/99999999999/removal", {"reason": "no such verdict"}
+        ).status
+        == 404
+    )
+
+    removed = gateway.admin(tenant, "POST", path, {"reason": "given by a leaked key"})
+
+    assert removed.status == 200, removed.body
+    assert removed.body["applied"] is True
+    assert removed.body["entry_id"] == entry_id
+    assert removed.body["removal"]["reason"] == "given by a leaked key"
+    actor = gateway.admin(tenant, "GET", "/v1/admin/whoami").body["actor"]
+    assert removed.body["removal"]["actor"] == actor
+    assert listed()["removal"] == removed.body["removal"]
+    entry = gateway.admin(tenant, "GET", f"/v1/admin/entries/{entry_id}").body
+    assert entry["helpful_count"] == 0
+    again = gateway.admin(tenant, "POST", path, {"reason": "once more"})
+    assert (again.status, again.body["applied"]) == (200, False)
+    assert again.body["removal"] == removed.body["removal"]

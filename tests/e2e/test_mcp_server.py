@@ -378,6 +378,33 @@ def test_the_http_door_answers_from_the_tokens_tenant_only(
     assert counts["outcomes"] == {"ok": 1, "invalid_input": 1}
 
 
+def test_a_token_is_one_asker_over_the_http_api_and_the_mcp_door(
+    door: HttpDoor, gateway: Gateway, tenant: str
+) -> None:
+    """Issue 50: the retrieval log names the token's key whichever door it asked through
+    (before, the MCP door logged `mcp`: one token counted as two askers of the
+    organization's recalibration), and its verdicts through the tool are that key's."""
+    (entry_id,) = seeded(gateway, tenant, ENTRY)
+    key_id = gateway.keys[f"{tenant}-query"].key_id
+    token = mint_query_token(gateway.keys[f"{tenant}-query"])
+    asked = door.call(token, "query_org_memory", {"topic": TOPIC, "incident_id": "INC-DOORS"})
+    assert not asked.is_error, asked.content
+    assert gateway.query(tenant, {"topic": TOPIC, "incident_id": "INC-DOORS"}).status == 200
+    judged = door.call(
+        token,
+        "record_feedback",
+        {"entry_id": entry_id, "verdict": "helpful", "incident_id": "INC-DOORS"},
+    )
+    assert not judged.is_error, judged.content
+
+    page = gateway.admin(tenant, "POST", "/v1/admin/retrievals", {"incident_id": "INC-DOORS"})
+    assert page.status == 200, page.body
+    assert [r["caller"] for r in page.body["retrievals"]] == [key_id, key_id]
+    assert [v["actor"] for v in page.body["verdicts"]] == [f"query:{key_id}"]
+    (tied,) = gateway.runtime.service().repository.served_verdicts(tenant, 500)
+    assert (tied.source, tied.asker) == (f"query:{key_id}", key_id)
+
+
 # -- stdio: the command an agent's configuration launches ----------------------------------
 
 

@@ -103,7 +103,8 @@ def test_120_verdicts_from_one_query_token_move_no_served_confidence(
     # Then nothing was fit from them, and no served confidence moved
     assert recalibration_of(service, tenant) is None
     assert moved(before, confidences(service, tenant, UNRELATED)) <= MOVED
-    assert len(service.repository.served_verdicts(tenant, 500)) == 120  # all tied: one source
+    # all tied, one source: the window holds its latest MAX_PER_SOURCE (issue 50)
+    assert len(service.repository.served_verdicts(tenant, 500)) == recalibration.MAX_PER_SOURCE
 
 
 def _imported_verdicts(
@@ -212,7 +213,7 @@ def test_verdicts_of_five_sources_refit_with_the_confidence_served_not_the_one_s
     assert (fitted.scale, fitted.shift) == pytest.approx((served.scale, served.shift))
     stated = recalibration.fit(
         [
-            ServedVerdict(stated, v.helpful, v.source, v.asker)
+            ServedVerdict(stated, v.helpful, v.source, v.asker, v.incident)
             for v, (_, stated) in zip(read, reversed(given), strict=True)
         ],
         model,

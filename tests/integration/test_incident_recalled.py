@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from grandbo.errors import InvalidEventError
+from grandbo.memory.domain import recalibration
 from grandbo.memory.domain.lake_stream import read_stream
 from grandbo.memory.incidents import MAX_RECALLED, parse_incident_closed, record_incident
 from grandbo.memory.lifecycle.lake import LakeTransfer
@@ -155,7 +156,7 @@ def test_an_entry_redacted_since_it_was_recalled_takes_no_verdict(
     assert [row[0] for row in verdict_events(admin_conn, tenant)] == [held]
 
 
-def test_outcomes_of_five_incidents_refit_with_what_each_was_served(
+def test_outcomes_of_five_incidents_are_read_with_what_each_was_served_as_one_source(
     service: MemoryService, tenant: str, admin_conn: psycopg.Connection[Any]
 ) -> None:
     # Given five incidents whose agents were served the same five hits
@@ -175,15 +176,17 @@ def test_outcomes_of_five_incidents_refit_with_what_each_was_served(
             service, parse_incident_closed(incident(tenant, outcomes, incident_id=f"INC-{n}"))
         )
 
-    # Then 25 trusted outcomes (five sources and five askers, each at its cap) refit the
-    # confidence, with the confidences the incidents were served
+    # Then 25 trusted outcomes are read, with the confidences the incidents were served,
+    # on the answers of five askers: but the incident channel is one source (issue 50), at
+    # its cap, and one source refits nothing (before, five incidents were five sources)
     read = service.repository.served_verdicts(tenant, 500)
     assert len(read) == 25
     assert sorted({v.source for v in read}) == [f"incident-closed:INC-{n}" for n in range(5)]
+    assert {recalibration.source_of(v.source) for v in read} == {"incident-closed"}
     assert sorted(v.confidence for v in read) == pytest.approx(sorted([*served.values()] * 5))
-    fitted = service.repository.query_reads(tenant, service.provider.embed_rev)[2]
-    assert fitted is not None
-    assert fitted.verdicts == 25
+    assert sorted({v.asker for v in read}) == [f"agent-{n}" for n in range(5)]
+    assert sum(recalibration.weights(read)) == pytest.approx(recalibration.SOURCE_CAP)
+    assert service.repository.query_reads(tenant, service.provider.embed_rev)[2] is None
 
 
 def test_an_incidents_outcomes_move_with_the_lake_as_history(

@@ -21,11 +21,15 @@ from grandbo.runtime.lambda_container import LambdaRuntime
 from grandbo.topology.model import BlastRadius, Criticality
 
 SERVICE = "Service"
+# who asks and judges through the stdio door (no token names a key there)
+STDIO_CALLER = "stdio"
 
 
 class MemoryBackend(Protocol):
     """Reads for one tenant. `tenant` is None only where the backend's credentials
-    already name it (a remote API's token)."""
+    already name it (a remote API's token). `caller` is who asks and judges: the query
+    token's key id (an agent's key is one identity whichever door it uses: the query
+    API's retrieval log names the same key), STDIO_CALLER on stdio."""
 
     def query(
         self,
@@ -37,6 +41,7 @@ class MemoryBackend(Protocol):
         as_of: datetime | None = None,
         min_confidence: float | None = None,
         incident_id: str | None = None,
+        caller: str = STDIO_CALLER,
     ) -> MemoryQueryResult: ...
 
     def entry(self, tenant: str | None, entry_id: UUID) -> MemoryEntry: ...
@@ -73,13 +78,15 @@ class StoreBackend:
         as_of: datetime | None = None,
         min_confidence: float | None = None,
         incident_id: str | None = None,
+        caller: str = STDIO_CALLER,
     ) -> MemoryQueryResult:
         with self.runtime.container():
-            # as the query API answers it, recorded in the retrieval log alike
+            # as the query API answers it, recorded in the retrieval log alike: under the
+            # key that asks, as the query API records it (one asker, whichever door)
             return self.runtime.query_org_memory(
                 _required(tenant),
                 topic,
-                caller="mcp",
+                caller=caller,
                 incident_id=incident_id,
                 limit=limit,
                 service=service,
@@ -138,7 +145,9 @@ class RemoteBackend:
         as_of: datetime | None = None,
         min_confidence: float | None = None,
         incident_id: str | None = None,
+        caller: str = STDIO_CALLER,
     ) -> MemoryQueryResult:
+        # the API logs the question under the token's own key: `caller` is not sent
         answer = self.client.query_org_memory(
             topic,
             limit=limit,

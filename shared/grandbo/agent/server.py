@@ -43,7 +43,7 @@ from grandbo.agent.answer_text import (
     criticality_text,
     structured_answer,
 )
-from grandbo.agent.backends import MemoryBackend
+from grandbo.agent.backends import STDIO_CALLER, MemoryBackend
 from grandbo.agent.stdio import answering_every_request
 from grandbo.api.auth import Keyring, verify_query_token
 from grandbo.api.call_metrics import CallMetrics
@@ -189,6 +189,14 @@ class KeyringTokenVerifier:
             expires_at=int(token.split(".")[2]),
             claims={TENANT_CLAIM: caller.tenant_id},
         )
+
+
+def caller_identity() -> str:
+    """Who asks and judges through this door: the query token's key id (the identity the
+    query API logs and counts the same key by: one asker over HTTP and MCP, issue 50), or
+    the stdio door's own name."""
+    token = get_access_token()
+    return token.client_id if token is not None else STDIO_CALLER
 
 
 def fixed_tenant(tenant: str | None) -> TenantResolver:
@@ -370,7 +378,15 @@ def build_server(
         result = call(
             "query_org_memory",
             lambda tenant: backend.query(
-                tenant, topic, limit, service, scope, as_of, min_confidence, incident_id
+                tenant,
+                topic,
+                limit,
+                service,
+                scope,
+                as_of,
+                min_confidence,
+                incident_id,
+                caller=caller_identity(),
             ),
             lambda result: len(result.hits),
         )
@@ -431,8 +447,7 @@ def build_server(
             ),
         ] = None,
     ) -> FeedbackCounts:
-        token = get_access_token()
-        caller = token.client_id if token is not None else "stdio"
+        caller = caller_identity()
 
         def work(tenant: str | None) -> FeedbackCounts:
             try:

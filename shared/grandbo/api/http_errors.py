@@ -40,6 +40,7 @@ from grandbo.errors import (
     RetrievalNotFoundError,
     RevisionConflictError,
     StoreUnavailableError,
+    VerdictNotFoundError,
 )
 from grandbo.observability import logger
 
@@ -196,6 +197,10 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
 
     @app.exception_handler(RetrievalNotFoundError)
     def _no_question(exc: RetrievalNotFoundError) -> Response[Any]:
+        return error_response(404, "not_found", str(exc))
+
+    @app.exception_handler(VerdictNotFoundError)
+    def _no_verdict(exc: VerdictNotFoundError) -> Response[Any]:
         return error_response(404, "not_found", str(exc))
 
     @app.exception_handler(PersonNotFoundError)

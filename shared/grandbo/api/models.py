@@ -141,8 +141,9 @@ class SettingsRequest(_Body):
     )
     reset_recalibration: StrictBool = Field(
         default=False,
-        description="drop the recalibration the organization's verdicts made (its "
-        "confidence is the model's again until enough new verdicts refit it)",
+        description="drop the recalibration the organization's verdicts made and start a "
+        "new epoch: its confidence is the model's again, and every later refit ignores the "
+        "verdicts recorded before now, until enough new ones refit it",
     )
 
     @model_validator(mode="after")
@@ -207,6 +208,14 @@ class RedactionRequest(_Body):
 class QuestionRemovalRequest(_Body):
     """Remove one question from the retrieval log (a secret someone typed into a topic):
     why. What stays is who removed it, when, why and its topic's SHA-256."""
+
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+
+
+class VerdictRemovalRequest(_Body):
+    """Remove one verdict (a flood's, or one a sender should not have been trusted with):
+    why. It is counted no more and never fit again; who removed it, when and why stay,
+    an event of its own."""
 
     reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
 

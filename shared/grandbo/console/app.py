@@ -205,6 +205,19 @@ class Console(ConsoleBase):
         back = "/incidents?" + urlencode({"id": incident_id}) if incident_id else "/incidents"
         return redirect_done(back, "question_removed")
 
+    async def remove_verdict(self, request: Request, session: Session) -> Response:
+        """An admin removes one verdict (a flood's, a sender's not to be trusted), with its
+        reason; back to its incident's page, which shows it removed (who, when, why)."""
+        form = await request.form()
+        verdict_id = whole_number(form.get("verdict_id"), "verdict_id")
+        reason = text_of(form, "reason")
+        if not reason:
+            raise ConsoleError(400, "a removal needs its reason", "reason")
+        incident_id = text_of(form, "incident_id")[:200]
+        await self.api(session).remove_verdict(verdict_id, reason)
+        back = "/incidents?" + urlencode({"id": incident_id}) if incident_id else "/incidents"
+        return redirect_done(back, "verdict_removed")
+
     async def unanswered(self, request: Request, session: Session) -> Response:
         """The questions memory served no hit for (the answer's own rule: the floor and
         the regime), grouped by similar topics: each group a lesson a curator may write."""
@@ -438,6 +451,7 @@ def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
         Route("/review/bulk", page(console.review_bulk), methods=["POST"]),
         Route("/incidents", page(console.incidents)),
         Route("/incidents/remove-question", page(console.remove_question), methods=["POST"]),
+        Route("/incidents/remove-verdict", page(console.remove_verdict), methods=["POST"]),
         Route("/unanswered", page(console.unanswered)),
         Route("/health", page(console.health), methods=["GET", "POST"]),
         Route("/settings", page(console.settings), methods=["GET", "POST"]),

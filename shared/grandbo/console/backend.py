@@ -189,6 +189,9 @@ class ConsoleBackend:
     def remove_question(self, retrieval_id: UUID, reason: str) -> dict[str, Any]:
         return self._post(f"/v1/admin/retrievals/{retrieval_id}/removal", {"reason": reason})
 
+    def remove_verdict(self, verdict_id: int, reason: str) -> dict[str, Any]:
+        return self._post(f"/v1/admin/verdicts/{verdict_id}/removal", {"reason": reason})
+
     def redact(self, entry_id: UUID, reason: str) -> dict[str, Any]:
         return self._post(f"/v1/admin/entries/{entry_id}/redaction", {"reason": reason})
 

@@ -35,9 +35,11 @@ its entry for this incident (`helpful`, `not_helpful`), written by the incident
 (`incident-closed:ID`, keyed by incident and entry: recorded once, whatever a redelivery
 says), in the same transaction as the findings; an entry the organization does not hold
 refuses the event whole (nothing stored), an entry redacted since gets none. These are
-the trusted outcomes the organization's recalibration weighs most
+trusted outcomes the organization's recalibration weighs twice a query key's verdicts
 (`grandbo.memory.domain.recalibration`), with the confidence the retrieval log says
-the entry was served with during the incident.
+the entry was served with during the incident; the incident channel is one source of the
+organization's, whatever incidents its events name (whoever may send incident events may
+name any), capped as any other source is.
 """
 
 from __future__ import annotations

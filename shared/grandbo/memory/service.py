@@ -24,7 +24,7 @@ from grandbo.errors import (
     InvalidInputError,
     RateLimitedError,
     RetrievalNotFoundError,
-    StoreUnavailableError,
+    VerdictNotFoundError,
     invalid_input_from,
 )
 from grandbo.memory.domain import recalibration
@@ -45,6 +45,7 @@ from grandbo.memory.domain.models import (
     WriteContext,
     WriteOutcome,
 )
+from grandbo.memory.domain.retrieval_log import RemovedVerdict
 from grandbo.memory.read.confidence.serving import validate_min_confidence
 from grandbo.memory.read.recall import Recall, ServiceScopes
 from grandbo.memory.read.staleness import stale_subjects
@@ -494,13 +495,15 @@ class MemoryService(Recall):
             self._recalibrate(tenant)
         return outcome
 
-    def _recalibrate(self, tenant: str) -> None:
+    def _recalibrate(self, tenant: str, *, forget: bool = False) -> None:
         """Refit the organization's recalibration after a verdict
         (`grandbo.memory.domain.recalibration`), for the model it is served from: from
         its latest verdicts the retrieval log ties to a served hit, with the confidence
         served (mapped back through the recalibration in force), each source capped, none
-        imported. Kept only once it has enough of them. A failure here never fails the
-        verdict, which is recorded: the next one refits."""
+        imported, removed or before the organization's epoch. Kept only once it has enough
+        of them; with `forget` (a verdict was removed), the recalibration in force is
+        dropped when what is left is not enough: it may have been fit from the verdict. A
+        failure here never fails the verdict, which is recorded: the next one refits."""
         try:
             serving = self.serving_provider(tenant)
             model = self.confidence_model(serving)
@@ -509,22 +512,42 @@ class MemoryService(Recall):
                 current = None  # fit for another model: its verdicts were served raw
             served = self.repository.served_verdicts(tenant, recalibration.MAX_VERDICTS, model.name)
             fitted = recalibration.fit(served, model.name, current)
-            if fitted is not None and self.repository.store_recalibration(
-                tenant, fitted, DEFAULT_EPISODIC_TTL_DAYS
+            if (fitted is not None or (forget and current is not None)) and (
+                self.repository.store_recalibration(tenant, fitted, DEFAULT_EPISODIC_TTL_DAYS)
             ):
                 self._forget_query_settings(tenant)
         except GrandboError:
             _log.warning("recalibrating %s from its verdicts failed; the next one retries", tenant)
 
-    def reset_recalibration(self, tenant_id: str) -> None:
-        """Drop the organization's recalibration: its confidence is the model's again, until
-        enough new verdicts refit it."""
+    def reset_recalibration(self, tenant_id: str) -> datetime:
+        """Drop the organization's recalibration and start a new epoch: its confidence is
+        the model's again, and every later fit ignores the verdicts recorded before now
+        (and those on answers served before now), until enough new ones refit it. The
+        epoch's moment."""
         tenant = require_tenant(tenant_id)
-        if not self.repository.store_recalibration(tenant, None, DEFAULT_EPISODIC_TTL_DAYS):
-            raise StoreUnavailableError(
-                "the database predates migration 0026 (the recalibration): run the migrations"
-            )
+        epoch = self.repository.start_recalibration_epoch(tenant, DEFAULT_EPISODIC_TTL_DAYS)
         self._forget_query_settings(tenant)
+        return epoch
+
+    def remove_verdict(
+        self, tenant_id: str, verdict_id: int, reason: str, context: WriteContext
+    ) -> RemovedVerdict:
+        """An admin removes a verdict (a flood's, a sender's it should not have trusted):
+        an event of its own, recorded with who (the context's actor), when and why (a
+        reason is required), the verdict uncounted from its entry; the next fit forgets it
+        (refit now). VerdictNotFoundError where the organization holds no verdict of that
+        id (another organization's included); a verdict removed before is answered as it
+        was removed (`applied` false)."""
+        tenant = require_tenant(tenant_id)
+        why = _reason(reason)
+        if isinstance(verdict_id, bool) or not 1 <= verdict_id < 2**63:
+            raise VerdictNotFoundError(verdict_id)
+        removed = self.repository.remove_verdict(tenant, verdict_id, why, context)
+        if removed is None:
+            raise VerdictNotFoundError(verdict_id)
+        if removed.applied:
+            self._recalibrate(tenant, forget=True)
+        return removed
 
     def _forget_query_settings(self, tenant: str) -> None:
         self._cutoff_cache = {k: v for k, v in self._cutoff_cache.items() if k[0] != tenant}

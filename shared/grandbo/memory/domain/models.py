@@ -81,6 +81,7 @@ class EventType(enum.StrEnum):
     SPLIT = "entry_split"  # an admin split a merged entry back out (never merged again)
     MERGE_POLICY = "merge_policy_set"  # an admin marked an entry never-merge, or not
     REDACTED = "entry_redacted"  # its text removed from the entry and from every event
+    FEEDBACK_REMOVED = "feedback_removed"  # an admin removed a verdict (who, when, why)
 
 
 class Verdict(enum.StrEnum):

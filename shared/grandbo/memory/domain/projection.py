@@ -223,6 +223,12 @@ def apply_event(
         counter = f"{Verdict(p['verdict']).value}_count"
         state[event.entry_id] = replace(current, **{counter: getattr(current, counter) + 1})
         return
+    if event.event_type is EventType.FEEDBACK_REMOVED:  # an admin removed one: uncounted
+        counter = f"{Verdict(p['verdict']).value}_count"
+        if getattr(current, counter) < 1:  # no write removes a verdict never counted
+            raise ValueError(f"removes a {p['verdict']} verdict the entry does not count")
+        state[event.entry_id] = replace(current, **{counter: getattr(current, counter) - 1})
+        return
     if event.event_type is EventType.CORRECTED:
         state[event.entry_id] = replace(
             current,

@@ -115,16 +115,46 @@ class HitEntry(BaseModel):
     status: str
 
 
-class IncidentVerdict(BaseModel):
-    """A verdict given on an entry during the incident, with its note."""
+class VerdictRemoval(BaseModel):
+    """An admin's removal of a verdict (an event of its own): who, when and why. A removed
+    verdict is counted no more and never fit again."""
 
     model_config = ConfigDict(frozen=True)
 
+    actor: str
+    removed_at: datetime
+    reason: str
+
+
+class IncidentVerdict(BaseModel):
+    """A verdict given on an entry during the incident, with its note, and its removal if
+    an admin removed it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdict_id: int = Field(description="its event's id: what an admin removes it by")
     entry_id: UUID
     verdict: str
     note: str | None
     actor: str
     recorded_at: datetime
+    removal: VerdictRemoval | None = Field(
+        default=None, description="who removed it, when and why (null: it stands)"
+    )
+
+
+class RemovedVerdict(BaseModel):
+    """A verdict an admin removed, as the removal answers it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdict_id: int
+    entry_id: UUID
+    verdict: str
+    actor: str = Field(description="who gave the verdict")
+    incident_id: str | None
+    removal: VerdictRemoval
+    applied: bool = Field(description="false: it was removed before, as `removal` says")
 
 
 class TopicGroup(BaseModel):

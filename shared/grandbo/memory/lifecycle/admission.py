@@ -23,7 +23,9 @@ event is checked here as the write path would have checked the command.
   could not have made, so it cannot swallow the real delivery with a forged one.
 - **A verdict is history**: admitted, counted and shown, it is marked imported by the
   repository and never fit (`grandbo.memory.domain.recalibration`), whatever
-  confidence or actor it carries.
+  confidence or actor it carries. So is a verdict's removal (an admin's, with its
+  reason): the repository checks that it removes, once, a verdict of its entry that the
+  stream or the organization holds.
 - **The moment** is plausible (`grandbo.moments`): not before 2000, not more than the
   clock skew ahead of now; so is the incident moment an incident's entry records.
 - **A removed payload** (`{"redacted": true, "sha256": ...}`) stays one: exactly those
@@ -57,6 +59,7 @@ from grandbo.memory.domain.idempotency import KeySpace, incident_finding_key, in
 from grandbo.memory.domain.lake_stream import LakeEvent
 from grandbo.memory.domain.models import (
     MAX_EPISODIC_TTL_DAYS,
+    MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_REASON_CHARS,
     EntryText,
     EventType,
@@ -65,6 +68,7 @@ from grandbo.memory.domain.models import (
     NewEntry,
     Origin,
     ServiceName,
+    Verdict,
     WriteContext,
 )
 from grandbo.memory.domain.projection import removed_payload
@@ -129,6 +133,16 @@ class _Feedback(_Payload):
     confidence: StrictFloat | None = None
 
 
+class _FeedbackRemoved(_Payload):
+    """What `grandbo.memory.repository.feedback` writes when an admin removes a verdict."""
+
+    verdict_key: Annotated[
+        StrictStr, StringConstraints(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
+    ]
+    verdict: StrictStr
+    reason: _Reason
+
+
 class _Merged(_Payload):
     merged_into: _Uuid
     moved_from: _Uuid | None = None
@@ -177,6 +191,7 @@ _PAYLOADS: dict[EventType, type[_Payload]] = {
     EventType.RETIRED: _Retired,
     EventType.SUPERSEDED: _Retired,
     EventType.FEEDBACK: _Feedback,
+    EventType.FEEDBACK_REMOVED: _FeedbackRemoved,
     EventType.MERGED: _Merged,
     EventType.SPLIT: _Split,
     EventType.MERGE_POLICY: _MergePolicy,
@@ -369,6 +384,10 @@ def _checked(event: LakeEvent, now: datetime) -> None:
         _reason(payload.reason)
         if isinstance(payload, _Tombstone):
             _tombstone(payload, now)
+    elif isinstance(payload, _FeedbackRemoved):
+        _reason(payload.reason)
+        if payload.verdict not in {verdict.value for verdict in Verdict}:
+            raise _RefusedError("payload.verdict", "is not a verdict")
     elif isinstance(payload, _Merged) and payload.merged_into.lower() == str(event.entry_id):
         raise _RefusedError("payload.merged_into", "an entry is never a recurrence of itself")
 

@@ -5,6 +5,7 @@ fit from."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -12,7 +13,13 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from grandbo.errors import StoreUnavailableError
-from grandbo.memory.domain.recalibration import Recalibration, ServedVerdict
+from grandbo.memory.domain.recalibration import (
+    INCIDENT_ACTOR_PREFIX,
+    INCIDENT_SOURCE,
+    MAX_PER_SOURCE,
+    Recalibration,
+    ServedVerdict,
+)
 from grandbo.storage.tenant_scope import TenantScopedRepository
 
 
@@ -109,47 +116,91 @@ class CalibrationStore(TenantScopedRepository):
     def served_verdicts(
         self, tenant_id: str, limit: int, model: str | None = None
     ) -> list[ServedVerdict]:
-        """What the organization's recalibration is fit from: of its latest `limit`
-        verdicts not imported, newest first, those the retrieval log ties to a served hit,
-        each with the confidence that hit was served with and its source (the event's
-        actor). A verdict's tie is the latest retrieval of its incident, asked before it,
-        whose hits held its entry (0032's index by incident finds it); the confidence a
-        caller sent with it is never read. A redacted verdict names no incident: no tie.
-        Nothing on a schema before migration 0033 (nothing to tell imports by). With
-        `model`, only hits that model scored (a hit the keyword model scored, where meaning
-        search could not see it, is not evidence about the provider's model; a hit logged
-        before hits named their model counts as the model's)."""
+        """What the organization's recalibration is fit from: its latest `limit` verdicts
+        (newest first, at most MAX_PER_SOURCE of one source) that the retrieval log ties
+        to a served hit, each with the confidence that hit was served with, its source
+        (the event's actor), the caller who asked and the incident: the window is taken
+        over tied verdicts only, so verdicts tied to nothing never crowd it. A verdict's
+        tie is the latest retrieval of its incident, asked before it, whose hits held its
+        entry (0032's index by incident finds it); the confidence a caller sent with it is
+        never read. Left out: an imported verdict (migration 0033), one an admin removed
+        (an event of the organization's own, migration 0036), one recorded before the
+        organization's epoch (an admin's reset) or tied to an answer served before it, a
+        redacted verdict (it names no incident). Nothing on a schema before migration
+        0033. With `model`, only hits that model scored (a hit the keyword model scored,
+        where meaning search could not see it, is not evidence about the provider's model;
+        a hit logged before hits named their model counts as the model's)."""
+        epoch = self.recalibration_epoch(tenant_id)
         try:
-            return self._served_verdicts(tenant_id, limit, model)
+            return self._served_verdicts(tenant_id, limit, model, epoch)
         except (psycopg.errors.UndefinedColumn, psycopg.errors.UndefinedTable):
             return []
 
+    def recalibration_epoch(self, tenant_id: str) -> datetime | None:
+        """When an admin last reset the organization's recalibration (None: never, or a
+        schema before migration 0036)."""
+        try:
+            with self._tenant_scope(tenant_id) as cur:
+                cur.execute(
+                    "SELECT recalibration_epoch FROM org_memory_tenant_settings"
+                    " WHERE tenant_id = %s",
+                    (tenant_id,),
+                )
+                row = cur.fetchone()
+        except psycopg.errors.UndefinedColumn:
+            return None
+        return None if row is None else row["recalibration_epoch"]
+
     def _served_verdicts(
-        self, tenant_id: str, limit: int, model: str | None
+        self, tenant_id: str, limit: int, model: str | None, epoch: datetime | None
     ) -> list[ServedVerdict]:
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "WITH verdicts AS MATERIALIZED ("
-                "  SELECT event_id, entry_id, actor, recorded_at,"
-                "    payload->>'incident_id' AS incident_id,"
-                "    payload->>'verdict' = 'helpful' AS helpful"
-                "  FROM org_memory_events"
-                "  WHERE tenant_id = %(tenant)s AND event_type = 'feedback_recorded'"
-                "    AND NOT imported"
-                "  ORDER BY recorded_at DESC, event_id DESC LIMIT %(limit)s)"
-                " SELECT served.confidence, served.asker, v.helpful, v.actor FROM verdicts v"
-                " CROSS JOIN LATERAL ("
-                "  SELECT (h->>'confidence')::float8 AS confidence, h->>'model' AS model,"
-                "    r.caller AS asker"
-                "  FROM org_memory_retrievals r"
-                "  CROSS JOIN LATERAL jsonb_array_elements(r.hits) h"
-                "  WHERE r.tenant_id = %(tenant)s AND r.incident_id = v.incident_id"
-                "    AND r.at <= v.recorded_at AND h->>'entry_id' = v.entry_id::text"
-                "    AND jsonb_typeof(h->'confidence') = 'number'"
-                "  ORDER BY r.at DESC, r.retrieval_id DESC LIMIT 1) served"
-                " WHERE %(model)s::text IS NULL OR coalesce(served.model, %(model)s) = %(model)s"
-                " ORDER BY v.recorded_at DESC, v.event_id DESC",
-                {"tenant": tenant_id, "limit": limit, "model": model},
+                # no verdict older than the oldest question the log holds under an incident
+                # can be tied (the log forgets past its retention): the scan's bound
+                "WITH since AS MATERIALIZED (SELECT greatest(%(epoch)s::timestamptz,"
+                "   (SELECT min(at) FROM org_memory_retrievals"
+                "    WHERE tenant_id = %(tenant)s AND incident_id IS NOT NULL)) AS at),"
+                " tied AS MATERIALIZED ("
+                "  SELECT v.event_id, v.recorded_at, v.actor,"
+                "    v.payload->>'incident_id' AS incident_id,"
+                "    v.payload->>'verdict' = 'helpful' AS helpful,"
+                "    served.confidence, served.asker,"
+                "    CASE WHEN starts_with(v.actor, %(incident_actor)s)"
+                "      THEN %(incident_source)s ELSE v.actor END AS source"
+                "  FROM since, org_memory_events v"
+                "  CROSS JOIN LATERAL ("
+                "   SELECT (h->>'confidence')::float8 AS confidence, h->>'model' AS model,"
+                "     r.caller AS asker"
+                "   FROM org_memory_retrievals r"
+                "   CROSS JOIN LATERAL jsonb_array_elements(r.hits) h"
+                "   WHERE r.tenant_id = %(tenant)s"
+                "     AND r.incident_id = v.payload->>'incident_id'"
+                "     AND r.at <= v.recorded_at AND r.at >= since.at"
+                "     AND h->>'entry_id' = v.entry_id::text"
+                "     AND jsonb_typeof(h->'confidence') = 'number'"
+                "   ORDER BY r.at DESC, r.retrieval_id DESC LIMIT 1) served"
+                "  WHERE v.tenant_id = %(tenant)s AND v.event_type = 'feedback_recorded'"
+                "    AND NOT v.imported AND v.recorded_at >= since.at"
+                "    AND (%(model)s::text IS NULL"
+                "      OR coalesce(served.model, %(model)s) = %(model)s)"
+                "    AND NOT EXISTS (SELECT 1 FROM org_memory_events x"
+                "      WHERE x.tenant_id = v.tenant_id AND x.event_type = 'feedback_removed'"
+                "        AND NOT x.imported AND x.payload->>'verdict_key' = v.idempotency_key)),"
+                " windowed AS (SELECT *, row_number() OVER (PARTITION BY source"
+                "   ORDER BY recorded_at DESC, event_id DESC) AS nth FROM tied)"
+                " SELECT confidence, asker, helpful, actor, incident_id FROM windowed"
+                " WHERE nth <= %(per_source)s"
+                " ORDER BY recorded_at DESC, event_id DESC LIMIT %(limit)s",
+                {
+                    "tenant": tenant_id,
+                    "limit": limit,
+                    "model": model,
+                    "epoch": epoch,
+                    "per_source": MAX_PER_SOURCE,
+                    "incident_actor": INCIDENT_ACTOR_PREFIX,
+                    "incident_source": INCIDENT_SOURCE,
+                },
             )
             return [
                 ServedVerdict(
@@ -157,6 +208,7 @@ class CalibrationStore(TenantScopedRepository):
                     helpful=bool(row["helpful"]),
                     source=str(row["actor"]),
                     asker=str(row["asker"]),
+                    incident=str(row["incident_id"]),
                 )
                 for row in cur
             ]
@@ -191,6 +243,37 @@ class CalibrationStore(TenantScopedRepository):
         except psycopg.errors.UndefinedColumn:
             return False
         return True
+
+    def start_recalibration_epoch(self, tenant_id: str, default_ttl_days: int) -> datetime:
+        """An admin's reset: the recalibration dropped and a new epoch started now (every
+        later fit ignores the verdicts before it), in one transaction; the epoch's moment.
+        On a schema before migration 0026 or 0036, StoreUnavailableError (a 503 that says
+        to migrate): a reset that no later fit honours would be undone by the next
+        verdict."""
+        migration = "0026"  # the recalibration's columns, then 0036's epoch
+        try:
+            with self._tenant_scope(tenant_id) as cur:
+                cur.execute(
+                    "INSERT INTO org_memory_tenant_settings (tenant_id, episodic_ttl_days,"
+                    " confidence_scale) VALUES (%s, %s, NULL) ON CONFLICT (tenant_id) DO UPDATE"
+                    " SET confidence_scale = NULL, confidence_shift = NULL,"
+                    " confidence_verdicts = NULL, confidence_model = NULL",
+                    (tenant_id, default_ttl_days),
+                )
+                migration = "0036"
+                cur.execute(
+                    "UPDATE org_memory_tenant_settings SET recalibration_epoch = clock_timestamp()"
+                    " WHERE tenant_id = %s RETURNING recalibration_epoch",
+                    (tenant_id,),
+                )
+                row = cur.fetchone()
+                assert row is not None
+                return row["recalibration_epoch"]  # type: ignore[no-any-return]
+        except psycopg.errors.UndefinedColumn:
+            raise StoreUnavailableError(
+                f"the database predates migration {migration} (the recalibration): run the "
+                "migrations"
+            ) from None
 
     def set_min_confidence(
         self, tenant_id: str, floor: float | None, default_ttl_days: int

@@ -1,7 +1,8 @@
 """Feedback: a caller's verdict on an entry (helpful, not helpful, misleading) appended as
 an event and counted on the entry, at most one per caller, entry and incident, within the
-caller's rate; the verdicts an incident's outcome records with its entries; the entries
-called misleading more than a threshold (the review list)."""
+caller's rate; the verdicts an incident's outcome records with its entries; an admin's
+removal of a verdict (an event of its own, uncounted from the entry); the entries called
+misleading more than a threshold (the review list)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from grandbo.errors import (
     EntryNotFoundError,
+    InvalidInputError,
     RateLimitedError,
 )
 from grandbo.memory.domain.models import (
@@ -24,6 +26,7 @@ from grandbo.memory.domain.models import (
     WriteContext,
     WriteOutcome,
 )
+from grandbo.memory.domain.retrieval_log import RemovedVerdict, VerdictRemoval
 from grandbo.memory.repository.entries import (
     entry_columns,
 )
@@ -131,6 +134,91 @@ class FeedbackWrites(EventWrites):
             ([entry_id for entry_id, _ in recorded], [v for _, v in recorded], tenant_id),
         )
 
+    def remove_verdict(
+        self, tenant_id: str, verdict_id: int, reason: str, context: WriteContext
+    ) -> RemovedVerdict | None:
+        """An admin's removal of a verdict: a `feedback_removed` event on its entry (who,
+        when, why; the verdict named by its key), the verdict uncounted from the entry, in
+        one transaction under the entry's lock. A verdict removed before (by this key or
+        another) is answered as it was removed, `applied` false. None where the
+        organization holds no verdict of that id (another organization's included); an
+        entry redacted since holds no verdict to remove (EntryNotActiveError)."""
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            cur.execute(
+                "SELECT entry_id, actor, idempotency_key, payload->>'verdict' AS verdict,"
+                " payload->>'incident_id' AS incident_id FROM org_memory_events"
+                " WHERE tenant_id = %s AND event_id = %s AND event_type = 'feedback_recorded'",
+                (tenant_id, verdict_id),
+            )
+            verdict = cur.fetchone()
+            if verdict is None:
+                return None
+            current = self._lock_unless_applied(
+                cur, tenant_id, verdict["entry_id"], context, active=False
+            )
+            applied = False
+            removal = self._removal_of(cur, tenant_id, verdict["idempotency_key"])
+            if removal is None and isinstance(current, MemoryEntry):
+                payload = {
+                    "verdict_key": verdict["idempotency_key"],
+                    "verdict": verdict["verdict"],
+                    "reason": reason,
+                }
+                recorded_at = self._append_event(
+                    cur,
+                    tenant_id,
+                    verdict["entry_id"],
+                    EventType.FEEDBACK_REMOVED,
+                    current.revision,
+                    payload,
+                    context,
+                )
+                if recorded_at is not None:
+                    counter = sql.Identifier(f"{verdict['verdict']}_count")
+                    cur.execute(
+                        sql.SQL(
+                            "UPDATE org_memory_entries SET {counter} = {counter} - 1"
+                            " WHERE tenant_id = %s AND entry_id = %s"
+                        ).format(counter=counter),
+                        (tenant_id, verdict["entry_id"]),
+                    )
+                    applied = True
+                    removal = VerdictRemoval(
+                        actor=context.actor, removed_at=recorded_at, reason=reason
+                    )
+                else:  # this key was spent meanwhile: whatever it removed stands
+                    removal = self._removal_of(cur, tenant_id, verdict["idempotency_key"])
+            if removal is None:  # the key was spent on another write
+                raise InvalidInputError(
+                    "Idempotency-Key", "was used for another write: send a new one"
+                )
+            return RemovedVerdict(
+                verdict_id=verdict_id,
+                entry_id=verdict["entry_id"],
+                verdict=verdict["verdict"],
+                actor=verdict["actor"],
+                incident_id=verdict["incident_id"],
+                removal=removal,
+                applied=applied,
+            )
+
+    @staticmethod
+    def _removal_of(cur: Cursor, tenant_id: str, verdict_key: str) -> VerdictRemoval | None:
+        cur.execute(
+            "SELECT actor, recorded_at, payload->>'reason' AS reason FROM org_memory_events"
+            " WHERE tenant_id = %s AND event_type = 'feedback_removed'"
+            "   AND payload->>'verdict_key' = %s ORDER BY event_id LIMIT 1",
+            (tenant_id, verdict_key),
+        )
+        row = cur.fetchone()
+        return (
+            None
+            if row is None
+            else VerdictRemoval(
+                actor=row["actor"], removed_at=row["recorded_at"], reason=row["reason"] or ""
+            )
+        )
+
     def _within_rate(self, cur: Cursor, tenant_id: str, actor: str, rate: FeedbackRate) -> None:
         """RateLimitedError once `actor` has recorded `rate.limit` verdicts in the last
         `rate.window_s` seconds (a partial index of the feedback events, migration 0018)."""
@@ -152,8 +240,8 @@ class FeedbackWrites(EventWrites):
     def entries_flagged_misleading(self, tenant_id: str, more_than: int) -> list[MemoryEntry]:
         """Active entries whose current text more than `more_than` distinct callers called
         misleading, worst first (one caller naming many incidents, made up or not, counts
-        once): a correction (a new revision) or a retirement clears an entry from the
-        list; its lifetime counts stay on it."""
+        once; a verdict an admin removed, not at all): a correction (a new revision) or a
+        retirement clears an entry from the list; its lifetime counts stay on it."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 sql.SQL(
@@ -162,7 +250,10 @@ class FeedbackWrites(EventWrites):
                     "   FROM org_memory_events ev"
                     "   WHERE ev.tenant_id = e.tenant_id AND ev.entry_id = e.entry_id"
                     "     AND ev.event_type = 'feedback_recorded' AND ev.revision = e.revision"
-                    "     AND ev.payload->>'verdict' = 'misleading') current"
+                    "     AND ev.payload->>'verdict' = 'misleading'"
+                    "     AND NOT EXISTS (SELECT 1 FROM org_memory_events x"
+                    "       WHERE x.tenant_id = ev.tenant_id AND x.event_type = 'feedback_removed'"
+                    "         AND x.payload->>'verdict_key' = ev.idempotency_key)) current"
                     " WHERE e.tenant_id = %s AND e.status = 'active' AND e.misleading_count > %s"
                     "   AND current.n > %s"
                     " ORDER BY current.n DESC, e.entry_id"

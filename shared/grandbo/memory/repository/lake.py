@@ -161,6 +161,7 @@ class LakeStore(TenantScopedRepository):
             if held:
                 self._refuse_different(cur, tenant_id, events, held, offset)
             self._refuse_orphans(cur, tenant_id, events, offset)
+            self._refuse_unmatched_removals(cur, tenant_id, events, returned, offset)
             self._refuse_resurrection(cur, tenant_id, events, offset)
             self._refuse_redacted_text(cur, tenant_id, events, returned, offset)
             if inserted or last:
@@ -333,6 +334,52 @@ class LakeStore(TenantScopedRepository):
                     "idempotency key (an entry redacted here or there since an earlier "
                     "import is redacted again in the other store with `grandbo redact`)",
                 )
+
+    def _refuse_unmatched_removals(
+        self,
+        cur: Cursor,
+        tenant_id: str,
+        events: Sequence[LakeEvent],
+        inserted: dict[str, int],
+        offset: int,
+    ) -> None:
+        """A verdict's removal removes, once, a verdict the log holds before it: of its
+        own entry, under the key and with the verdict it names (as an admin's removal
+        writes it, `FeedbackWrites.remove_verdict`). A removal a redaction rewrote names
+        nothing any more, and is left alone."""
+        removals = [
+            inserted[e.idempotency_key]
+            for e in events
+            if e.event_type is EventType.FEEDBACK_REMOVED and e.idempotency_key in inserted
+        ]
+        if not removals:
+            return
+        cur.execute(
+            "SELECT r.idempotency_key FROM org_memory_events r"
+            " WHERE r.tenant_id = %(tenant)s AND r.event_id = ANY(%(ids)s)"
+            "   AND NOT (r.payload ? 'redacted') AND ("
+            "   NOT EXISTS (SELECT 1 FROM org_memory_events v"
+            "     WHERE v.tenant_id = r.tenant_id"
+            "       AND v.idempotency_key = r.payload->>'verdict_key'"
+            "       AND v.event_type = 'feedback_recorded' AND v.entry_id = r.entry_id"
+            "       AND v.payload->>'verdict' = r.payload->>'verdict'"
+            "       AND v.event_id < r.event_id)"
+            "   OR EXISTS (SELECT 1 FROM org_memory_events o"
+            "     WHERE o.tenant_id = r.tenant_id AND o.event_type = 'feedback_removed'"
+            "       AND o.payload->>'verdict_key' = r.payload->>'verdict_key'"
+            "       AND o.event_id <> r.event_id))"
+            " ORDER BY r.event_id LIMIT 1",
+            {"tenant": tenant_id, "ids": removals},
+        )
+        row = cur.fetchone()
+        if row is None:
+            return
+        index = [e.idempotency_key for e in events].index(row["idempotency_key"])
+        raise InvalidInputError(
+            f"events.{offset + index}.payload.verdict_key",
+            "a verdict's removal removes, once, a verdict of its entry recorded before it "
+            "(with the verdict it names); nothing of the batch was stored",
+        )
 
     def _refuse_orphans(
         self, cur: Cursor, tenant_id: str, events: Sequence[LakeEvent], offset: int

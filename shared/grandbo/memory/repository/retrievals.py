@@ -26,6 +26,7 @@ from grandbo.memory.domain.retrieval_log import (
     Retrieval,
     RetrievalHit,
     RetrievalRecord,
+    VerdictRemoval,
 )
 from grandbo.storage.tenant_scope import Cursor, TenantScopedRepository
 from grandbo.tenancy import require_tenant
@@ -149,17 +150,42 @@ class RetrievalLog(TenantScopedRepository):
             }
 
     def incident_verdicts(self, tenant_id: str, incident_id: str) -> list[IncidentVerdict]:
-        """The verdicts given during the incident, oldest first (at most 500)."""
+        """The verdicts given during the incident, oldest first (at most 500), each with
+        its removal where an admin removed it (migration 0036's index finds it)."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT entry_id, payload->>'verdict' AS verdict, payload->>'note' AS note,"
-                " actor, recorded_at FROM org_memory_events"
-                " WHERE tenant_id = %s AND event_type = 'feedback_recorded'"
-                "   AND payload->>'incident_id' = %s"
-                " ORDER BY recorded_at, event_id LIMIT 500",
+                "SELECT v.event_id AS verdict_id, v.entry_id,"
+                " v.payload->>'verdict' AS verdict, v.payload->>'note' AS note, v.actor,"
+                " v.recorded_at, r.actor AS removed_by, r.recorded_at AS removed_at,"
+                " r.payload->>'reason' AS reason"
+                " FROM org_memory_events v LEFT JOIN LATERAL ("
+                "   SELECT actor, recorded_at, payload FROM org_memory_events"
+                "   WHERE tenant_id = v.tenant_id AND event_type = 'feedback_removed'"
+                "     AND payload->>'verdict_key' = v.idempotency_key"
+                "   ORDER BY event_id LIMIT 1) r ON true"
+                " WHERE v.tenant_id = %s AND v.event_type = 'feedback_recorded'"
+                "   AND v.payload->>'incident_id' = %s"
+                " ORDER BY v.recorded_at, v.event_id LIMIT 500",
                 (tenant_id, incident_id),
             )
-            return [IncidentVerdict.model_validate(row) for row in cur]
+            return [
+                IncidentVerdict(
+                    verdict_id=row["verdict_id"],
+                    entry_id=row["entry_id"],
+                    verdict=row["verdict"],
+                    note=row["note"],
+                    actor=row["actor"],
+                    recorded_at=row["recorded_at"],
+                    removal=None
+                    if row["removed_by"] is None
+                    else VerdictRemoval(
+                        actor=row["removed_by"],
+                        removed_at=row["removed_at"],
+                        reason=row["reason"] or "",
+                    ),
+                )
+                for row in cur
+            ]
 
     def retrieval_incidents(self, tenant_id: str, limit: int) -> list[IncidentAsked]:
         """The incidents whose agent asked memory among the organization's latest
