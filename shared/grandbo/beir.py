@@ -93,6 +93,36 @@ def load_queries(folder: Path, task: str, problems: list[str] | None = None) -> 
     return list(queries.values())
 
 
+# the set's own queries, beside the shapes a folder of rewritten questions adds
+OWN_SHAPE = "full"
+
+
+def load_shapes(
+    folder: Path, task: str, shapes: Path | None, problems: list[str] | None = None
+) -> dict[str, list[Query]]:
+    """The task's queries in every shape: the set's own (`OWN_SHAPE`) and, from `shapes`,
+    each `queries_TASK.SHAPE.jsonl` (the same ids, each question rewritten as an
+    investigator asks it: `eval/shapes/` holds a sentence and a terse form). A rewritten
+    query whose id the set does not hold is reported and left out."""
+    problems = [] if problems is None else problems
+    own = load_queries(folder, task, problems)
+    found = {OWN_SHAPE: own}
+    if shapes is None:
+        return found
+    ids = {q.query_id for q in own}
+    files = sorted(shapes.glob(f"queries_{task}.*.jsonl"))
+    if not files:
+        raise FileNotFoundError(f"{shapes} holds no queries_{task}.SHAPE.jsonl")
+    for path in files:
+        shape = path.name[len(f"queries_{task}.") : -len(".jsonl")]
+        rows = load_queries(shapes, f"{task}.{shape}", problems)
+        for query in rows:
+            if query.query_id not in ids:
+                problems.append(f"{path.name}: _id {query.query_id!r} is not a query of the set")
+        found[shape] = [q for q in rows if q.query_id in ids]
+    return found
+
+
 def load_qrels(
     folder: Path, task: str, problems: list[str] | None = None
 ) -> dict[str, dict[str, int]]:

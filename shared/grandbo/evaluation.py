@@ -24,7 +24,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from grandbo.beir import load_corpus, load_qrels, load_queries
+from grandbo.beir import OWN_SHAPE, load_corpus, load_qrels, load_shapes
 from grandbo.errors import InvalidInputError, invalid_input_from
 from grandbo.memory.domain.fusion import FusedRank
 from grandbo.memory.domain.idempotency import KeySpace, idempotency_key
@@ -249,8 +249,12 @@ def run_eval(
     ignore_own: str = "auto",
     progress: ProgressFactory | None = None,
     calibrate: bool = False,
+    shapes: Path | None = None,
 ) -> dict[str, Any]:
     """Load, embed, query and score; returns the report (also the JSON output).
+
+    `shapes`: a folder of the same queries rewritten in other shapes (`load_shapes`),
+    each scored on the same load, reported beside the set's own (`report["shapes"]`).
 
     `ignore_own` (BEIR's ignore_identical_ids): the corpus document whose id is the
     query's own id is the query itself. "auto" ignores it unless the qrels name it as
@@ -262,7 +266,7 @@ def run_eval(
     wrap = progress or (lambda _description, _unit: lambda items, _total: items)
     malformed: list[str] = []  # rows of the folder's files that could not be read
     corpus = load_corpus(folder, malformed)
-    queries = load_queries(folder, task, malformed)
+    by_shape = load_shapes(folder, task, shapes, malformed)
     qrels = load_qrels(folder, task, malformed)
     tenant = f"eval-{uuid.uuid4().hex[:12]}"
     started = time.perf_counter()
@@ -279,32 +283,37 @@ def run_eval(
     loaded = set(doc_of_entry.values())  # a qrel naming any other document cannot be found
     unfindable = 0
 
-    scores = {mode: ModeScores() for mode in MODES}
+    by_mode = {shape: {mode: ModeScores() for mode in MODES} for shape in by_shape}
+    scores = by_mode[OWN_SHAPE]
     sweeps: dict[float, ModeScores] = {c: ModeScores() for c in cutoffs}
     skipped: list[str] = []
     reranker_failures: list[str] = []
     distances_relevant: list[float] = []
-    for query in wrap("querying", "query")(queries, len(queries)):
+    asked = [(shape, query) for shape, queries in by_shape.items() for query in queries]
+    for shape, query in wrap("querying", "query")(asked, len(asked)):
         named = qrels.get(query.query_id, {})
         own_ignored = ignore_own == "yes" or (ignore_own == "auto" and query.query_id not in named)
         own = query.query_id if own_ignored else None  # the document left out of rankings
         relevant = {d: g for d, g in named.items() if d != own and d in loaded}
-        unfindable += sum(1 for d in named if d != own and d not in loaded)
+        if shape == OWN_SHAPE:
+            unfindable += sum(1 for d in named if d != own and d not in loaded)
         if not relevant:
-            if named.keys() - {own}:  # only documents memory does not hold: not scorable
+            if named.keys() - {own} and shape == OWN_SHAPE:  # only documents memory lacks
                 skipped.append(f"{query.query_id}: its relevant documents are not in memory")
             continue
         try:
             ranked, timings = timed_rank(service, tenant, query.text)
         except InvalidInputError as exc:
-            skipped.append(f"{query.query_id}: {exc}")
+            skipped.append(f"{query.query_id} ({shape}): {exc}")
             continue
 
         rankings = document_rankings(
             service, tenant, query.text, ranked, docs_of_entry, own, reranker_failures
         )
         for mode, ranking in rankings.items():
-            record_scores(scores[mode], score_ranking(ranking, relevant), timings[mode])
+            record_scores(by_mode[shape][mode], score_ranking(ranking, relevant), timings[mode])
+        if shape != OWN_SHAPE:
+            continue  # the sweep and the distances are the set's own queries'
         for candidate in ranked.legs.vector:
             if relevant.keys() & set(docs_of_entry[candidate.entry_id]):
                 distances_relevant.append(candidate.distance)
@@ -339,6 +348,14 @@ def run_eval(
         "modes": {mode: s.summary() for mode, s in scores.items()},
         "tenant": tenant,
     }
+    if len(by_mode) > 1:
+        report["shapes"] = {
+            shape: {
+                "queries_scored": len(modes["hybrid"].recall_at_5),
+                "modes": {mode: s.summary() for mode, s in modes.items()},
+            }
+            for shape, modes in by_mode.items()
+        }
     if sweeps:
         report["cutoff_sweep"] = {
             str(c): {k: v for k, v in s.summary().items() if not k.startswith("latency")}
@@ -423,6 +440,13 @@ def format_table(report: dict[str, Any]) -> str:
         )
     if report.get("queries_skipped"):
         lines.append(f"skipped by the topic contract: {len(report['queries_skipped'])}")
+    for shape, figures in report.get("shapes", {}).items():
+        lines.append(f"shape {shape} ({figures['queries_scored']} queries):")
+        for mode, s in figures["modes"].items():
+            lines.append(
+                f"  {mode:<8} R@5 {s['recall@5']:.4f} MRR@10 {s['mrr@10']:.4f} "
+                f"nDCG@10 {s['ndcg@10']:.4f}"
+            )
     for cutoff, s in report.get("cutoff_sweep", {}).items():
         lines.append(
             f"  hybrid at cutoff {cutoff}: R@5 {s['recall@5']:.4f} MRR@10 {s['mrr@10']:.4f} "

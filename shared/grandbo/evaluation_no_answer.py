@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from grandbo.beir import Query, load_corpus, load_qrels, load_queries
+from grandbo.beir import OWN_SHAPE, Query, load_corpus, load_qrels, load_shapes
 from grandbo.errors import InvalidInputError
 from grandbo.evaluation import (
     ProgressFactory,
@@ -99,6 +99,8 @@ class Samples:
     halves: list[str] = field(default_factory=list)
     regimes: list[str] = field(default_factory=list)
     extra: list[list[float]] = field(default_factory=list)
+    # the shape of the question each candidate answered (`grandbo.beir.load_shapes`)
+    shapes: list[str] = field(default_factory=list)
     # per query: how many relevant documents memory holds for it (0: unanswerable)
     relevant: dict[str, int] = field(default_factory=dict)
 
@@ -109,6 +111,7 @@ class Samples:
             "queries": self.queries,
             "halves": self.halves,
             "regimes": self.regimes,
+            "shapes": self.shapes,
             "extra_names": list(EXTRA),
             "extra": self.extra,
             "relevant": self.relevant,
@@ -162,6 +165,7 @@ def run_no_answer_eval(
     min_confidence: float | None = None,
     topic_words: int | None = None,
     progress: ProgressFactory | None = None,
+    shapes: Path | None = None,
 ) -> tuple[dict[str, Any], Samples]:
     """Load the corpus without the no-answer half's relevant documents, query, score, in
     each regime (`REGIMES`): before the entries are embedded, once they are, and with the
@@ -169,7 +173,10 @@ def run_no_answer_eval(
     keyword-only regimes' candidates (the topic-unembedded run's).
 
     `topic_words` cuts every query to its first N words: the size of a topic Beacon sends
-    (a post-mortem's impact paragraph is 56 words at the median, a topic about 12)."""
+    (a post-mortem's impact paragraph is 56 words at the median, a topic about 12).
+    `shapes`: a folder of the same queries in other shapes (`grandbo.beir.load_shapes`),
+    each asked in every regime on the same load and reported beside the set's own
+    (`report["shapes"]`)."""
     wrap = progress or (lambda _description, _unit: lambda items, _total: items)
     model = model or service.confidence_model(service.provider)
     keywords = service.keyword_model(service.provider)
@@ -177,7 +184,8 @@ def run_no_answer_eval(
     keyword_floor = keywords.default_floor if min_confidence is None else min_confidence
     malformed: list[str] = []
     corpus = load_corpus(folder, malformed)
-    queries = load_queries(folder, task, malformed)
+    by_shape = load_shapes(folder, task, shapes, malformed)
+    queries = by_shape[OWN_SHAPE]
     qrels = load_qrels(folder, task, malformed)
     own_is_query = {q.query_id for q in queries} & {d["_id"] for d in corpus}
     removed: set[str] = set()
@@ -194,7 +202,7 @@ def run_no_answer_eval(
     run = _Run(service, tenant, qrels, own_is_query, loaded, model, floor, keyword_floor)
     samples = Samples()
     skipped: list[str] = []
-    outcomes: dict[str, list[QueryOutcome]] = {}
+    outcomes: dict[str, dict[str, list[QueryOutcome]]] = {}
     for regime in REGIMES:
         if regime == "complete":
             service.embed_pending(tenant, progress=wrap("embedding", "batch"))
@@ -203,25 +211,43 @@ def run_no_answer_eval(
         deadline = service.topic_embed_timeout_s
         if regime == "topic_unembedded":  # the real deadline path, with no time to meet it
             service.topic_embed_timeout_s = 0.0
+        asked = [(shape, q) for shape, shaped in by_shape.items() for q in shaped]
+        outcomes[regime] = {shape: [] for shape in by_shape}
         try:
-            outcomes[regime] = [
-                outcome
-                for query in wrap(f"querying ({regime})", "query")(queries, len(queries))
-                if (
-                    outcome := run.query(
-                        query,
-                        topic_words,
-                        docs_of_entry,
-                        samples if regime != "entries_unembedded" else None,
-                        skipped if regime == "complete" else [],
-                    )
+            for shape, query in wrap(f"querying ({regime})", "query")(asked, len(asked)):
+                outcome = run.query(
+                    query,
+                    topic_words,
+                    docs_of_entry,
+                    samples if regime != "entries_unembedded" else None,
+                    skipped if regime == "complete" else [],
+                    shape,
                 )
-                is not None
-            ]
+                if outcome is not None:
+                    outcomes[regime][shape].append(outcome)
         finally:
             service.topic_embed_timeout_s = deadline
     held = relevant_held(qrels, loaded, own_is_query)
-    complete = outcomes["complete"]
+
+    def figures(shape: str) -> dict[str, Any]:
+        complete = outcomes["complete"][shape]
+        return {
+            "halves": {
+                "all": summarize(complete, held),
+                "measure": summarize([o for o in complete if o.half == "measure"], held),
+            },
+            "degraded": {
+                regime: {
+                    "all": degraded_summary(outcomes[regime][shape], held),
+                    "measure": degraded_summary(
+                        [o for o in outcomes[regime][shape] if o.half == "measure"], held
+                    ),
+                }
+                for regime in REGIMES
+            },
+        }
+
+    own = figures(OWN_SHAPE)
     report: dict[str, Any] = {
         "dataset": folder.name,
         "task": task,
@@ -237,21 +263,12 @@ def run_no_answer_eval(
         "documents_removed": len(removed),
         "documents_refused": len(refused),
         "queries_skipped": skipped,
-        "halves": {
-            "all": summarize(complete, held),
-            "measure": summarize([o for o in complete if o.half == "measure"], held),
-        },
-        "degraded": {
-            regime: {
-                "all": degraded_summary(outcomes[regime], held),
-                "measure": degraded_summary(
-                    [o for o in outcomes[regime] if o.half == "measure"], held
-                ),
-            }
-            for regime in REGIMES
-        },
+        "halves": own["halves"],
+        "degraded": own["degraded"],
         "tenant": tenant,
     }
+    if len(by_shape) > 1:
+        report["shapes"] = {shape: figures(shape) for shape in by_shape}
     return report, samples
 
 
@@ -275,6 +292,7 @@ class _Run:
         docs_of_entry: dict[UUID, list[str]],
         samples: Samples | None,
         skipped: list[str],
+        shape: str = OWN_SHAPE,
     ) -> QueryOutcome | None:
         service, tenant = self.service, self.tenant
         named = self.qrels.get(query.query_id, {})
@@ -287,7 +305,7 @@ class _Run:
             validate_topic(text)
             ranked = service.rank(tenant, text)
         except InvalidInputError as exc:
-            skipped.append(f"{query.query_id}: {exc}")
+            skipped.append(f"{query.query_id} ({shape}): {exc}")
             return None
         alone = only_as(own, ranked.fused, docs_of_entry)
         legs = ranked.legs
@@ -321,6 +339,7 @@ class _Run:
                 samples.queries.append(query.query_id)
                 samples.halves.append(half)
                 samples.regimes.append("keywords" if keyword else "complete")
+                samples.shapes.append(shape)
                 samples.extra.append(extra[entry_id])
         entries = legs.entries
         today = service.collapse(tenant, [entries[i] for i in fused], ranked.serving, LIMIT)
@@ -521,6 +540,26 @@ def format_no_answer(report: dict[str, Any]) -> str:
                 f"unfiltered five held the answer; served nothing while they held it: "
                 f"{d['empty_while_found']}"
             )
+    shapes = report.get("shapes", {})
+    if shapes:
+        lines.append(
+            "every shape side by side, the measure half (all queries): no-answer mean hits; "
+            "answerable recall@5 unfiltered -> served; AUROC right-first vs no-answer; "
+            "calibration error of the top hit"
+        )
+    for shape, shaped in shapes.items():
+        m, a = shaped["halves"]["measure"], shaped["halves"]["all"]
+
+        def pair(key: str, sub: str | None = None, m: Any = m, a: Any = a) -> str:
+            first, second = (m[key], a[key]) if sub is None else (m[key][sub], a[key][sub])
+            return f"{_cell(first)} ({_cell(second)})"
+
+        lines.append(
+            f"  {shape:<10} hits {pair('unanswerable_mean_hits', 'now')}; recall@5 "
+            f"{pair('answerable_recall@5', 'today')} -> {pair('answerable_recall@5', 'now')}; "
+            f"AUROC {pair('top_auroc_right_first_vs_unanswerable')}; "
+            f"calibration {pair('top_calibration_error')}"
+        )
     if report["queries_skipped"]:
         lines.append(f"skipped by the topic contract: {len(report['queries_skipped'])}")
     return "\n".join(lines)

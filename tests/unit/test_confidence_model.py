@@ -59,12 +59,17 @@ def test_sigmoid_never_overflows_and_stays_in_bounds(x: float) -> None:
 
 
 def test_a_candidate_strong_on_both_legs_is_far_more_confident_than_a_one_tag_match() -> None:
+    size = math.log1p(6)  # a six-word topic
     strong = Signals(
-        0.6, 0.7, 0.8, 1.0, 1.0, 1.0, 0.5, 0.0, 0.3, 0.4, 0.2, 0.3, 1.0, 1.0, 0.8, 0.7, 0.0
-    )
+        0.6, 0.7, 0.8, 1.0, 1.0, 1.0, 0.5, 0.0, 0.3, 0.4, 0.2, 0.3, 1.0, 1.0, 0.8, 0.7, 0.0,
+        topic_size=size, topic_unseen=0.0, shared_mass=1.2, shared_count=math.log1p(4),
+        closeness_by_size=0.6 * size, reach_by_size=0.7 * size, share_by_size=0.8 * size,
+    )  # fmt: skip
     weak = Signals(
-        -1.0, 0.05, 0.1, 0.5, 0.0, 0.0, 0.0, 0.0, -1.0, -0.1, -1.1, -0.2, 0.0, 0.0, 0.05, 0.0, 1.6
-    )
+        -1.0, 0.05, 0.1, 0.5, 0.0, 0.0, 0.0, 0.0, -1.0, -0.1, -1.1, -0.2, 0.0, 0.0, 0.05, 0.0, 1.6,
+        topic_size=size, topic_unseen=0.3, shared_mass=0.1, shared_count=math.log1p(1),
+        closeness_by_size=-size, reach_by_size=0.05 * size, share_by_size=0.05 * size,
+    )  # fmt: skip
     assert MINILM.probability(strong) > 0.5
     assert MINILM.probability(weak) < MINILM.default_floor
     assert 0.0 <= MINILM.probability(weak) <= MINILM.probability(strong) <= 1.0
@@ -77,10 +82,12 @@ def test_each_provider_has_its_model_and_the_test_double_withholds_nothing() -> 
     # Titan's default is more permissive than MiniLM's fit and orders by fusion
     assert TITAN_DEFAULT.default_floor < MINILM.default_floor
     assert not TITAN_DEFAULT.ranks
+    # MiniLM's fit orders hits by the confidence it states (measured: docs/EVAL.md)
+    assert MINILM.ranks
     assert set(MINILM.weights) <= set(FEATURES)
     # what the keyword leg alone found is scored by a model with no vector term
     assert keyword_model_for(TitanEmbeddingProvider()) is KEYWORDS
-    assert set(KEYWORDS.weights) == set(KEYWORD_FEATURES)
+    assert set(KEYWORDS.weights) <= set(KEYWORD_FEATURES)
     assert keyword_model_for(FakeEmbeddingProvider()).default_floor == 0.0
 
 

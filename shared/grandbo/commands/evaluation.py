@@ -73,6 +73,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "(what `python -m bench.confidence_fit` fits a model from)",
     )
     ev.add_argument(
+        "--shapes",
+        help="a folder of the same queries in other shapes (queries_TASK.SHAPE.jsonl, the "
+        "same ids: eval/shapes/<set> holds a sentence and a terse form of each), asked on "
+        "the same load and reported beside the set's own",
+    )
+    ev.add_argument(
         "--no-consolidation",
         action="store_true",
         help="merge no recurrences and collapse no hits (the before of docs/EVAL.md)",
@@ -104,6 +110,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     min_confidence=args.min_confidence,
                     topic_words=args.topic_words,
                     progress=terminal_progress,
+                    shapes=None if args.shapes is None else Path(args.shapes),
                 )
                 if args.samples:
                     Path(args.samples).write_text(json.dumps(samples.as_dict()) + "\n")
@@ -128,6 +135,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     ignore_own=args.ignore_own,
                     progress=terminal_progress,
                     calibrate=args.calibrate,
+                    shapes=None if args.shapes is None else Path(args.shapes),
                 )
     finally:
         if scratch is not None:

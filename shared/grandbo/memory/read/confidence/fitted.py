@@ -11,44 +11,55 @@ from __future__ import annotations
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.memory.read.confidence.model import ConfidenceModel
 
-# `python -m bench.confidence_fit --drop fused_place` on the fit halves of
-# cloud_postmortems/symptom and gitbugs_hadoop/duplicate (3,897 candidates of 97 queries,
-# 48 relevant), L2 1.0, with issue 43's signals of how much of the topic an entry carries
-# (rare_share, title_share). Its place in the fused order is left out: with it the fit kept
-# one more answerable query's lesson on the measure half, but gave a one-word match at the
-# top of a ten-entry lake 5-8 % (the demo's "a new font for the newsletter" served a
-# feature-flag lesson) and its top hits' calibration error rose from .08 to .13
-# (docs/EVAL.md). The floor: of the floors that serve at most 2.5 hits on average to the
-# post-mortem queries memory cannot answer (fit half), the one that keeps the most
-# recall@5 (0.025: 2.17 hits, recall@5 .800; GitBugs' fit half 2.12 and .667). Hits stay
-# in the fused order: ranked by this confidence instead, the answerable queries' MRR@10
-# fell on GitBugs (docs/EVAL.md), so the model estimates and withholds, and the fusion
-# orders.
+# `python -m bench.confidence_fit --drop fused_place --drop recurrences
+# --rank-by-confidence` on the fit halves of cloud_postmortems/symptom and
+# gitbugs_hadoop/duplicate, every question asked in the three shapes an investigator's
+# agent sends (the set's own full text, one sentence, a terse search-box form:
+# eval/shapes/), pooled (11,005 candidates, 140 relevant), L2 1.0 (issue
+# 50). The signals of the question's own shape (its size, the words the lake never saw,
+# the shared words' mass and count, the shares weighed by the size) let one model mean
+# the same on every shape: minilm-v2, fit on the full texts alone, rated the README's
+# detailed question's lesson 0.07 and its short form 0.55. Left out: the fused place
+# (one-word matches at the top of a small lake) and recurrences (the eval's merges vary
+# from run to run and made a lesson seen three times look a sixth as likely). Hits are
+# served by this confidence: on the measure halves MRR@10 moved +.02 / +.01 / -.01
+# (post-mortems full / sentence / terse) and GitBugs' by at most .02 against the fused
+# order, so an answer's order is the one its confidences state. The floor: the lowest of
+# the fit curve that serves at most 2 hits on average to every shape's post-mortem
+# questions memory cannot answer (0.025: 1.82 / 1.82 / 1.73; 0.02 serves 2.10 / 2.10 /
+# 2.08). docs/EVAL.md, issue 50.
 MINILM = ConfidenceModel(
-    name="minilm-v2",
+    name="minilm-v3",
     fit_on="the fit half (by query-id hash) of cloud_postmortems/symptom and "
-    "gitbugs_hadoop/duplicate, half of the queries with their answer removed",
-    intercept=-6.7908,
+    "gitbugs_hadoop/duplicate in three shapes (full, sentence, terse), half of the "
+    "queries with their answer removed",
+    intercept=-6.4899,
     weights={
-        "closeness": 0.8268,
-        "lexical_reach": 0.4249,
-        "tag_share": -0.3072,
-        "lexical_rr": 2.1102,
-        "vector_rr": 0.4449,
-        "both_legs": 1.0904,
-        "gap": 1.0486,
-        "recurrences": -0.9785,
-        "closeness_over_median": 0.4442,
-        "reach_over_median": 0.7541,
-        "closeness_lead": 0.6707,
-        "reach_lead": 1.3803,
-        "closest": 0.3234,
-        "best_reach": 0.7151,
-        "rare_share": 1.0459,
-        "title_share": 1.5890,
+        "closeness": 0.1382,
+        "lexical_reach": -0.2081,
+        "tag_share": -0.6728,
+        "lexical_rr": 1.7321,
+        "vector_rr": -0.0259,
+        "both_legs": 0.8428,
+        "gap": 0.863,
+        "closeness_over_median": 0.3721,
+        "reach_over_median": -0.0616,
+        "closeness_lead": 1.3695,
+        "reach_lead": 1.4952,
+        "closest": 0.2882,
+        "best_reach": 0.3458,
+        "rare_share": 0.7178,
+        "title_share": 1.2713,
+        "topic_size": 0.2884,
+        "topic_unseen": 0.1737,
+        "shared_mass": 1.8614,
+        "shared_count": -1.6753,
+        "closeness_by_size": 0.2016,
+        "reach_by_size": 0.2162,
+        "share_by_size": 1.5255,
     },
     default_floor=0.025,
-    ranks=False,
+    ranks=True,
 )
 
 # Titan's distances are not MiniLM's and were never measured here: the same fit with the
@@ -56,7 +67,13 @@ MINILM = ConfidenceModel(
 # related texts sit is the model's own), served in fused order, and a floor a third of
 # MiniLM's, so that an uncalibrated stage withholds only what is far below any precedent.
 # docs/OPERATIONS.md, "Fitting the confidence model for Titan", replaces it from measurement.
-_DISTANCE_TERMS = {"closeness", "closeness_over_median", "closeness_lead", "closest"}
+_DISTANCE_TERMS = {
+    "closeness",
+    "closeness_over_median",
+    "closeness_lead",
+    "closest",
+    "closeness_by_size",
+}
 TITAN_DEFAULT = ConfidenceModel(
     name="titan-default-v1",
     fit_on="not fit: MiniLM's fit with its distance terms halved (a conservative default)",
@@ -82,33 +99,39 @@ UNCALIBRATED = ConfidenceModel(
 
 
 # The keyword leg alone (the topic not embedded in time, entries without a current
-# vector): `python -m bench.confidence_fit --regime keywords` on the same fit halves, every
-# query asked with the vector leg off (2,414 candidates, 48 relevant), on the signals the
-# keyword leg alone has (`KEYWORD_FEATURES`). It holds no distance term, so it serves every
-# provider. Its floor leans to serving, since such an answer says it is keyword matches
-# only: 0.025 keeps the fit halves' recall@5 of 0.03 (.850 and .889) and loses less on
-# the measure halves (.755 of .796 found, .778 of .778), at about 3 hits where memory
-# cannot answer.
+# vector): `python -m bench.confidence_fit --regime keywords --drop recurrences
+# --rank-by-confidence` on the same fit halves and shapes, every question asked with the
+# vector leg off (7,192 candidates, 138 relevant), on the signals the keyword leg alone has
+# (`KEYWORD_FEATURES`). It holds no distance term, so it serves every provider. Its floor
+# leans to serving, since such an answer says it is keyword matches only: 0.025 serves
+# 2.2-2.8 hits where memory cannot answer and keeps recall@5 within .04-.06 of what the
+# keyword leg found on the post-mortem measure halves (docs/EVAL.md).
 KEYWORDS = ConfidenceModel(
-    name="keywords-v1",
-    fit_on="the fit half of cloud_postmortems/symptom and gitbugs_hadoop/duplicate asked "
-    "with the vector leg off, half of the queries with their answer removed",
-    intercept=-2.2916,
+    name="keywords-v2",
+    fit_on="the fit half of cloud_postmortems/symptom and gitbugs_hadoop/duplicate in "
+    "three shapes, asked with the vector leg off, half of the queries with their answer "
+    "removed",
+    intercept=-4.0146,
     weights={
-        "lexical_reach": 0.3649,
-        "tag_share": -0.4456,
-        "lexical_rr": -0.0912,
-        "gap": 1.1641,
-        "recurrences": -0.4680,
-        "reach_over_median": 0.9220,
-        "reach_lead": 1.2206,
-        "best_reach": 0.1147,
-        "rare_share": 1.0044,
-        "title_share": 1.6916,
-        "fused_place": -1.6550,
+        "lexical_reach": -0.3218,
+        "tag_share": -0.5771,
+        "lexical_rr": -0.0708,
+        "gap": 1.6699,
+        "reach_over_median": 0.2561,
+        "reach_lead": 1.1756,
+        "best_reach": 0.2361,
+        "rare_share": 0.6019,
+        "title_share": 1.3753,
+        "fused_place": -1.2259,
+        "topic_size": 0.7675,
+        "topic_unseen": 0.1506,
+        "shared_mass": 1.3089,
+        "shared_count": -1.8112,
+        "reach_by_size": 0.2747,
+        "share_by_size": 1.5852,
     },
     default_floor=0.025,
-    ranks=False,
+    ranks=True,
 )
 
 # The test double's keyword model: as UNCALIBRATED, nothing withheld

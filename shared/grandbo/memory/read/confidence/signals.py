@@ -46,6 +46,20 @@ FEATURES = (
     "rare_share",
     "title_share",
     "fused_place",
+    # the question's own shape (issue 50: a share of the topic falls as a true question
+    # grows, so "how much of the topic" means less for a long topic than for a terse one):
+    # log of its distinct words, the share of them the lake has never seen, the shared
+    # words' rarity as a mass (log 1 + their idf summed, in units of the rarest word the
+    # lake could hold, so that a ten-entry lake and a million-entry one weigh alike) and
+    # count (log 1 + n), and
+    # the shares and closeness weighed by the topic's size
+    "topic_size",
+    "topic_unseen",
+    "shared_mass",
+    "shared_count",
+    "closeness_by_size",
+    "reach_by_size",
+    "share_by_size",
 )
 # What the keyword leg alone can tell (the keyword model's inputs): no distance, no rank
 # in the vector leg, no agreement between legs
@@ -61,6 +75,12 @@ KEYWORD_FEATURES = (
     "rare_share",
     "title_share",
     "fused_place",
+    "topic_size",
+    "topic_unseen",
+    "shared_mass",
+    "shared_count",
+    "reach_by_size",
+    "share_by_size",
 )
 
 # A title tag's best BM25 term at an average length, per unit of idf: what an entry
@@ -89,6 +109,13 @@ class Signals:
     rare_share: float
     title_share: float
     fused_place: float
+    topic_size: float
+    topic_unseen: float
+    shared_mass: float
+    shared_count: float
+    closeness_by_size: float
+    reach_by_size: float
+    share_by_size: float
 
     def vector(self) -> list[float]:
         return [getattr(self, name) for name in FEATURES]
@@ -124,6 +151,10 @@ def signals_of(
     lexical_rank = {c.entry_id: rank for rank, c in enumerate(legs.lexical, start=1)}
     vector_rank = {c.entry_id: rank for rank, c in enumerate(legs.vector, start=1)}
     cutoff = cutoff if cutoff > 0 else 1.0
+    size = math.log1p(n_tags)
+    unseen_share = (
+        sum(1 for tag in topic if tag not in legs.tag_weights) / n_tags if n_tags else 0.0
+    )
 
     def closeness(entry_id: UUID) -> float:
         distance = legs.distances.get(entry_id)
@@ -150,6 +181,8 @@ def signals_of(
         vec = vector_rank.get(entry_id)
         mine = strength[entry_id]
         below = next((s for s in ranked if s < mine), 0.0)
+        shared = legs.shared_tags.get(entry_id, ())
+        mass = sum(legs.tag_weights.get(tag, unseen) for tag in shared)
         signals[entry_id] = Signals(
             closeness=near[entry_id],
             lexical_reach=reached[entry_id],
@@ -167,12 +200,16 @@ def signals_of(
             reach_lead=reached[entry_id] - second_reach,
             closest=1.0 if near[entry_id] >= by_near[0] else 0.0,
             best_reach=1.0 if reached[entry_id] >= by_reach[0] else 0.0,
-            rare_share=sum(
-                legs.tag_weights.get(tag, unseen) for tag in legs.shared_tags.get(entry_id, ())
-            )
-            / topic_weight,
+            rare_share=mass / topic_weight,
             title_share=len(title & topic) / len(title) if title else 0.0,
             fused_place=math.log(place + 1),
+            topic_size=size,
+            topic_unseen=unseen_share,
+            shared_mass=math.log1p(mass / unseen),
+            shared_count=math.log1p(len(shared)),
+            closeness_by_size=near[entry_id] * size,
+            reach_by_size=reached[entry_id] * size,
+            share_by_size=mass / topic_weight * size,
         )
     return signals
 
