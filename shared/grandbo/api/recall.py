@@ -331,7 +331,7 @@ def context_block(memories: list[RecalledMemory], *, note: str | None = None) ->
         sure = "" if memory.confidence is None else f"confidence {memory.confidence:.2f}: "
         title = _quoted(memory.title, BLOCK_TITLE_CHARS)
         stale = (
-            f"\n   stale: {_quoted(memory.staleness, BLOCK_STALENESS_CHARS)}"
+            f"\n   {_cut(one_line(memory.staleness), BLOCK_STALENESS_CHARS)}"
             if memory.staleness
             else ""
         )
@@ -339,6 +339,7 @@ def context_block(memories: list[RecalledMemory], *, note: str | None = None) ->
             # the confidence before the title, and every stored text quoted (the title, the
             # words matched on, the lesson): no stored text can show a hit line, a
             # confidence or "no precedent" of its own where the model reads the real ones
+            # (a staleness note is the server's sentence, its names already quoted)
             f"{number}. {sure}{title} ({seen}"
             f"{_age(memory.age_days)}; matched on {_cut(one_line(memory.why), BLOCK_WHY_CHARS)})"
             f"\n   lesson: {summary}{stale}"

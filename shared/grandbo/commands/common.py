@@ -11,7 +11,7 @@ from pathlib import Path
 from grandbo.local.organizations import CREATE_TENANT, require_organization
 from grandbo.local.settings import Settings
 from grandbo.memory.domain.models import MemoryQueryResult
-from grandbo.text.rules import quoted
+from grandbo.text.rules import one_line, quoted
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -94,7 +94,7 @@ def print_result(result: MemoryQueryResult, *, as_json: bool) -> None:
         )
         print(f"   lesson: {quoted(hit.summary, 300)}")
         if hit.staleness is not None:
-            print(f"   stale: {quoted(hit.staleness.note, 400)}")
+            print(f"   {one_line(hit.staleness.note)}")  # the server's sentence
     print(f"\n{result.notice}")
 
 
