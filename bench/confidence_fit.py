@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from grandbo.memory.domain.logistic import sigmoid
+from grandbo.memory.lifecycle.confidence_fit import auroc as lake_auroc
+from grandbo.memory.lifecycle.confidence_fit import calibration_error as lake_calibration_error
 from grandbo.memory.read.confidence.model import fit_logistic
 from grandbo.memory.read.confidence.signals import FEATURES, KEYWORD_FEATURES
 
@@ -71,23 +73,13 @@ def relevant_of(data: dict[str, Any], query: str) -> int:
 
 
 def auroc(positives: list[float], negatives: list[float]) -> float:
-    if not positives or not negatives:
-        return float("nan")
-    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in positives for n in negatives)
-    return wins / (len(positives) * len(negatives))
+    found = lake_auroc(positives, negatives)
+    return float("nan") if found is None else found
 
 
 def calibration_error(pairs: list[tuple[float, int]]) -> float:
-    bins: list[list[tuple[float, int]]] = [[] for _ in range(10)]
-    for c, o in pairs:
-        bins[min(int(c * 10), 9)].append((c, o))
-    return sum(
-        len(b)
-        / len(pairs)
-        * abs(statistics.fmean(c for c, _ in b) - statistics.fmean(o for _, o in b))
-        for b in bins
-        if b
-    )
+    found = lake_calibration_error(pairs)
+    return float("nan") if found is None else found
 
 
 def measure(

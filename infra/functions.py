@@ -130,7 +130,10 @@ SPECS = {
     # its own function: a deploy's migration never waits behind an index build, and an
     # hourly build never throttles a deploy (a shared reserved concurrency of 1 did)
     "index": FunctionSpec(
-        "index_job", 512, 900, "per-organization HNSW indexes, hourly, outside any deploy"
+        "index_job",
+        512,
+        900,
+        "per-organization HNSW indexes and confidence fits, hourly, outside any deploy",
     ),
 }
 
@@ -273,6 +276,13 @@ class Functions(Construct):
                     "GRANDBO_DB_HOST": database.proxy.endpoint,
                     "POWERTOOLS_SERVICE_NAME": "grandbo",
                 }
+            if name == "index":
+                # the confidence fit searches each organization's questions as the
+                # application role, embedding them with the model it is served from
+                env["GRANDBO_EMBEDDING_PROVIDER"] = PROVIDER
+                env["GRANDBO_STAGE"] = stage.name
+                if previous is not None:
+                    env["GRANDBO_PREVIOUS_EMBEDDING_PROVIDER"] = str(previous)
             function = lambda_.Function(
                 self,
                 f"{name.title()}Function",
@@ -298,7 +308,7 @@ class Functions(Construct):
                 skip_checks(function, ("CKV_AWS_115", UNRESERVED[name]))
 
         skip_checks(self.keyring, SECRET_CMK)
-        for name in ("query", "admin", "incident", "embed", "backfill"):
+        for name in ("query", "admin", "incident", "embed", "backfill", "index"):
             database.app_secret.grant_read(self.functions[name])
         for name in ("migrations", "index"):
             database.admin_secret.grant_read(self.functions[name])
@@ -316,8 +326,9 @@ class Functions(Construct):
                 for model in bedrock_models(PROVIDER, previous)
             ],
         )
-        # the admin function embeds titles when it calibrates an organization's cutoff
-        for name in ("query", "embed", "admin"):
+        # the admin function embeds titles when it calibrates an organization's cutoff, the
+        # index job the questions it fits an organization's confidence on
+        for name in ("query", "embed", "admin", "index"):
             self.functions[name].add_to_role_policy(titan)
         for name in RERANKING if reranker is not None else ():
             function = self.functions[name]

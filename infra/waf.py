@@ -1,6 +1,6 @@
 """The stage's WAF: AWS's Core rule set and known-bad inputs, a per-address rate limit
-derived from the stage's API throttle, a per-caller one (its token header) at the default
-query rate, and the API's body limit; every block Grandbo
+derived from the stage's API throttle, a per-token one on the query route above every
+organization's rate, and the API's body limit; every block Grandbo
 defines answers with the edge's own document (`grandbo.api.edge`).
 
 Rule by rule, what blocks and what only counts, and why:
@@ -9,14 +9,22 @@ https://docs.aws.amazon.com/waf/latest/developerguide/aws-managed-rule-groups-ba
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
-from grandbo.api.edge import BODY_TOO_LARGE, NO_USER_AGENT, RATE_LIMITED, Refusal
+from grandbo.api.edge import (
+    BODY_TOO_LARGE,
+    NO_USER_AGENT,
+    QUERY_PATH,
+    RATE_LIMITED,
+    TOKEN_RATE_LIMITED,
+    Refusal,
+)
 from grandbo.api.models import MAX_BODY_BYTES
-from grandbo.memory.service import QUERY_RATE_PER_MINUTE
+from grandbo.memory.service import MAX_QUERY_RATE_PER_MINUTE
 from infra.config import WAF_RATE_WINDOW_S, StageConfig
 
 CORE_RULE_SET = "AWSManagedRulesCommonRuleSet"
@@ -59,23 +67,32 @@ def waf_rate_limit(stage: StageConfig) -> int:
     return stage.api_rate_limit * WAF_RATE_WINDOW_S
 
 
-# Queries per caller: the rate-based rule counts each distinct Authorization header (one
-# query token, or one admin signature, which differs on every request and so is never
-# limited here) over WAF's shortest window, at the service's default per-caller rate. A
-# request without the header is not counted by this rule (AWS: "Web requests that are
-# missing any of the components specified in the aggregation keys are omitted"); the
-# authorizer refuses it anyway. An organization's own, lower rate is the query function's
-# (grandbo_admit_query, migration 0034), which every door shares.
+# Questions per token, at the edge: the rate-based rule counts each distinct Authorization
+# header on the query route only (a scope-down statement: entry reads, feedback and the
+# topology are not questions), lowercased with its spaces compressed (so `bearer`, or
+# extra spaces, are one counter with the canonical spelling; the authorizer refuses any
+# other variant), over WAF's shortest window. The application holds each caller to its
+# organization's rate (grandbo.runtime.admission: counted per process); the edge is the
+# shared backstop across processes, with headroom over the highest rate an organization
+# can set, so a caller within its organization's rate never meets the edge's approximate
+# count. A request without the header is not counted by this rule (AWS: "Web requests that
+# are missing any of the components specified in the aggregation keys are omitted"); the
+# authorizer refuses it anyway.
 TOKEN_RATE_WINDOW_S = 60
+TOKEN_RATE_HEADROOM = 2
 
 
 def waf_token_limit() -> int:
-    """Requests per Authorization header per TOKEN_RATE_WINDOW_S: the default query rate."""
-    return QUERY_RATE_PER_MINUTE * TOKEN_RATE_WINDOW_S // 60
+    """Questions per Authorization header per TOKEN_RATE_WINDOW_S: twice the highest rate
+    an organization can set (`MAX_QUERY_RATE_PER_MINUTE`)."""
+    return MAX_QUERY_RATE_PER_MINUTE * TOKEN_RATE_HEADROOM * TOKEN_RATE_WINDOW_S // 60
 
 
 def _body_key(refusal: Refusal) -> str:
-    return refusal.error.replace("_", "-") + f"-{refusal.status}"
+    """The custom body's key: its error and status, and its message's digest (two
+    refusals of one status differ by their words)."""
+    digest = hashlib.sha256(refusal.message.encode()).hexdigest()[:8]
+    return refusal.error.replace("_", "-") + f"-{refusal.status}-{digest}"
 
 
 def _block(
@@ -132,6 +149,20 @@ def _managed(
     )
 
 
+def _query_route() -> wafv2.CfnWebACL.StatementProperty:
+    """Requests to the query route (its path ends the URI, whatever stage prefix)."""
+    return wafv2.CfnWebACL.StatementProperty(
+        byte_match_statement=wafv2.CfnWebACL.ByteMatchStatementProperty(
+            field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(uri_path={}),
+            positional_constraint="ENDS_WITH",
+            search_string=QUERY_PATH,
+            text_transformations=[
+                wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")
+            ],
+        )
+    )
+
+
 class EdgeFirewall(Construct):
     """A regional web ACL associated with the API's stage."""
 
@@ -161,7 +192,7 @@ class EdgeFirewall(Construct):
                 _body_key(refusal): wafv2.CfnWebACL.CustomResponseBodyProperty(
                     content=refusal.body(), content_type="APPLICATION_JSON"
                 )
-                for refusal in (NO_USER_AGENT, BODY_TOO_LARGE, RATE_LIMITED)
+                for refusal in (NO_USER_AGENT, BODY_TOO_LARGE, RATE_LIMITED, TOKEN_RATE_LIMITED)
             },
             visibility_config=_visibility(f"grandbo-{stage.name}-api"),
             rules=[
@@ -169,7 +200,7 @@ class EdgeFirewall(Construct):
                 wafv2.CfnWebACL.RuleProperty(
                     name="RatePerIp",
                     priority=1,
-                    action=_block(RATE_LIMITED),
+                    action=_block(RATE_LIMITED, retry_after_s=WAF_RATE_WINDOW_S),
                     statement=wafv2.CfnWebACL.StatementProperty(
                         rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
                             limit=waf_rate_limit(stage),
@@ -182,7 +213,7 @@ class EdgeFirewall(Construct):
                 wafv2.CfnWebACL.RuleProperty(
                     name="RatePerToken",
                     priority=4,
-                    action=_block(RATE_LIMITED, retry_after_s=TOKEN_RATE_WINDOW_S),
+                    action=_block(TOKEN_RATE_LIMITED, retry_after_s=TOKEN_RATE_WINDOW_S),
                     statement=wafv2.CfnWebACL.StatementProperty(
                         rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
                             limit=waf_token_limit(),
@@ -193,13 +224,17 @@ class EdgeFirewall(Construct):
                                         name="authorization",
                                         text_transformations=[
                                             wafv2.CfnWebACL.TextTransformationProperty(
-                                                priority=0, type="NONE"
-                                            )
+                                                priority=0, type="LOWERCASE"
+                                            ),
+                                            wafv2.CfnWebACL.TextTransformationProperty(
+                                                priority=1, type="COMPRESS_WHITE_SPACE"
+                                            ),
                                         ],
                                     )
                                 )
                             ],
                             evaluation_window_sec=TOKEN_RATE_WINDOW_S,
+                            scope_down_statement=_query_route(),
                         )
                     ),
                     visibility_config=_visibility("rate-per-token"),

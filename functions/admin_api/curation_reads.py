@@ -81,6 +81,7 @@ def explain(request: ExplanationRequest) -> dict[str, Any]:
     """ "Why not this one?": where the entry stands for the query, and why, computed by the
     ranking code itself (`grandbo.memory.read.explanation`)."""
     caller: Caller = router.context["caller"]
+    runtime().admit(caller.tenant_id, caller.actor)  # the same search: counted alike
     explanation = explain_ranking(
         runtime().service(),
         caller.tenant_id,

@@ -89,7 +89,7 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
         "migrations",
         "index",
     ),
-    "bedrock-runtime": ("query", "admin", "embed"),
+    "bedrock-runtime": ("query", "admin", "embed", "index"),
     "bedrock-agent-runtime": ("query", "admin"),
     # the operator's CLI only (grandbo.smoke); no function builds these
     "cloudformation": (),

@@ -220,7 +220,7 @@ def document_rankings(
         reranker_failures.append(reranked.error)
     served = service.collapse(tenant, reranked.entries, ranked.serving, len(fused))
     # the same candidates ordered by the serving model's confidence (no floor: a ranking)
-    model = service.confidence_model(ranked.serving)
+    model = service.confidence_model(ranked.serving, tenant)
     confidence = model.confidences(fused, ranked.legs, ranked.topic_tags, ranked.vector_cutoff)
     by_confidence = service.collapse(
         tenant,

@@ -42,8 +42,9 @@ from grandbo.evaluation import (
 )
 from grandbo.memory.domain.fusion import FusedRank
 from grandbo.memory.domain.topic import validate_topic
+from grandbo.memory.lifecycle.confidence_fit import fit_confidence
 from grandbo.memory.read.confidence.model import ConfidenceModel
-from grandbo.memory.read.confidence.regime import Searched, keyword_view
+from grandbo.memory.read.confidence.regime import Searched, keyword_view, score, searched
 from grandbo.memory.read.confidence.serving import reaches
 from grandbo.memory.read.confidence.signals import idf, signals_of
 from grandbo.memory.read.recall import fuse
@@ -52,6 +53,8 @@ from grandbo.memory.service import MemoryService
 from grandbo.text.tags import tokenize
 
 LIMIT = 5
+# the entries a self-fit makes its questions from (`--self-fit`)
+MAX_FIT_SAMPLE = 400
 
 
 def _digest(query_id: str) -> bytes:
@@ -166,6 +169,7 @@ def run_no_answer_eval(
     topic_words: int | None = None,
     progress: ProgressFactory | None = None,
     shapes: Path | None = None,
+    self_fit: bool = False,
 ) -> tuple[dict[str, Any], Samples]:
     """Load the corpus without the no-answer half's relevant documents, query, score, in
     each regime (`REGIMES`): before the entries are embedded, once they are, and with the
@@ -176,7 +180,9 @@ def run_no_answer_eval(
     (a post-mortem's impact paragraph is 56 words at the median, a topic about 12).
     `shapes`: a folder of the same queries in other shapes (`grandbo.beir.load_shapes`),
     each asked in every regime on the same load and reported beside the set's own
-    (`report["shapes"]`)."""
+    (`report["shapes"]`). `self_fit`: once the entries are embedded, the confidence model
+    is fitted from the loaded lake itself (`grandbo.memory.lifecycle.confidence_fit`, no
+    labels) and scores the complete and topic-unembedded regimes (`report["self_fit"]`)."""
     wrap = progress or (lambda _description, _unit: lambda items, _total: items)
     model = model or service.confidence_model(service.provider)
     keywords = service.keyword_model(service.provider)
@@ -203,9 +209,19 @@ def run_no_answer_eval(
     samples = Samples()
     skipped: list[str] = []
     outcomes: dict[str, dict[str, list[QueryOutcome]]] = {}
+    fitted: dict[str, Any] | None = None
     for regime in REGIMES:
         if regime == "complete":
             service.embed_pending(tenant, progress=wrap("embedding", "batch"))
+            if self_fit:
+                fitted = fit_confidence(
+                    service, tenant, sample=MAX_FIT_SAMPLE, store=False
+                ).as_dict()
+                if fitted["model"] is not None:
+                    model = ConfidenceModel.from_dict(fitted["model"])
+                    run.model = model
+                    run.floor = model.default_floor if min_confidence is None else min_confidence
+                    floor = run.floor
         docs_of_entry: dict[UUID, list[str]] = {}
         add_documents(service, tenant, doc_of_entry, docs_of_entry)
         deadline = service.topic_embed_timeout_s
@@ -267,6 +283,8 @@ def run_no_answer_eval(
         "degraded": own["degraded"],
         "tenant": tenant,
     }
+    if fitted is not None:
+        report["self_fit"] = fitted
     if len(by_shape) > 1:
         report["shapes"] = {shape: figures(shape) for shape in by_shape}
     return report, samples
@@ -317,15 +335,22 @@ class _Run:
 
         # the query's own document left out, the signals are computed as if memory did not
         # hold it (as the fusion is), and scored as the query path scores them
-        regime, confidence, by_keywords = service.scored(
-            tenant,
+        # scored by the run's model (the service's, or one fitted from the lake itself)
+        regime = searched(
+            topic_embedded=ranked.vector_error is None,
+            active_entries=legs.active_entries,
+            without_vector=legs.active_without_current_vector,
+        )
+        scored = score(
             fused,
             legs,
             ranked.topic_tags,
             ranked.vector_cutoff,
-            ranked.serving,
-            topic_embedded=ranked.vector_error is None,
+            regime,
+            self.model,
+            service.keyword_model(ranked.serving, tenant),
         )
+        confidence, by_keywords = scored.confidence, scored.by_keywords
         half = fit_half(query.query_id)
         if samples is not None:
             samples.relevant[query.query_id] = len(relevant)
@@ -501,6 +526,15 @@ def format_no_answer(report: dict[str, Any]) -> str:
         f"confidence model {report['model']} (fit on {report['fit_on']}); ranking by "
         f"{report['ranking']}; floor {report['min_confidence']}",
     ]
+    fit = report.get("self_fit")
+    if fit is not None:  # the model was fitted from the loaded lake (--self-fit)
+        lines.append(f"self-fit: {fit['questions']} questions from the lake; {fit['reason']}")
+        if fit["fitted"] is not None and fit["shipped"] is not None:
+            lines.append(
+                f"  on its own held-out questions: AUROC {fit['fitted']['auroc']} "
+                f"(shipped {fit['shipped_name']} {fit['shipped']['auroc']}), calibration "
+                f"{fit['fitted']['calibration']} ({fit['shipped']['calibration']})"
+            )
     for name, figures in report["halves"].items():
         label = (
             "all queries"

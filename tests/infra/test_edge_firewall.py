@@ -148,32 +148,58 @@ def test_every_edge_route_is_a_method_of_the_api_and_nothing_else_is(dev: Any) -
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
-def test_each_query_token_is_held_to_the_default_query_rate_at_the_edge(
+def test_each_query_token_is_bounded_on_the_query_route_above_every_organizations_rate(
     stage: str, dev: Any, prod: Any
 ) -> None:
-    """Issue 44: a rate-based rule keyed on the caller's token header. AWS documents the
+    """Issue 51, point 4: a rate-based rule keyed on the caller's token header, scoped to
+    the query route (a scope-down statement narrows "the set of requests that the
+    containing rule evaluates":
+    https://docs.aws.amazon.com/waf/latest/developerguide/waf-rule-scope-down-statements.html),
+    with headroom over the highest rate an organization can set, since AWS documents rate
+    counts as approximate. The header is lowercased and its spaces compressed before it
+    keys the count ("used in rate-based rule statements, to transform request components
+    before using them as custom aggregation keys":
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-wafv2-webacl-ratelimitheader.html),
+    so `bearer` and extra spaces share the canonical spelling's counter. AWS documents the
     evaluation windows as 60, 120, 300 or 600 s and the lowest limit as 10
-    (https://docs.aws.amazon.com/waf/latest/developerguide/waf-rule-statement-type-rate-based-high-level-settings.html),
-    each distinct header value as its own aggregation instance
-    (https://docs.aws.amazon.com/waf/latest/developerguide/waf-rule-statement-type-rate-based-aggregation-instances.html),
+    (https://docs.aws.amazon.com/waf/latest/developerguide/waf-rule-statement-type-rate-based-high-level-settings.html)
     and that "web requests that are missing any of the components specified in the
     aggregation keys are omitted from the rate-based rule evaluation"
     (https://docs.aws.amazon.com/waf/latest/APIReference/API_RateBasedStatementCustomKey.html):
     a request without the header is left to the authorizer."""
-    from grandbo.memory.service import QUERY_RATE_PER_MINUTE
+    from grandbo.api.edge import QUERY_PATH, TOKEN_RATE_LIMITED
+    from grandbo.memory.service import MAX_QUERY_RATE_PER_MINUTE
 
     _, t = {"dev": dev, "prod": prod}[stage]
-    (rule,) = [rule for rule in _acl(t)["Rules"] if rule["Name"] == "RatePerToken"]
+    acl = _acl(t)
+    (rule,) = [rule for rule in acl["Rules"] if rule["Name"] == "RatePerToken"]
     statement = rule["Statement"]["RateBasedStatement"]
     assert statement["AggregateKeyType"] == "CUSTOM_KEYS"
     (key,) = statement["CustomKeys"]
     assert key["Header"]["Name"].lower() == "authorization"
+    transforms = sorted(key["Header"]["TextTransformations"], key=lambda x: x["Priority"])
+    assert [x["Type"] for x in transforms] == ["LOWERCASE", "COMPRESS_WHITE_SPACE"]
+    scope = statement["ScopeDownStatement"]["ByteMatchStatement"]
+    assert scope["FieldToMatch"] == {"UriPath": {}}
+    assert scope["PositionalConstraint"] == "ENDS_WITH"
+    assert scope["SearchString"] == QUERY_PATH == "/v1/memory/query"
     assert statement["EvaluationWindowSec"] in (60, 120, 300, 600)
     per_minute = statement["Limit"] * 60 / statement["EvaluationWindowSec"]
-    assert per_minute == QUERY_RATE_PER_MINUTE
+    assert per_minute >= 2 * MAX_QUERY_RATE_PER_MINUTE
     assert statement["Limit"] >= 10
     response = rule["Action"]["Block"]["CustomResponse"]
-    assert response["ResponseCode"] == RATE_LIMITED.status == 429
+    assert response["ResponseCode"] == TOKEN_RATE_LIMITED.status == 429
     assert response["ResponseHeaders"] == [{"Name": "Retry-After", "Value": "60"}]
+    # its own words: not "from this address"
+    body = acl["CustomResponseBodies"][response["CustomResponseBodyKey"]]
+    assert json.loads(body["Content"])["message"] == TOKEN_RATE_LIMITED.message
+    assert "address" not in TOKEN_RATE_LIMITED.message
+    # and every 429 the WAF answers says when to come back
+    for blocking in acl["Rules"]:
+        custom = blocking.get("Action", {}).get("Block", {}).get("CustomResponse", {})
+        if custom.get("ResponseCode") == 429:
+            (header,) = custom["ResponseHeaders"]
+            assert header["Name"] == "Retry-After"
+            assert int(header["Value"]) >= 1
     priorities = [r["Priority"] for r in _acl(t)["Rules"]]
     assert len(priorities) == len(set(priorities))

@@ -20,7 +20,7 @@ from grandbo.errors import InvalidInputError, RetrievalNotFoundError
 from grandbo.memory.curation.audit import audit, repair
 from grandbo.memory.domain.log_quotes import REMOVED, quotes_of, without_quotes
 from grandbo.memory.domain.retrieval_log import RetrievalHit, RetrievalRecord
-from grandbo.memory.service import MemoryService
+from grandbo.memory.service import QUERY_RATE_PER_MINUTE, MemoryService
 from grandbo.storage.connections import DatabaseUrls
 
 from .helpers import context, entry, log_answer
@@ -281,7 +281,7 @@ def test_code_ahead_of_migration_0034_answers_queries_settings_and_redactions(
         try:
             service = MemoryService(MemoryRepository(app), FakeEmbeddingProvider())
             entry_id = service.record_entry(tenant, LESSON, context()).entry.entry_id
-            service.admit_query(tenant, "k")  # no rate to hold it to yet: admitted
+            assert service.query_rate(tenant) == QUERY_RATE_PER_MINUTE  # no setting yet
             assert service.query_org_memory(tenant, ASKED).hits
             settings = Curation(service).settings(tenant)
             assert settings.retrieval_days_logged == []

@@ -19,6 +19,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from grandbo.embedding.fake import FakeEmbeddingProvider
+from grandbo.errors import StoreUnavailableError
 from grandbo.memory.repository import MemoryRepository
 from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime
 from grandbo.storage.connections import DatabaseUrls
@@ -87,8 +88,8 @@ def test_a_query_searches_the_reader_and_writes_go_to_the_writer(
         assert service.record_feedback(
             tenant, created.entry_id, {"verdict": "helpful", "incident_id": "INC-1"}, context()
         ).applied
-        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
-            service.reader.record_feedback(  # the reader refuses any write
+        with pytest.raises(StoreUnavailableError, match="read-only"):
+            service.reader.record_feedback(  # the reader refuses any write (503: retry)
                 tenant,
                 created.entry_id,
                 service._parse(

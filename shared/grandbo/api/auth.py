@@ -315,9 +315,13 @@ def verify_query_token(
     if not authorization:
         raise AuthenticationError("missing Authorization header")
     scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not token:
+    token = token.lstrip(" ")
+    # the scheme in any case (RFC 9110), then the token, nothing after it: every spelling
+    # of one token is one counter at the edge (the WAF lowercases the header and compresses
+    # its spaces: infra/waf.py), so no variant earns a caller a second one
+    if scheme.lower() != "bearer" or not token or token != token.strip():
         raise AuthenticationError("Authorization must be 'Bearer <token>'")
-    parts = token.strip().split(".")
+    parts = token.split(".")
     if len(parts) != 4 or parts[0] != TOKEN_PREFIX:
         raise AuthenticationError("malformed token")
     _, key_id, expiry, signature = parts

@@ -58,6 +58,14 @@ BODY_TOO_LARGE = Refusal(
 RATE_LIMITED = Refusal(
     429, "too_many_requests", "too many requests from this address; retry after a pause"
 )
+# the query route's per-token bound (infra/waf.py RatePerToken): a backstop far above any
+# organization's own rate, which the query function holds each caller to
+TOKEN_RATE_LIMITED = Refusal(
+    429,
+    "too_many_requests",
+    "too many questions with this token, past every organization's highest rate; retry "
+    "after a pause",
+)
 # API Gateway's own answers (gateway responses, infra/api.py), by response type
 NO_ROUTE = Refusal(404, "not_found", "no such route (docs/openapi.json lists the API)")
 UNAUTHORIZED = Refusal(
@@ -133,8 +141,10 @@ class Route:
         return len(parts) == len(self.segments)
 
 
+# Beacon's question: the route the edge's per-token rate counts (infra/waf.py)
+QUERY_PATH = "/v1/memory/query"
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/v1/memory/query", "query", "token", body=QueryRequest),
+    Route("POST", QUERY_PATH, "query", "token", body=QueryRequest),
     Route("GET", "/v1/memory/entries/{entry_id}", "query", "token"),
     Route("POST", "/v1/memory/entries/{entry_id}/feedback", "query", "token", FeedbackRequest),
     Route("GET", "/v1/topology/blast-radius", "query", "token", query_parameters=("type", "id")),

@@ -73,6 +73,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "(what `python -m bench.confidence_fit` fits a model from)",
     )
     ev.add_argument(
+        "--self-fit",
+        action="store_true",
+        help="with --no-answer: score with a confidence model fitted from the loaded lake "
+        "itself (questions made from its entries, no labels: `grandbo calibrate`'s fit) "
+        "instead of the shipped one, its own figures beside",
+    )
+    ev.add_argument(
         "--shapes",
         help="a folder of the same queries in other shapes (queries_TASK.SHAPE.jsonl, the "
         "same ids: eval/shapes/<set> holds a sentence and a terse form of each), asked on "
@@ -111,6 +118,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     topic_words=args.topic_words,
                     progress=terminal_progress,
                     shapes=None if args.shapes is None else Path(args.shapes),
+                    self_fit=args.self_fit,
                 )
                 if args.samples:
                     Path(args.samples).write_text(json.dumps(samples.as_dict()) + "\n")

@@ -22,7 +22,6 @@ from grandbo.errors import (
     EntryRedactedError,
     GrandboError,
     InvalidInputError,
-    RateLimitedError,
     RetrievalNotFoundError,
     VerdictNotFoundError,
     invalid_input_from,
@@ -348,7 +347,7 @@ class MemoryService(Recall):
         tenant = require_tenant(tenant_id)
         value = validate_min_confidence(floor)
         self.repository.set_min_confidence(tenant, value, DEFAULT_EPISODIC_TTL_DAYS)
-        self._forget_query_settings(tenant)
+        self.forget_query_settings(tenant)
         return value
 
     def forget_expired_retrievals(self, tenant_id: str | None = None) -> int:
@@ -359,15 +358,13 @@ class MemoryService(Recall):
             for tenant in tenants_of(self.repository, tenant_id)
         )
 
-    def admit_query(self, tenant_id: str, caller: str) -> None:
-        """RateLimitedError (a 429 with Retry-After) once `caller` has asked its
-        organization's query rate this minute (QUERY_RATE_PER_MINUTE unless it set its
-        own); counted on the writer, so every container and door shares the count."""
+    def query_rate(self, tenant_id: str) -> int:
+        """Questions one caller of the organization may ask per minute: its own setting,
+        read with the query's other settings (cached, no statement of its own), else
+        QUERY_RATE_PER_MINUTE."""
         tenant = require_tenant(tenant_id)
-        wait = self.repository.admit_query(tenant, caller, self._clock(), QUERY_RATE_PER_MINUTE)
-        if wait:
-            rate = self.repository.query_rate_per_minute(tenant) or QUERY_RATE_PER_MINUTE
-            raise RateLimitedError(f"{rate} queries a minute is this caller's limit", wait)
+        own = self._query_settings(tenant, self.serving_provider(tenant)).query_rate
+        return own or QUERY_RATE_PER_MINUTE
 
     def set_log_bounds(
         self,
@@ -506,8 +503,10 @@ class MemoryService(Recall):
         failure here never fails the verdict, which is recorded: the next one refits."""
         try:
             serving = self.serving_provider(tenant)
-            model = self.confidence_model(serving)
-            current = self.repository.query_reads(tenant, serving.embed_rev)[2]
+            # on the writer, as the fit's write: a verdict never waits on a reader
+            reads = self.repository.query_reads(tenant, serving.embed_rev)
+            model = self.serving_model(serving, reads.confidence_fit)
+            current = reads.recalibration
             if current is not None and not current.fits(model.name):
                 current = None  # fit for another model: its verdicts were served raw
             served = self.repository.served_verdicts(tenant, recalibration.MAX_VERDICTS, model.name)
@@ -515,7 +514,7 @@ class MemoryService(Recall):
             if (fitted is not None or (forget and current is not None)) and (
                 self.repository.store_recalibration(tenant, fitted, DEFAULT_EPISODIC_TTL_DAYS)
             ):
-                self._forget_query_settings(tenant)
+                self.forget_query_settings(tenant)
         except GrandboError:
             _log.warning("recalibrating %s from its verdicts failed; the next one retries", tenant)
 
@@ -526,7 +525,7 @@ class MemoryService(Recall):
         epoch's moment."""
         tenant = require_tenant(tenant_id)
         epoch = self.repository.start_recalibration_epoch(tenant, DEFAULT_EPISODIC_TTL_DAYS)
-        self._forget_query_settings(tenant)
+        self.forget_query_settings(tenant)
         return epoch
 
     def remove_verdict(
@@ -549,7 +548,8 @@ class MemoryService(Recall):
             self._recalibrate(tenant, forget=True)
         return removed
 
-    def _forget_query_settings(self, tenant: str) -> None:
+    def forget_query_settings(self, tenant: str) -> None:
+        """Read the organization's query settings afresh at its next question (they changed)."""
         self._cutoff_cache = {k: v for k, v in self._cutoff_cache.items() if k[0] != tenant}
 
     def record_caller_feedback(

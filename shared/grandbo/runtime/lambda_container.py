@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import queue
 import threading
@@ -32,13 +33,14 @@ from grandbo.api.nonces import NonceStore
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
 from grandbo.embedding.rerank import RERANKER_SPEC, Reranker, reranker_named
-from grandbo.errors import GrandboError, InvalidInputError, StoreUnavailableError
+from grandbo.errors import GrandboError, InvalidInputError, RateLimitedError, StoreUnavailableError
 from grandbo.memory.domain.embed_queue import EmbedQueue
 from grandbo.memory.domain.models import IncidentId, MemoryQueryResult
 from grandbo.memory.domain.retrieval_log import RetrievalRecord
 from grandbo.memory.repository import MemoryRepository
 from grandbo.memory.service import MemoryService
 from grandbo.runtime import after_answer
+from grandbo.runtime.admission import SlidingMinute
 from grandbo.runtime.incident_queue import SqsIncidentQueue
 from grandbo.runtime.retrieval_writer import DURABLE_WAIT_S, GATHER_S, RetrievalWriter
 from grandbo.runtime.sqs_queue import SqsEmbedQueue
@@ -183,6 +185,9 @@ class _Slot:
     service: MemoryService | None = None
     topology: TopologyService | None = None
     nonces: NonceStore | None = None
+    # the writer's connection was checked in this request (`writer`): used as it is until
+    # the next request, never checked between the statements of one unit of work
+    writer_checked: bool = False
 
 
 class LambdaRuntime:
@@ -204,6 +209,9 @@ class LambdaRuntime:
         self._previous_provider = previous_provider
         self._reranker: Reranker | None = None
         self._reader_down_until = 0.0
+        # each caller's questions per sliding minute, counted in this process (every door
+        # and container of it): no statement, no writer (grandbo.runtime.admission)
+        self.admission = SlidingMinute()
         self._queue = embed_queue
         self._incident_queue = incident_queue
         self._retrievals: RetrievalWriter | None = None
@@ -296,7 +304,7 @@ class LambdaRuntime:
         conn = self._live(slot.conn, slot.used_at)
         if conn is None:
             slot.conn = conn = self._connect(self._database_url())
-            slot.service = slot.topology = slot.nonces = None
+            slot.nonces = None  # the service and topology resolve the writer at each use
         slot.used_at = time.monotonic()
         return conn
 
@@ -367,7 +375,7 @@ class LambdaRuntime:
         started, asked_at = time.perf_counter(), datetime.now(UTC)
         # the MCP tool's path too: the log stores it
         incident_id = _check_incident_id(incident_id)
-        self.service().admit_query(tenant_id, caller)  # a 429 past the caller's rate
+        self.admit(tenant_id, caller)  # a 429 past the caller's rate
         self.forget_read_from()
         result = self.service().query_org_memory(tenant_id, topic, **arguments)
         where = self.read_from() or "writer"
@@ -384,6 +392,19 @@ class LambdaRuntime:
             # invocation after its write (grandbo.runtime.after_answer), written first
             writer.flush(DURABLE_WAIT_S)
         return result
+
+    def admit(self, tenant_id: str, caller: str) -> None:
+        """RateLimitedError (a 429 with Retry-After) once `caller` has asked its
+        organization's query rate in the sliding minute (`SlidingMinute`): counted in this
+        process, against the rate read with the query's settings (cached), never on the
+        writer. Every search a person or agent starts is admitted here: Beacon's question,
+        the console's search and its "why not this one?"."""
+        rate = self.service().query_rate(tenant_id)
+        wait = self.admission.admit(tenant_id, caller, rate, time.time())
+        if wait:
+            raise RateLimitedError(
+                f"{rate} queries a minute is this caller's limit", math.ceil(wait)
+            )
 
     def drain_retrievals(self, timeout_s: float) -> bool:
         """Wait until the retrievals handed over are written (the extension's drain)."""
@@ -477,11 +498,14 @@ class LambdaRuntime:
         return slot
 
     def service(self) -> MemoryService:
-        conn = self.connection()
+        """This container's service. Its writer connection is opened (or checked) at its
+        first statement of the request (`writer`), never before: a question, which reads
+        only, is answered while the writer cannot be reached (issue 51)."""
         slot = self._slot()
+        slot.writer_checked = False
         if slot.service is None:
             slot.service = MemoryService(
-                MemoryRepository(conn),
+                MemoryRepository(self.writer),
                 self.provider,
                 # resolved at each search: routes that never search never open a reader
                 reader=self.read_repository if self.reads_scale_out else None,
@@ -494,11 +518,22 @@ class LambdaRuntime:
             )
         return slot.service
 
-    def topology(self) -> TopologyService:
+    def writer(self) -> psycopg.Connection[Any]:
+        """The writer's connection for the statement about to run: checked (and opened or
+        replaced) once per request, at its first use (`connection`); as it is after that,
+        so a unit of work's statements are never interrupted by the check."""
+        slot = self._slot()
+        conn = slot.conn
+        if slot.writer_checked and conn is not None and not conn.closed and not conn.broken:
+            return conn
         conn = self.connection()
+        slot.writer_checked = True
+        return conn
+
+    def topology(self) -> TopologyService:
         slot = self._slot()
         if slot.topology is None:
-            slot.topology = TopologyService(TopologyRepository(conn))
+            slot.topology = TopologyService(TopologyRepository(self.writer))
         return slot.topology
 
     def nonces(self) -> NonceStore:

@@ -3,7 +3,10 @@
 A query hands its retrieval to this container's writer thread and answers at once; the
 thread writes what arrives within GATHER_S in one round trip on a connection of its own
 (self-scoped statements, migration 0032). `dropped` counts what it had to drop: a queue
-over MAX_PENDING, a database out of reach after ATTEMPTS tries.
+over MAX_PENDING, a database out of reach after ATTEMPTS tries (the writer failing over, or
+demoted to read-only). What it dropped is also kept per organization and day and filed
+with its next write that succeeds (`unlogged`, migration 0038), so the health page and the
+settings count the log's gap once the writer is back; an answer never waits for it.
 
 Lambda may freeze a container once an invocation ends, and reclaim it frozen: a
 retrieval still pending then would be lost. There the writer gathers nothing, and the
@@ -21,6 +24,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, date
 from typing import Any
 
 import psycopg
@@ -53,17 +57,19 @@ class RetrievalWriter:
         self._done = threading.Condition()  # notified as each batch is written
         self.written = 0
         self.dropped = 0
+        # what was dropped, per organization and day (UTC), not yet filed
+        self._gaps: dict[tuple[str, date], int] = {}
         self._closed = False  # closed: nothing more is written, no connection opened
 
     def submit(self, record: RetrievalRecord) -> None:
         """Hand a retrieval over; never waits, never raises."""
         if self._closed:
-            self.dropped += 1
+            self._lost([record])
             return
         try:
             self._queue.put_nowait(record)
         except queue.Full:
-            self.dropped += 1
+            self._lost([record])
             _log.warning("retrieval log: %s pending, one dropped", MAX_PENDING)
             return
         self._ensure_thread()
@@ -107,20 +113,21 @@ class RetrievalWriter:
     def _write(self, batch: list[RetrievalRecord]) -> None:
         for attempt in range(1, ATTEMPTS + 1):
             if self._closed:  # the runtime is gone: no connection opened after it
-                self.dropped += len(batch)
+                self._lost(batch)
                 return
             try:
                 if self._conn is None or self._conn.closed or self._conn.broken:
                     self._conn = self._connect()
                 RetrievalLog(self._conn).log_retrievals(batch)
                 self.written += len(batch)
+                self._file_gaps(self._conn)
                 return
             except StoreUnavailableError as exc:
                 if self._conn is not None:
                     self._conn.close()
                 self._conn = None
                 if attempt == ATTEMPTS:
-                    self.dropped += len(batch)
+                    self._lost(batch)
                     _log.warning("retrieval log: not written after %s tries: %s", ATTEMPTS, exc)
                     return
                 time.sleep(0.05 * attempt)
@@ -131,9 +138,31 @@ class RetrievalWriter:
                     for record in batch:
                         self._write([record])
                     return
-                self.dropped += 1
+                self._lost(batch)
                 _log.exception("retrieval log: a retrieval could not be written")
                 return
+
+    def _lost(self, batch: list[RetrievalRecord]) -> None:
+        """Count what could not be written, per organization and day, to file later."""
+        with self._lock:
+            self.dropped += len(batch)
+            for record in batch:
+                key = (record.tenant_id, record.at.astimezone(UTC).date())
+                self._gaps[key] = self._gaps.get(key, 0) + 1
+
+    def _file_gaps(self, conn: psycopg.Connection[Any]) -> None:
+        """File the counted gap with a write that succeeded; kept for the next if not."""
+        with self._lock:
+            gaps, self._gaps = self._gaps, {}
+        if not gaps:
+            return
+        try:
+            RetrievalLog(conn).count_unlogged(gaps)
+        except Exception:  # a schema before 0038, or the writer gone again: kept
+            with self._lock:
+                for key, n in gaps.items():
+                    self._gaps[key] = self._gaps.get(key, 0) + n
+            _log.warning("retrieval log: the gap of %s could not be filed yet", sum(gaps.values()))
 
     def close(self, flush_s: float = 2.0) -> None:
         """Write what is pending (at most `flush_s`), then close: what comes later is

@@ -14,7 +14,7 @@ import enum
 import os
 import re
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -130,10 +130,31 @@ def returned_rows(cur: Cursor) -> Iterator[dict[str, Any]]:
 
 
 class TenantScopedRepository:
-    """One connection; every unit of work is a short transaction scoped to one tenant."""
+    """One connection; every unit of work is a short transaction scoped to one tenant.
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._conn = conn
+    Given a function instead of a connection, the connection is resolved at each use: a
+    repository built for a request that never writes never opens the writer (issue 51: a
+    question is answered while the writer fails over)."""
+
+    def __init__(
+        self, conn: psycopg.Connection[Any] | Callable[[], psycopg.Connection[Any]]
+    ) -> None:
+        if isinstance(conn, psycopg.Connection):
+            self._fixed: psycopg.Connection[Any] | None = conn
+            self._resolve: Callable[[], psycopg.Connection[Any]] | None = None
+        else:
+            self._fixed, self._resolve = None, conn
+
+    @property
+    def _conn(self) -> psycopg.Connection[Any]:
+        return self._fixed if self._fixed is not None else self._resolve_conn()
+
+    def _resolve_conn(self) -> psycopg.Connection[Any]:
+        """The connection for the statement about to run."""
+        if self._fixed is not None:
+            return self._fixed
+        assert self._resolve is not None
+        return self._resolve()
 
     @contextmanager
     def _tenant_scope(
@@ -170,6 +191,11 @@ class TenantScopedRepository:
         except psycopg.OperationalError as exc:
             self._discard_unless_idle()
             raise StoreUnavailableError(str(exc)) from exc
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            # a writer demoted mid-failover (or a reader reached as one) refuses writes:
+            # the next attempt reaches the new writer, so retry (503), nothing stored
+            self._discard_unless_idle()
+            raise StoreUnavailableError(f"the database is read-only (a failover?): {exc}") from exc
         except BaseException:
             self._discard_unless_idle()
             raise

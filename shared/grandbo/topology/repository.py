@@ -50,8 +50,11 @@ class TopologyRepository(TenantScopedRepository):
     """Idempotent upserts, snapshot invalidation, and the reads traversals need."""
 
     def learned_graph(self) -> LearnedGraphRepository:
-        """The learned graph's repository, on this repository's connection."""
-        return LearnedGraphRepository(self._conn)
+        """The learned graph's repository, on this repository's connection (resolved at each
+        use where this repository's is: `TenantScopedRepository`)."""
+        return LearnedGraphRepository(
+            self._fixed if self._fixed is not None else self._resolve_conn
+        )
 
     # -- writes ------------------------------------------------------------------------
 

@@ -20,7 +20,10 @@ Checks, each a `Finding` when something is wrong:
 - `unscrubbed_log`: logged questions that served an entry since redacted and that no
   redaction went over: they may quote its removed text (issue 44);
 - `log_dropped`: questions the retrieval log did not keep in the last 7 days, its day's
-  bound reached (`retrieval_rows_per_day`): a flood, or a bound set too low.
+  bound reached (`retrieval_rows_per_day`, a quarter of it per caller), with the callers
+  dropped most: a flood, or a bound set too low;
+- `log_unlogged`: questions answered while the writer was out of reach, which the log
+  could not write (counted once the writer was back, migration 0038).
 
 Repairs (`repair`): embed what lacks a vector, rebuild the projection from the events,
 retire the expired, build the missing index, blank the unscrubbed questions' topics.
@@ -185,17 +188,41 @@ def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
                 repairable=True,
             )
         )
-    days = [d for d in repo.retrieval_days_logged(tenant_id, 7) if d.dropped]
+    logged = repo.retrieval_days_logged(tenant_id, 7)
+    days = [d for d in logged if d.dropped]
     if days:
         dropped = sum(d.dropped for d in days)
+        callers = repo.callers_dropped(tenant_id, 7)
+        by_caller = (
+            "; by caller: "
+            + ", ".join(f"{c.caller} {c.dropped} on {c.day.isoformat()}" for c in callers[:5])
+            if callers
+            else ""
+        )
         health.findings.append(
             Finding(
                 "log_dropped",
                 dropped,
-                f"the retrieval log kept at most its bound of questions a day and dropped "
-                f"{dropped} in the last 7 days ("
+                f"the retrieval log kept at most its bounds of questions a day (the "
+                f"organization's, a quarter of it per caller) and dropped {dropped} in the "
+                f"last 7 days ("
                 + ", ".join(f"{d.day.isoformat()}: {d.dropped}" for d in days)
-                + "): a caller flooding it, or retrieval_rows_per_day set too low",
+                + f"{by_caller}): a caller flooding it, or retrieval_rows_per_day set too low",
+                repairable=False,
+            )
+        )
+    gaps = [d for d in logged if d.unlogged]
+    if gaps:
+        unlogged = sum(d.unlogged for d in gaps)
+        health.findings.append(
+            Finding(
+                "log_unlogged",
+                unlogged,
+                f"{unlogged} questions were answered but could not be written to the log in "
+                "the last 7 days ("
+                + ", ".join(f"{d.day.isoformat()}: {d.unlogged}" for d in gaps)
+                + "): the database's writer was out of reach (a failover, a restart); the "
+                "incident and unanswered pages miss them",
                 repairable=False,
             )
         )

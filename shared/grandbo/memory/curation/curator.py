@@ -43,7 +43,7 @@ from grandbo.memory.domain.recurrence_rule import (
     may_take_recurrence,
     tag_overlap,
 )
-from grandbo.memory.domain.retrieval_log import RETRIEVAL_ROWS_PER_DAY, LoggedDay
+from grandbo.memory.domain.retrieval_log import RETRIEVAL_ROWS_PER_DAY, CallerDay, LoggedDay
 from grandbo.memory.read.recall import validate_service
 from grandbo.memory.repository.curation import CatalogFilter
 from grandbo.memory.service import QUERY_RATE_PER_MINUTE, MemoryService
@@ -178,6 +178,17 @@ class OrganizationSettings(BaseModel):
     model_vector_cutoff: float = Field(description="the model's own default cutoff")
     calibrated: bool = Field(description="the cutoff in force was measured on its lake")
     confidence_model: str = Field(description="the model that scores its hits' confidence")
+    confidence_fit_on: str = Field(
+        default="", description="what the confidence model was fit and measured on"
+    )
+    confidence_fitted_at: datetime | None = Field(
+        default=None,
+        description="when the confidence model was fitted from its own lake (None: the "
+        "model serving was shipped with Grandbo)",
+    )
+    confidence_fit_questions: int = Field(
+        default=0, description="how many questions made from its lake the fit was made on"
+    )
     min_confidence: float = Field(description="the confidence floor its queries use")
     model_min_confidence: float = Field(description="the confidence model's default floor")
     min_confidence_set: bool = Field(description="the floor in force was set for it")
@@ -194,7 +205,13 @@ class OrganizationSettings(BaseModel):
     )
     retrieval_days_logged: list[LoggedDay] = Field(
         default_factory=list,
-        description="its log's last 7 days: questions kept, and dropped by the day's bound",
+        description="its log's last 7 days: questions kept, dropped by the day's bounds, "
+        "and answered while the writer was out of reach (unlogged)",
+    )
+    retrieval_callers_dropped: list[CallerDay] = Field(
+        default_factory=list,
+        description="the callers whose questions the log dropped in the last 7 days (past "
+        "their share: a quarter of the day's bound), the most dropped first",
     )
 
 
@@ -440,8 +457,11 @@ class Curation:
     def settings(self, tenant_id: str) -> OrganizationSettings:
         tenant = require_tenant(tenant_id)
         serving = self.memory.serving_provider(tenant)
-        cutoff, floor, own = self.repository.query_reads(tenant, serving.embed_rev)
-        model = self.memory.confidence_model(serving)
+        reads = self.repository.query_reads(tenant, serving.embed_rev)
+        cutoff, floor, own = reads.cutoff, reads.floor, reads.recalibration
+        model = self.memory.confidence_model(serving, tenant)
+        fit = self.repository.confidence_fit(tenant, serving.embed_rev) if model.measured else None
+        fitted = fit is not None and fit["model"].get("name") == model.name
         return OrganizationSettings(
             episodic_ttl_days=self.repository.episodic_ttl_days(tenant),
             retrieval_days=self.repository.retrieval_days(tenant),
@@ -450,6 +470,9 @@ class Curation:
             model_vector_cutoff=serving.vector_cutoff,
             calibrated=cutoff is not None,
             confidence_model=model.name,
+            confidence_fit_on=model.fit_on,
+            confidence_fitted_at=fit["fitted_at"] if fitted and fit is not None else None,
+            confidence_fit_questions=int(fit["questions"]) if fitted and fit is not None else 0,
             min_confidence=model.default_floor if floor is None else floor,
             model_min_confidence=model.default_floor,
             min_confidence_set=floor is not None,
@@ -459,6 +482,7 @@ class Curation:
             retrieval_rows_per_day=self.repository.retrieval_rows_per_day(tenant)
             or RETRIEVAL_ROWS_PER_DAY,
             retrieval_days_logged=self.repository.retrieval_days_logged(tenant, 7),
+            retrieval_callers_dropped=self.repository.callers_dropped(tenant, 7),
         )
 
     def mark_distinct(

@@ -243,11 +243,26 @@ class LogRemoval(BaseModel):
 
 
 class LoggedDay(BaseModel):
-    """One day (UTC) of an organization's log: the rows kept, and those its bound dropped."""
+    """One day (UTC) of an organization's log: the rows kept, those its bounds dropped (the
+    organization's day, a caller's share of it), and those that could not be written (the
+    writer out of reach: counted once it was back, migration 0038)."""
 
     model_config = ConfigDict(frozen=True)
 
     day: date
+    logged: int
+    dropped: int
+    unlogged: int = 0
+
+
+class CallerDay(BaseModel):
+    """One caller's day (UTC) in the organization's log: its questions kept and those
+    dropped past its share of the day (a quarter of the organization's bound)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    day: date
+    caller: str
     logged: int
     dropped: int
 

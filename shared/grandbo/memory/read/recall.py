@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 from pydantic import TypeAdapter, ValidationError
@@ -187,13 +187,32 @@ class Recall(EmbeddingJobs, Calibration):
     topic_embed_timeout_s: float
     topology: ServiceScopes | None
 
-    def confidence_model(self, provider: EmbeddingProvider) -> ConfidenceModel:
-        """The confidence model fit for `provider`'s vectors (`grandbo.memory.read.confidence`)."""
-        return model_for(provider)
+    def confidence_model(
+        self, provider: EmbeddingProvider, tenant_id: str | None = None
+    ) -> ConfidenceModel:
+        """The confidence model for `provider`'s vectors (`grandbo.memory.read.confidence`):
+        the shipped fit where it was measured on this model (MiniLM); else, for
+        `tenant_id`, the model fitted from its own lake once it has one
+        (`grandbo.memory.lifecycle.confidence_fit`), until then the shipped default."""
+        if tenant_id is None or model_for(provider).measured:
+            return model_for(provider)
+        return self.serving_model(provider, self.organization_confidence_fit(tenant_id, provider))
 
-    def keyword_model(self, provider: EmbeddingProvider) -> ConfidenceModel:
+    @staticmethod
+    def serving_model(
+        provider: EmbeddingProvider, fitted: dict[str, Any] | None
+    ) -> ConfidenceModel:
+        """The model that serves `provider`'s answers, given the organization's lake fit
+        as stored (None: none yet): the shipped one where it was measured or no fit exists."""
+        shipped = model_for(provider)
+        return shipped if shipped.measured or fitted is None else ConfidenceModel.from_dict(fitted)
+
+    def keyword_model(
+        self, provider: EmbeddingProvider, tenant_id: str | None = None
+    ) -> ConfidenceModel:
         """The model that scores what the keyword leg alone found (`regime`)."""
-        return keyword_model_for(provider)
+        fitted = tenant_id is not None and self.confidence_model(provider, tenant_id).measured
+        return keyword_model_for(provider, lake_fitted=fitted)
 
     def confidence_floor(
         self,
@@ -227,8 +246,9 @@ class Recall(EmbeddingJobs, Calibration):
             active_entries=legs.active_entries,
             without_vector=legs.active_without_current_vector,
         )
-        model = self.confidence_model(serving)
-        result = score(order, legs, topic_tags, cutoff, regime, model, self.keyword_model(serving))
+        model = self.confidence_model(serving, tenant_id)
+        keywords = self.keyword_model(serving, tenant_id)
+        result = score(order, legs, topic_tags, cutoff, regime, model, keywords)
         confidence = result.confidence
         own = self.organization_recalibration(tenant_id, serving)
         if own is not None and own.fits(model.name):  # its verdicts recalibrated it
@@ -305,9 +325,9 @@ class Recall(EmbeddingJobs, Calibration):
         services = self._services_in_scope(tenant, service, scope, as_of)
         ranked = self.rank(tenant, text, services=services, probe=probe)
         legs = ranked.legs
-        model = self.confidence_model(ranked.serving)
+        model = self.confidence_model(ranked.serving, tenant)
         floor = self.confidence_floor(tenant, ranked.serving, model, requested_floor)
-        keywords = self.keyword_model(ranked.serving)
+        keywords = self.keyword_model(ranked.serving, tenant)
         # a candidate the meaning leg could not see is held to its own model's floor
         keyword_floor = self.confidence_floor(tenant, ranked.serving, keywords, requested_floor)
         confidence = ranked.confidence
@@ -468,7 +488,7 @@ class Recall(EmbeddingJobs, Calibration):
             )
         fused = fuse(legs)
         order = [f.key for f in fused]
-        model = self.confidence_model(serving)
+        model = self.confidence_model(serving, tenant_id)
         regime, confidence, by_keywords = self.scored(
             tenant_id, order, legs, topic_tags, cutoff, serving, topic_embedded=vector is not None
         )

@@ -6,7 +6,7 @@ fit from."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import psycopg
@@ -21,6 +21,32 @@ from grandbo.memory.domain.recalibration import (
     ServedVerdict,
 )
 from grandbo.storage.tenant_scope import TenantScopedRepository
+
+_SETTINGS = (
+    "SELECT c.vector_cutoff, s.min_confidence, s.confidence_scale, s.confidence_shift,"
+    " s.confidence_verdicts, s.confidence_model, s.query_rate_per_minute, {fit} AS fit"
+    " FROM (SELECT 1) one"
+    " LEFT JOIN org_memory_calibrations c"
+    "   ON c.tenant_id = %(tenant)s AND c.embed_rev = %(rev)s"
+    " LEFT JOIN org_memory_tenant_settings s ON s.tenant_id = %(tenant)s"
+)
+_QUERY_READS = _SETTINGS.format(fit="f.model") + (
+    " LEFT JOIN org_memory_confidence_fits f ON f.tenant_id = %(tenant)s AND f.embed_rev = %(rev)s"
+)
+_QUERY_READS_BEFORE_0037 = _SETTINGS.format(fit="NULL::jsonb")
+
+
+class QueryReads(NamedTuple):
+    """What a query reads of its organization's settings, in one read (each None where it
+    has none): the calibrated cutoff, the confidence floor, the recalibration from its
+    verdicts, and the confidence model fitted from its lake (0037: the stored model, as
+    `ConfidenceModel.as_dict` wrote it)."""
+
+    cutoff: float | None
+    floor: float | None
+    recalibration: Recalibration | None
+    confidence_fit: dict[str, Any] | None = None
+    query_rate: int | None = None  # its questions per caller and minute (0034)
 
 
 class CalibrationStore(TenantScopedRepository):
@@ -70,28 +96,23 @@ class CalibrationStore(TenantScopedRepository):
             row = cur.fetchone()
             return None if row is None else float(row["vector_cutoff"])
 
-    def query_reads(
-        self, tenant_id: str, embed_rev: str
-    ) -> tuple[float | None, float | None, Recalibration | None]:
-        """What a query reads of the tenant's settings, in one read: the calibrated cutoff,
-        the confidence floor and the recalibration from its verdicts. On a schema before
-        migration 0026 (code deployed ahead of its migration): the cutoff alone."""
+    def query_reads(self, tenant_id: str, embed_rev: str) -> QueryReads:
+        """What a query reads of the tenant's settings, in one read (`QueryReads`). On a
+        schema before migration 0037 (code deployed ahead of its migration): without the
+        fitted model; before 0026: the cutoff alone."""
         try:
-            return self._query_reads(tenant_id, embed_rev)
+            return self._query_reads(tenant_id, embed_rev, fitted=True)
+        except psycopg.errors.UndefinedTable:
+            pass
+        try:
+            return self._query_reads(tenant_id, embed_rev, fitted=False)
         except psycopg.errors.UndefinedColumn:
-            return self.calibrated_cutoff(tenant_id, embed_rev), None, None
+            return QueryReads(self.calibrated_cutoff(tenant_id, embed_rev), None, None)
 
-    def _query_reads(
-        self, tenant_id: str, embed_rev: str
-    ) -> tuple[float | None, float | None, Recalibration | None]:
+    def _query_reads(self, tenant_id: str, embed_rev: str, *, fitted: bool) -> QueryReads:
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT c.vector_cutoff, s.min_confidence, s.confidence_scale,"
-                " s.confidence_shift, s.confidence_verdicts, s.confidence_model"
-                " FROM (SELECT 1) one"
-                " LEFT JOIN org_memory_calibrations c"
-                "   ON c.tenant_id = %(tenant)s AND c.embed_rev = %(rev)s"
-                " LEFT JOIN org_memory_tenant_settings s ON s.tenant_id = %(tenant)s",
+                _QUERY_READS if fitted else _QUERY_READS_BEFORE_0037,
                 {"tenant": tenant_id, "rev": embed_rev},
             )
             row = cur.fetchone()
@@ -107,11 +128,86 @@ class CalibrationStore(TenantScopedRepository):
                     row["confidence_model"] or "",
                 )
             )
-            return (
+            return QueryReads(
                 None if cutoff is None else float(cutoff),
                 None if floor is None else float(floor),
                 recalibration,
+                row["fit"],
+                row["query_rate_per_minute"],
             )
+
+    def lake_question_sources(
+        self, tenant_id: str, embed_rev: str, limit: int
+    ) -> tuple[int, list[tuple[UUID, str, str]]]:
+        """How many active entries have a vector of `embed_rev`, and up to `limit` of them
+        (id, title, summary) in an order fixed by their ids (the same lake gives the same
+        sample): what a confidence fit makes its questions from."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "SELECT count(*) AS n FROM org_memory_entries"
+                " WHERE tenant_id = %s AND status = 'active' AND embed_rev = %s",
+                (tenant_id, embed_rev),
+            )
+            row = cur.fetchone()
+            embedded = 0 if row is None else int(row["n"])
+            cur.execute(
+                "SELECT entry_id, title, summary FROM org_memory_entries"
+                " WHERE tenant_id = %s AND status = 'active' AND embed_rev = %s"
+                " ORDER BY md5(entry_id::text) LIMIT %s",
+                (tenant_id, embed_rev, limit),
+            )
+            return embedded, [(r["entry_id"], r["title"], r["summary"]) for r in cur]
+
+    def store_confidence_fit(
+        self,
+        tenant_id: str,
+        embed_rev: str,
+        model: dict[str, Any],
+        questions: int,
+        details: dict[str, Any],
+    ) -> None:
+        """Keep the organization's fitted confidence model for `embed_rev` (replacing the
+        last)."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "INSERT INTO org_memory_confidence_fits"
+                " (tenant_id, embed_rev, model, questions, details)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, embed_rev) DO UPDATE"
+                " SET model = excluded.model, questions = excluded.questions,"
+                "     details = excluded.details, fitted_at = now()",
+                (tenant_id, embed_rev, Jsonb(model), questions, Jsonb(details)),
+            )
+
+    def confidence_fit(self, tenant_id: str, embed_rev: str) -> dict[str, Any] | None:
+        """The organization's fitted model for `embed_rev` and when and on what it was
+        fitted (None: never fitted, or a schema before 0037)."""
+        try:
+            with self._tenant_scope(tenant_id) as cur:
+                cur.execute(
+                    "SELECT model, questions, details, fitted_at"
+                    " FROM org_memory_confidence_fits WHERE tenant_id = %s AND embed_rev = %s",
+                    (tenant_id, embed_rev),
+                )
+                row = cur.fetchone()
+        except psycopg.errors.UndefinedTable:
+            return None
+        return None if row is None else dict(row)
+
+    def confidence_fits_due(self, embed_revs: dict[str, str], older_than_s: float) -> list[str]:
+        """Of the organizations (id -> the embedding revision it is served from), those with
+        no fit of that revision or one older than `older_than_s` seconds."""
+        due = []
+        for tenant_id, embed_rev in embed_revs.items():
+            with self._tenant_scope(tenant_id) as cur:
+                cur.execute(
+                    "SELECT fitted_at > now() - make_interval(secs => %s) AS fresh"
+                    " FROM org_memory_confidence_fits WHERE tenant_id = %s AND embed_rev = %s",
+                    (older_than_s, tenant_id, embed_rev),
+                )
+                row = cur.fetchone()
+            if row is None or not row["fresh"]:
+                due.append(tenant_id)
+        return due
 
     def served_verdicts(
         self, tenant_id: str, limit: int, model: str | None = None

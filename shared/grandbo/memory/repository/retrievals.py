@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
 from uuid import UUID
 
 import psycopg
@@ -18,6 +18,7 @@ from grandbo.memory.domain.retrieval_log import (
     RECENT_QUESTIONS,
     RETRIEVAL_DAYS,
     RETRIEVAL_ROWS_PER_DAY,
+    CallerDay,
     HitEntry,
     IncidentAsked,
     IncidentVerdict,
@@ -61,6 +62,15 @@ _BLANK_UNSCRUBBED = sql.SQL(
 ).format(sql.SQL(_UNSCRUBBED))
 
 
+_DAYS = (
+    "SELECT day, logged, dropped, {unlogged} AS unlogged FROM org_memory_retrieval_days"
+    " WHERE tenant_id = %s AND day > (now() AT TIME ZONE 'UTC')::date - %s"
+    " ORDER BY day DESC"
+)
+_DAYS_LOGGED = _DAYS.format(unlogged="unlogged")
+_DAYS_LOGGED_BEFORE_0038 = _DAYS.format(unlogged="0")
+
+
 class RetrievalLog(TenantScopedRepository):
     """Write, list and forget an organization's retrievals."""
 
@@ -102,6 +112,8 @@ class RetrievalLog(TenantScopedRepository):
         except psycopg.OperationalError as exc:
             self._discard_unless_idle()
             raise StoreUnavailableError(str(exc)) from exc
+        except psycopg.errors.ReadOnlySqlTransaction as exc:  # a demoted writer: retry
+            raise StoreUnavailableError(f"the database is read-only (a failover?): {exc}") from exc
 
     def retrievals(
         self,
@@ -248,14 +260,44 @@ class RetrievalLog(TenantScopedRepository):
             return []
 
     def _days_logged(self, tenant_id: str, days: int) -> list[LoggedDay]:
+        try:
+            return self._days(tenant_id, days, _DAYS_LOGGED)
+        except psycopg.errors.UndefinedColumn:  # before migration 0038: nothing unlogged
+            return self._days(tenant_id, days, _DAYS_LOGGED_BEFORE_0038)
+
+    def _days(self, tenant_id: str, days: int, query: str) -> list[LoggedDay]:
         with self._tenant_scope(tenant_id) as cur:
-            cur.execute(
-                "SELECT day, logged, dropped FROM org_memory_retrieval_days"
-                " WHERE tenant_id = %s AND day > (now() AT TIME ZONE 'UTC')::date - %s"
-                " ORDER BY day DESC",
-                (tenant_id, days),
-            )
+            cur.execute(query, (tenant_id, days))
             return [LoggedDay.model_validate(row) for row in cur]
+
+    def callers_dropped(self, tenant_id: str, days: int) -> list[CallerDay]:
+        """The callers whose questions the log dropped in the last `days` days (UTC), the
+        most dropped first (none before migration 0038)."""
+        try:
+            with self._tenant_scope(tenant_id) as cur:
+                cur.execute(
+                    "SELECT day, caller, logged, dropped FROM org_memory_retrieval_caller_days"
+                    " WHERE tenant_id = %s AND dropped > 0"
+                    " AND day > (now() AT TIME ZONE 'UTC')::date - %s"
+                    " ORDER BY dropped DESC, day DESC, caller LIMIT 20",
+                    (tenant_id, days),
+                )
+                return [CallerDay.model_validate(row) for row in cur]
+        except psycopg.errors.UndefinedTable:
+            return []
+
+    def count_unlogged(self, gaps: Mapping[tuple[str, date], int]) -> None:
+        """File what the log could not write, per organization and day (migration 0038's
+        grandbo_count_unlogged: self-scoped statements, one round trip)."""
+        if not gaps:
+            return
+        rows = [(require_tenant(t), day, n) for (t, day), n in gaps.items() if n > 0]
+        try:
+            with self._conn.cursor() as cur:
+                cur.executemany("SELECT grandbo_count_unlogged(%s, %s, %s)", rows)
+        except psycopg.OperationalError as exc:
+            self._discard_unless_idle()
+            raise StoreUnavailableError(str(exc)) from exc
 
     def unscrubbed_retrievals(self, tenant_id: str) -> int:
         """Logged questions that served an entry since redacted and that no redaction went

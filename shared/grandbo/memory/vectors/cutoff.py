@@ -23,6 +23,7 @@ from grandbo.embedding.base import EmbeddingProvider
 from grandbo.errors import InvalidInputError
 from grandbo.memory.domain.recalibration import Recalibration
 from grandbo.memory.repository import MemoryRepository
+from grandbo.memory.repository.calibration import QueryReads
 from grandbo.memory.vectors.blue_green import BlueGreen
 from grandbo.tenancy import require_tenant
 
@@ -120,11 +121,10 @@ class Calibration:
         return self.repository
 
     blue_green: BlueGreen
-    # (tenant, embed_rev) -> (when read, the calibrated cutoff, the organization's confidence
-    # floor, its recalibration from verdicts; each None when it has none)
-    _cutoff_cache: dict[
-        tuple[str, str], tuple[float, float | None, float | None, Recalibration | None]
-    ]
+    # (tenant, embed_rev) -> (when read, what a query reads of the organization's settings:
+    # the calibrated cutoff, its confidence floor, its recalibration from verdicts, the
+    # confidence model fitted from its lake; each None when it has none)
+    _cutoff_cache: dict[tuple[str, str], tuple[float, QueryReads]]
 
     def calibrate(
         self, tenant_id: str, *, sample: int = DEFAULT_CALIBRATION_SAMPLE
@@ -198,16 +198,19 @@ class Calibration:
         """The recalibration the organization's verdicts made, or None (not enough yet)."""
         return self._query_settings(tenant_id, provider)[2]
 
-    def _query_settings(
+    def organization_confidence_fit(
         self, tenant_id: str, provider: EmbeddingProvider
-    ) -> tuple[float | None, float | None, Recalibration | None]:
-        """The tenant's calibrated cutoff, confidence floor and recalibration: one read,
-        cached."""
+    ) -> dict[str, Any] | None:
+        """The confidence model fitted from the organization's lake for `provider`, as
+        stored (None: not fitted yet)."""
+        return self._query_settings(tenant_id, provider).confidence_fit
+
+    def _query_settings(self, tenant_id: str, provider: EmbeddingProvider) -> QueryReads:
+        """What a query reads of the tenant's settings (`QueryReads`): one read, cached."""
         key = (tenant_id, provider.embed_rev)
         cached = self._cutoff_cache.get(key)
         now = time.monotonic()
         if cached is None or now - cached[0] > CUTOFF_CACHE_S:
-            cutoff, floor, recalibration = self.reader.query_reads(tenant_id, provider.embed_rev)
-            cached = (now, cutoff, floor, recalibration)
+            cached = (now, self.reader.query_reads(tenant_id, provider.embed_rev))
             self._cutoff_cache[key] = cached
-        return cached[1], cached[2], cached[3]
+        return cached[1]

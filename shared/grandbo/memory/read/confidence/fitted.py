@@ -3,7 +3,8 @@
 MiniLM's was fit by `bench/confidence_fit.py` (the command and figures: docs/EVAL.md,
 "Answers that say when memory knows nothing"). Titan cannot be measured from this
 project's machines: its default is MiniLM's fit made conservative (see TITAN_DEFAULT),
-and docs/OPERATIONS.md gives the procedure that fits it in an account.
+served until the organization's lake is large enough for a fit of its own
+(`grandbo.memory.lifecycle.confidence_fit`, issue 50), which then replaces it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ MINILM = ConfidenceModel(
     },
     default_floor=0.025,
     ranks=True,
+    measured=True,
 )
 
 # Titan's distances are not MiniLM's and were never measured here: the same fit with the
@@ -132,6 +134,7 @@ KEYWORDS = ConfidenceModel(
     },
     default_floor=0.025,
     ranks=True,
+    measured=True,
 )
 
 # The test double's keyword model: as UNCALIBRATED, nothing withheld
@@ -145,9 +148,13 @@ UNCALIBRATED_KEYWORDS = ConfidenceModel(
 )
 
 
-def keyword_model_for(provider: EmbeddingProvider) -> ConfidenceModel:
-    """The model that scores what the keyword leg alone found, for `provider`'s answers."""
-    return UNCALIBRATED_KEYWORDS if model_for(provider) is UNCALIBRATED else KEYWORDS
+def keyword_model_for(provider: EmbeddingProvider, *, lake_fitted: bool = False) -> ConfidenceModel:
+    """The model that scores what the keyword leg alone found, for `provider`'s answers
+    (`lake_fitted`: the organization's own fit serves the provider's vectors, so the
+    keyword model, which holds no distance term, is the measured one on every provider)."""
+    if model_for(provider) is UNCALIBRATED and not lake_fitted:
+        return UNCALIBRATED_KEYWORDS
+    return KEYWORDS
 
 
 def model_for(provider: EmbeddingProvider) -> ConfidenceModel:

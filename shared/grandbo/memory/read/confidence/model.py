@@ -35,6 +35,10 @@ class ConfidenceModel:
     weights: Mapping[str, float]
     default_floor: float
     ranks: bool = False  # order hits by confidence (only where measured to beat the fusion)
+    # fit and measured on labelled questions of this embedding model's vectors: a model
+    # that is not (titan-default, uncalibrated) gives way to one fitted from the
+    # organization's own lake (`grandbo.memory.lifecycle.confidence_fit`)
+    measured: bool = False
 
     def logit(self, signals: Signals) -> float:
         return self.intercept + sum(
@@ -64,7 +68,24 @@ class ConfidenceModel:
             "intercept": self.intercept,
             "weights": dict(self.weights),
             "default_floor": self.default_floor,
+            "ranks": self.ranks,
         }
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, object]) -> ConfidenceModel:
+        """A model as `as_dict` wrote it (a fitted model, kept in the store); measured,
+        since it was fit and measured on the organization's own lake."""
+        weights = stored["weights"]
+        assert isinstance(weights, dict)
+        return cls(
+            name=str(stored["name"]),
+            fit_on=str(stored["fit_on"]),
+            intercept=float(stored["intercept"]),  # type: ignore[arg-type]
+            weights={str(k): float(v) for k, v in weights.items()},
+            default_floor=float(stored["default_floor"]),  # type: ignore[arg-type]
+            ranks=bool(stored.get("ranks", False)),
+            measured=True,
+        )
 
 
 def fit_logistic(
