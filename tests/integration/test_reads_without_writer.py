@@ -42,7 +42,7 @@ def _dead_url(app_url: str) -> str:
     return make_conninfo(app_url, host="127.0.0.1", port=str(port), connect_timeout="2")
 
 
-def _runtime(writer_url: str, reader_url: str) -> LambdaRuntime:
+def _runtime(writer_url: str, reader_url: str, containers: int | None = 8) -> LambdaRuntime:
     return LambdaRuntime(
         LambdaEnvironment.model_validate(
             {
@@ -52,7 +52,7 @@ def _runtime(writer_url: str, reader_url: str) -> LambdaRuntime:
             }
         ),
         provider=FakeEmbeddingProvider(),
-        containers=8,
+        containers=containers,
     )
 
 
@@ -180,3 +180,45 @@ def test_what_the_log_could_not_write_is_counted_once_the_writer_is_back(
     (finding,) = [f for f in audit(service, lake).findings if f.check == "log_unlogged"]
     assert finding.count == 3
     assert "could not be written" in finding.detail
+
+
+def test_a_question_is_one_statement_on_the_reader_and_none_on_the_writer(
+    database: Any, lake: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51, point 5: with its organization's settings read (cached for 5 minutes), a
+    question costs the reader one statement (the search) and the writer nothing before
+    the answer (its log is written after, on the log's own connection)."""
+    import psycopg
+
+    reader = make_conninfo(
+        database.app,
+        options="-c default_transaction_read_only=on",
+        application_name="the-reader",
+    )
+    writer = make_conninfo(database.app, application_name="the-writer")
+    # as in Lambda: one request at a time on one container's connections (a local
+    # runner's pooled container pings its connections first, having maybe sat out a
+    # restart: docs/OPERATIONS.md)
+    runtime = _runtime(writer, reader, containers=None)
+    sent: list[tuple[str, str]] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(self: psycopg.Cursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        name = self.connection.info.parameter_status("application_name") or ""
+        sent.append((name, str(query)[:60]))
+        return execute(self, query, *args, **kw)
+
+    try:
+        with runtime.container():
+            assert runtime.query_org_memory(lake, TOPIC, caller="k").hits  # settings read
+        assert runtime.retrieval_writer.flush(30)
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        with runtime.container():
+            assert runtime.query_org_memory(lake, TOPIC, caller="k").hits
+        on_reader = [q for name, q in sent if name == "the-reader"]
+        on_writer = [q for name, q in sent if name == "the-writer"]
+        assert len(on_reader) == 1, on_reader
+        assert on_reader[0].startswith("SELECT * FROM grandbo_search(")
+        assert on_writer == []
+    finally:
+        runtime.close()

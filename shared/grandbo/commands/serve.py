@@ -37,6 +37,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the curation console's port on 127.0.0.1 (0: any free port)",
     )
     srv.add_argument(
+        "--standby",
+        action="store_true",
+        help="also run a streaming standby of the embedded store (in DATA_DIR/standby) and "
+        "answer questions from it, as Aurora's reader endpoint answers them in AWS",
+    )
+    srv.add_argument(
         "--no-console",
         dest="console_port",
         action="store_const",
@@ -109,11 +115,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     embed_queue = InProcessEmbedQueue()
     # the keyring from its file, read again whenever it changes: a key removed from it
     # stops authenticating at the next request
+    read_url: dict[str, str] = {}
+    if args.standby:
+        if settings.database_url:
+            print("--standby runs a standby of the embedded store only", file=sys.stderr)
+            return 2
+        from grandbo.local.standby import start_standby
+        from grandbo.storage.connections import app_url_for
+
+        standby = start_standby(urls.admin, settings.data_dir / "standby")
+        read_url["DATABASE_READ_URL"] = app_url_for(standby)
+        print(f"questions read from a streaming standby in {settings.data_dir / 'standby'}")
     environment = LambdaEnvironment.model_validate(
         {
             "DATABASE_URL": urls.app,
             "GRANDBO_EMBEDDING_PROVIDER": settings.provider,
             "GRANDBO_KEYRING_FILE": str(keyring_path(settings)),
+            **read_url,
         }
     )
     install_runtime(
