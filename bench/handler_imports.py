@@ -80,6 +80,8 @@ def main() -> None:
     rows = [
         ("baseline: nothing", "pass", False),
         ("baseline: import boto3", "import boto3", False),
+        # what any Python Lambda with these libraries pays (issue 51's comparison)
+        ("baseline: boto3 + pydantic + psycopg", "import boto3, pydantic, psycopg", False),
     ]
     rows += [(name, f"import {name}", sdk[name]) for name in HANDLERS]
     rows.append(
@@ -106,6 +108,9 @@ def main() -> None:
         median, worst = statistics.median(samples[label]), max(samples[label])
         flag, loaded = ("on" if xray else "off"), ",".join(heavy[label]) or "-"
         print(f"{label:<52} {flag:>9} {median:>10.1f} {worst:>8.1f}  {loaded}")
+    bare = statistics.median(samples["baseline: boto3 + pydantic + psycopg"])
+    query = statistics.median(samples["functions.query_api.handler"])
+    print(f"query handler / boto3 + pydantic + psycopg: {query / bare:.2f}x (target <= 1.5x)")
 
 
 if __name__ == "__main__":

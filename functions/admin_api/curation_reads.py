@@ -10,16 +10,16 @@ from uuid import UUID
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from functions.admin_api.common import write_context
-from grandbo.api.auth import Caller
-from grandbo.api.models import (
+from grandbo.api.admin_models import (
     CatalogRequest,
     ExplanationRequest,
-    QueryRequest,
     QuestionRemovalRequest,
     RetrievalIncidentsRequest,
     RetrievalsRequest,
     VerdictRemovalRequest,
 )
+from grandbo.api.auth import Caller
+from grandbo.api.models import QueryRequest
 from grandbo.memory.curation.curator import Curation
 from grandbo.memory.domain.retrieval_log import retrieval_page
 from grandbo.memory.read.explanation import explain_ranking

@@ -9,8 +9,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from functions.admin_api.common import write_context, written
-from grandbo.api.auth import Caller
-from grandbo.api.models import (
+from grandbo.api.admin_models import (
     CorrectEntryRequest,
     CreateEntryRequest,
     DistinctRequest,
@@ -19,6 +18,7 @@ from grandbo.api.models import (
     RedactionRequest,
     RetireEntryRequest,
 )
+from grandbo.api.auth import Caller
 from grandbo.memory.curation.curator import Curation
 from grandbo.memory.domain.models import Origin
 from grandbo.observability import tracer

@@ -6,14 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from grandbo.api.auth import (
-    PURGE_CONFIRMATION_S,
-    Caller,
-    mint_purge_confirmation,
-    rows_digest,
-    verify_purge_confirmation,
-)
-from grandbo.api.models import (
+from grandbo.api.admin_models import (
     CalibrationRequest,
     ExportRequest,
     ImportRequest,
@@ -21,6 +14,13 @@ from grandbo.api.models import (
     PurgeRequest,
     RepairRequest,
     SettingsRequest,
+)
+from grandbo.api.auth import (
+    PURGE_CONFIRMATION_S,
+    Caller,
+    mint_purge_confirmation,
+    rows_digest,
+    verify_purge_confirmation,
 )
 from grandbo.errors import (
     AuthenticationError,

@@ -20,8 +20,12 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 import grandbo.api.people_keyring as people_keyring
+from grandbo.api.admin_models import (
+    PersonLinkRequest,
+    PersonNameRequest,
+    PersonRequest,
+)
 from grandbo.api.auth import Caller, Keyring, SigningKey
-from grandbo.api.models import PersonLinkRequest, PersonNameRequest, PersonRequest
 from grandbo.api.people import mint_sign_in_token, still_holds
 from grandbo.errors import CallerChangedError, InvalidInputError, PeopleManagedElsewhereError
 from grandbo.observability import logger

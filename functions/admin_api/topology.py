@@ -6,12 +6,12 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from grandbo.api.auth import Caller
-from grandbo.api.models import (
+from grandbo.api.admin_models import (
     TopologyNodesRequest,
     TopologyReadRequest,
     TopologyRequest,
 )
+from grandbo.api.auth import Caller
 from grandbo.observability import tracer
 from grandbo.runtime.lambda_container import runtime
 from grandbo.topology.model import TopologyBatch

@@ -34,7 +34,6 @@ import logging
 import os
 import threading
 import time
-import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -62,7 +61,7 @@ class AfterAnswer:
     handler's `context.aws_request_id`) and `drain` ran, or DRAIN_S passed."""
 
     def __init__(self, runtime_api: str, identifier: str, drain: Callable[[float], object]):
-        self._base = f"http://{runtime_api}/{API_VERSION}/extension"
+        self._runtime_api = runtime_api
         self._identifier = identifier
         self._drain = drain
         self._cond = threading.Condition()
@@ -75,16 +74,17 @@ class AfterAnswer:
     def register(cls, runtime_api: str, drain: Callable[[float], object]) -> AfterAnswer | None:
         """Register with the Extensions API and start the extension's thread; None (and a
         warning) if the API refuses or does not answer."""
-        request = urllib.request.Request(
-            f"http://{runtime_api}/{API_VERSION}/extension/register",
-            data=json.dumps({"events": ["INVOKE"]}).encode(),
-            headers={"Lambda-Extension-Name": EXTENSION_NAME, "Content-Type": "application/json"},
-            method="POST",
-        )
         try:
-            # http:// + AWS_LAMBDA_RUNTIME_API: Lambda's own loopback endpoint
-            with urllib.request.urlopen(request, timeout=REGISTER_TIMEOUT_S) as answer:  # noqa: S310
-                identifier = answer.headers.get("Lambda-Extension-Identifier")
+            # AWS_LAMBDA_RUNTIME_API: Lambda's own loopback endpoint, plain HTTP
+            headers, _ = _call(
+                runtime_api,
+                "POST",
+                f"/{API_VERSION}/extension/register",
+                json.dumps({"events": ["INVOKE"]}).encode(),
+                {"Lambda-Extension-Name": EXTENSION_NAME, "Content-Type": "application/json"},
+                REGISTER_TIMEOUT_S,
+            )
+            identifier = headers.get("Lambda-Extension-Identifier")
         except (OSError, ValueError, http.client.HTTPException) as exc:
             _log.warning("retrieval log: no extension registered (%s): written before answers", exc)
             return None
@@ -114,13 +114,16 @@ class AfterAnswer:
             self._cond.notify_all()
 
     def _next_event(self) -> object:
-        request = urllib.request.Request(  # noqa: S310 - Lambda's loopback endpoint
-            f"{self._base}/event/next",
-            headers={"Lambda-Extension-Identifier": self._identifier},
-        )
         # no timeout: it blocks until the next invocation (or for good, frozen)
-        with urllib.request.urlopen(request) as answer:  # noqa: S310
-            return json.loads(answer.read() or b"{}")
+        _, body = _call(
+            self._runtime_api,
+            "GET",
+            f"/{API_VERSION}/extension/event/next",
+            None,
+            {"Lambda-Extension-Identifier": self._identifier},
+            None,
+        )
+        return json.loads(body or b"{}")
 
     def _run(self) -> None:
         failures = 0
@@ -195,3 +198,26 @@ def finishes_after_answer(handler: Handler) -> Handler:
                 extension.answered(getattr(context, "aws_request_id", None))
 
     return wrapped  # type: ignore[return-value]
+
+
+def _call(
+    runtime_api: str,
+    method: str,
+    path: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    timeout_s: float | None,
+) -> tuple[http.client.HTTPMessage, bytes]:
+    """One request to Lambda's Extensions API (`host:port`, plain HTTP on loopback): its
+    headers and body; OSError for an answer that is not 2xx. http.client, not
+    urllib.request: the query function's cold start does not pay urllib's import."""
+    conn = http.client.HTTPConnection(runtime_api, timeout=timeout_s)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        answer = conn.getresponse()
+        data = answer.read()
+        if not 200 <= answer.status < 300:
+            raise OSError(f"the Extensions API answered {answer.status} to {method} {path}")
+        return answer.headers, data
+    finally:
+        conn.close()

@@ -22,13 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from grandbo.api.auth import Keyring, KeyringFile
-from grandbo.api.iam_people import IamPeople
 from grandbo.api.nonces import NonceStore
 from grandbo.embedding.base import EmbeddingProvider
 from grandbo.embedding.factory import PROVIDER_SPEC, provider_named
@@ -47,6 +46,9 @@ from grandbo.runtime.sqs_queue import SqsEmbedQueue
 from grandbo.storage.connections import connect, in_recovery, is_idle
 from grandbo.topology.repository import TopologyRepository
 from grandbo.topology.service import TopologyService
+
+if TYPE_CHECKING:
+    from grandbo.api.iam_people import IamPeople
 
 IDLE_PING_AFTER_S = 60.0
 KEYRING_CACHE_S = 300
@@ -548,6 +550,8 @@ class LambdaRuntime:
         """The stack's mapping of permission sets to organizations and roles (read once:
         it changes with a deployment, which starts new containers)."""
         if self._iam_people is None:
+            from grandbo.api.iam_people import IamPeople  # the admin function's alone
+
             self._iam_people = IamPeople.from_json(self.environment.iam_people)
         return self._iam_people
 
