@@ -59,8 +59,10 @@ def test_a_crowd_of_threads_is_admitted_exactly_the_rate() -> None:
 
 def test_memory_is_bounded_by_forgetting_the_idlest_callers() -> None:
     window = SlidingMinute(max_callers=3)
-    for caller in "abcd":
-        window.admit("acme", caller, 1, 1.0)
-    window.admit("acme", "e", 1, 1.0)  # over its rate? no: a new caller
-    window.admit("acme", "e", 1, 1.0)  # refused, and the table is pruned
-    assert len(window._windows) <= 3
+    for n in range(1000):  # a crowd of new callers, every one admitted
+        assert window.admit("acme", f"caller-{n}", 5, 1.0) == 0
+    assert len(window._windows) == 3
+    # the most recent are the ones kept: the latest caller is still held to its count
+    for _ in range(4):
+        window.admit("acme", "caller-999", 5, 1.0)
+    assert window.admit("acme", "caller-999", 5, 1.0) > 0

@@ -51,11 +51,12 @@ class SlidingMinute:
                 window = _Window(minute, 0, window.current)
             weighed = window.previous * (1.0 - into) + window.current
             self._windows[key] = window
+            # bounded whatever callers come: the one idle longest is forgotten first
+            while len(self._windows) > self._max_callers:
+                del self._windows[next(iter(self._windows))]
             if weighed + 1 <= rate:
                 window.current += 1
                 return 0.0
-            while len(self._windows) > self._max_callers:
-                del self._windows[next(iter(self._windows))]
             return _wait(window, into, rate)
 
 
