@@ -373,11 +373,16 @@ def verify_purge_confirmation(
 
 
 # Tables a purge empties whose rows a live organization adds to without changing what it
-# holds: the retrieval log (and its per-day counts and its callers' per-minute counts)
-# grows with every query its agents ask, and a purge requested while they ask must still
-# be confirmable.
+# holds: the retrieval log (and its per-day counts, its callers' per-day counts, migration
+# 0038, and their per-minute counts) grows with every query its agents ask, and a purge
+# requested while they ask must still be confirmable.
 UNDIGESTED_TABLES = frozenset(
-    {"org_memory_retrievals", "org_memory_retrieval_days", "org_memory_query_minutes"}
+    {
+        "org_memory_retrievals",
+        "org_memory_retrieval_days",
+        "org_memory_retrieval_caller_days",
+        "org_memory_query_minutes",
+    }
 )
 
 
