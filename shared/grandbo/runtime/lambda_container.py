@@ -533,7 +533,11 @@ class LambdaRuntime:
         return conn
 
     def topology(self) -> TopologyService:
+        """This container's topology service: its writer connection checked at its first
+        statement of the request, as the service's (a request may reach the writer through
+        the topology alone: the blast radius, a topology load)."""
         slot = self._slot()
+        slot.writer_checked = False
         if slot.topology is None:
             slot.topology = TopologyService(TopologyRepository(self.writer))
         return slot.topology
