@@ -150,14 +150,17 @@ def _managed(
 
 
 def _query_route() -> wafv2.CfnWebACL.StatementProperty:
-    """Requests to the query route (its path ends the URI, whatever stage prefix)."""
+    """Requests to the query route, whatever the stage prefix and however its path is
+    spelled (percent-encoded, doubled or trailing slashes: decoded and normalized before
+    the match, and contained rather than ended with)."""
     return wafv2.CfnWebACL.StatementProperty(
         byte_match_statement=wafv2.CfnWebACL.ByteMatchStatementProperty(
             field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(uri_path={}),
-            positional_constraint="ENDS_WITH",
+            positional_constraint="CONTAINS",
             search_string=QUERY_PATH,
             text_transformations=[
-                wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")
+                wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="URL_DECODE"),
+                wafv2.CfnWebACL.TextTransformationProperty(priority=1, type="NORMALIZE_PATH"),
             ],
         )
     )

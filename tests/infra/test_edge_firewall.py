@@ -181,8 +181,17 @@ def test_each_query_token_is_bounded_on_the_query_route_above_every_organization
     assert [x["Type"] for x in transforms] == ["LOWERCASE", "COMPRESS_WHITE_SPACE"]
     scope = statement["ScopeDownStatement"]["ByteMatchStatement"]
     assert scope["FieldToMatch"] == {"UriPath": {}}
-    assert scope["PositionalConstraint"] == "ENDS_WITH"
+    # a trailing or doubled slash, or a percent-encoded letter, is still the query route
+    # (the project's own model of API Gateway routes them there: grandbo.api.edge), so the
+    # path is decoded and normalized, then contained, not ended with
+    assert scope["PositionalConstraint"] == "CONTAINS"
+    steps = sorted(scope["TextTransformations"], key=lambda x: x["Priority"])
+    assert [x["Type"] for x in steps] == ["URL_DECODE", "NORMALIZE_PATH"]
     assert scope["SearchString"] == QUERY_PATH == "/v1/memory/query"
+    from grandbo.api.edge import ROUTES
+
+    # no other route's path holds the query route's
+    assert [r.resource for r in ROUTES if QUERY_PATH in r.resource] == [QUERY_PATH]
     assert statement["EvaluationWindowSec"] in (60, 120, 300, 600)
     per_minute = statement["Limit"] * 60 / statement["EvaluationWindowSec"]
     assert per_minute >= 2 * MAX_QUERY_RATE_PER_MINUTE

@@ -10,8 +10,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from grandbo.memory.lifecycle.confidence_fit import REFIT_AFTER_S, fit_due
 from grandbo.memory.service import MemoryService
 
@@ -48,12 +46,6 @@ def _one_fit_per_run(per_fit_s: float = 120.0) -> Callable[[], float]:
     return time_left
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open defect: a fit that is not kept stores nothing, so confidence_fits_due lists "
-    "the organization at every run, first in the order, and the ones after it are never "
-    "reached (a fix records the attempt: a schema change)",
-)
 def test_an_organization_whose_fit_is_not_kept_does_not_starve_the_next(
     service: MemoryService,
 ) -> None:

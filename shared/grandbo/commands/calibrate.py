@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from grandbo.errors import InvalidInputError
+from grandbo.errors import GrandboError, InvalidInputError
 from grandbo.memory.lifecycle.confidence_fit import DEFAULT_SAMPLE, fit_confidence
 from grandbo.memory.service import MemoryService
 from grandbo.memory.vectors.cutoff import DEFAULT_CALIBRATION_SAMPLE
@@ -60,7 +60,10 @@ def cmd_calibrate(args: argparse.Namespace, service: MemoryService) -> int:
                 print(f"{tenant}: not calibrated, the model's default stays: {exc.message}")
     fits: list[dict[str, Any]] = []
     for tenant in [] if args.cutoff_only else tenants:
-        fits.append(fit_confidence(service, tenant, sample=args.questions_from).as_dict())
+        try:
+            fits.append(fit_confidence(service, tenant, sample=args.questions_from).as_dict())
+        except GrandboError as exc:  # one organization's failure never stops the others
+            print(f"{tenant}: confidence not fitted, the model serving stays: {exc}")
     if args.json:
         print(json.dumps({"cutoffs": reports, "confidence": fits} if fits else reports, indent=2))
         return 0

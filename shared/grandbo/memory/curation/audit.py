@@ -221,8 +221,8 @@ def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
                 f"{unlogged} questions were answered but could not be written to the log in "
                 "the last 7 days ("
                 + ", ".join(f"{d.day.isoformat()}: {d.unlogged}" for d in gaps)
-                + "): the database's writer was out of reach (a failover, a restart); the "
-                "incident and unanswered pages miss them",
+                + "): the database's writer was out of reach (a failover, a restart) or "
+                "refused the row; the incident and unanswered pages miss them",
                 repairable=False,
             )
         )

@@ -461,7 +461,7 @@ class Curation:
         cutoff, floor, own = reads.cutoff, reads.floor, reads.recalibration
         model = self.memory.confidence_model(serving, tenant)
         fit = self.repository.confidence_fit(tenant, serving.embed_rev) if model.measured else None
-        fitted = fit is not None and fit["model"].get("name") == model.name
+        fitted = fit is not None and (fit["model"] or {}).get("name") == model.name
         return OrganizationSettings(
             episodic_ttl_days=self.repository.episodic_ttl_days(tenant),
             retrieval_days=self.repository.retrieval_days(tenant),

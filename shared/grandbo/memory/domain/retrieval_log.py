@@ -3,6 +3,7 @@ it (issue 36, point 3). Ids, ranks and confidences only, never an entry's text."
 
 from __future__ import annotations
 
+import hashlib
 from datetime import date, datetime
 from typing import Protocol
 from uuid import UUID
@@ -15,12 +16,22 @@ from grandbo.text.tags import tag_words
 
 # how long an organization's retrievals are kept (the sweeper forgets older ones)
 RETRIEVAL_DAYS = 30
+# the log's caller column's bound (migration 0032): a longer caller (a person's long
+# address) is logged as its digest, so its questions are kept, and counted as one caller
+MAX_CALLER_CHARS = 200
 # the most an organization's log holds of one day (UTC) unless it set its own: a busy
 # agent's day (about 14 questions a minute all day), far below a flood's (one token at 5.6
 # rows a second wrote 480,000 a day, issue 44); what it drops is counted per day
 RETRIEVAL_ROWS_PER_DAY = 20_000
 # the latest questions the incidents page aggregates: a bounded read whatever the log holds
 RECENT_QUESTIONS = 5_000
+
+
+def logged_caller(caller: str) -> str:
+    """The caller as the log keeps it: itself, or past MAX_CALLER_CHARS its SHA-256."""
+    if len(caller) <= MAX_CALLER_CHARS:
+        return caller
+    return "sha256:" + hashlib.sha256(caller.encode()).hexdigest()
 
 
 class RetrievalHit(BaseModel):
@@ -88,7 +99,7 @@ class RetrievalRecord(_Asked):
         return cls.model_construct(
             tenant_id=tenant_id,
             at=asked_at,
-            caller=caller,
+            caller=logged_caller(caller),
             incident_id=incident_id,
             topic=topic,
             hits=[

@@ -191,9 +191,9 @@ def fit_confidence(
     if sum(labels) < 10 or not measure_on:
         report.reason = (
             f"too few questions found their own entry ({sum(labels)} of {len(fit_on)} in "
-            f"the fit half): {shipped.name} serves"
+            f"the fit half): not kept"
         )
-        return report
+        return _not_kept(service, report, shipped, store)
     # measured: fit on the fit half, its figures on the measure half beside the shipped
     # model's on the same questions
     held_out = _model(fit_on, provider.embed_rev, len(searched), len(sources))
@@ -207,9 +207,9 @@ def fit_confidence(
         report.reason = (
             f"the fit separates right answers from 'nothing close' at AUROC "
             f"{report.fitted.auroc} on the questions it was not fit on (at least "
-            f"{MIN_AUROC} is needed): not kept, {shipped.name} serves"
+            f"{MIN_AUROC} is needed): not kept"
         )
-        return report
+        return _not_kept(service, report, shipped, store)
     report.kept = store
     report.serves = store and not shipped.measured
     report.reason = (
@@ -231,6 +231,25 @@ def fit_confidence(
             tenant, provider.embed_rev, report.model, len(searched), details
         )
         service.forget_query_settings(tenant)
+    return report
+
+
+def _not_kept(
+    service: MemoryService, report: ConfidenceFitReport, shipped: ConfidenceModel, store: bool
+) -> ConfidenceFitReport:
+    """A fit measured and not kept: recorded (`store`), so the hourly job does not measure
+    the organization again at every run ahead of the others; the model serving stays (a
+    fit kept before, else the shipped one)."""
+    if store:
+        service.repository.record_confidence_attempt(
+            report.tenant_id,
+            report.embed_rev,
+            report.questions,
+            {"reason": report.reason, "at": datetime.now(UTC).isoformat()},
+        )
+        service.forget_query_settings(report.tenant_id)
+    serving = service.confidence_model(service.serving_provider(report.tenant_id), report.tenant_id)
+    report.reason += f"; {serving.name} serves"
     return report
 
 

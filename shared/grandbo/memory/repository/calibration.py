@@ -174,8 +174,24 @@ class CalibrationStore(TenantScopedRepository):
                 " (tenant_id, embed_rev, model, questions, details)"
                 " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, embed_rev) DO UPDATE"
                 " SET model = excluded.model, questions = excluded.questions,"
-                "     details = excluded.details, fitted_at = now()",
+                "     details = excluded.details, fitted_at = now(), attempted_at = now()",
                 (tenant_id, embed_rev, Jsonb(model), questions, Jsonb(details)),
+            )
+
+    def record_confidence_attempt(
+        self, tenant_id: str, embed_rev: str, questions: int, details: dict[str, Any]
+    ) -> None:
+        """Record a fit that was measured and not kept (migration 0039): the organization
+        is not due again until REFIT_AFTER_S, and a model kept before stays."""
+        with self._tenant_scope(tenant_id) as cur:
+            cur.execute(
+                "INSERT INTO org_memory_confidence_fits"
+                " (tenant_id, embed_rev, model, questions, details, attempted_at)"
+                " VALUES (%s, %s, NULL, %s, %s, now()) ON CONFLICT (tenant_id, embed_rev)"
+                " DO UPDATE SET attempted_at = now(),"
+                "     details = org_memory_confidence_fits.details || jsonb_build_object("
+                "         'last_attempt', excluded.details)",
+                (tenant_id, embed_rev, questions, Jsonb(details)),
             )
 
     def confidence_fit(self, tenant_id: str, embed_rev: str) -> dict[str, Any] | None:
@@ -195,12 +211,13 @@ class CalibrationStore(TenantScopedRepository):
 
     def confidence_fits_due(self, embed_revs: dict[str, str], older_than_s: float) -> list[str]:
         """Of the organizations (id -> the embedding revision it is served from), those with
-        no fit of that revision or one older than `older_than_s` seconds."""
+        no fit of that revision, kept or not, made in the last `older_than_s` seconds."""
         due = []
         for tenant_id, embed_rev in embed_revs.items():
             with self._tenant_scope(tenant_id) as cur:
                 cur.execute(
-                    "SELECT fitted_at > now() - make_interval(secs => %s) AS fresh"
+                    "SELECT greatest(fitted_at, attempted_at)"
+                    "   > now() - make_interval(secs => %s) AS fresh"
                     " FROM org_memory_confidence_fits WHERE tenant_id = %s AND embed_rev = %s",
                     (older_than_s, tenant_id, embed_rev),
                 )
