@@ -118,6 +118,10 @@ class RetrievalWriter:
             try:
                 if self._conn is None or self._conn.closed or self._conn.broken:
                     self._conn = self._connect()
+                    if self._closed:  # closed while it connected: nothing opened after it
+                        self._conn.close()
+                        self._lost(batch)
+                        return
                 RetrievalLog(self._conn).log_retrievals(batch)
                 self.written += len(batch)
                 self._file_gaps(self._conn)
