@@ -28,9 +28,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from grandbo.memory.domain import measures
 from grandbo.memory.domain.logistic import sigmoid
-from grandbo.memory.lifecycle.confidence_fit import auroc as lake_auroc
-from grandbo.memory.lifecycle.confidence_fit import calibration_error as lake_calibration_error
 from grandbo.memory.read.confidence.model import fit_logistic
 from grandbo.memory.read.confidence.signals import FEATURES, KEYWORD_FEATURES
 
@@ -73,12 +72,12 @@ def relevant_of(data: dict[str, Any], query: str) -> int:
 
 
 def auroc(positives: list[float], negatives: list[float]) -> float:
-    found = lake_auroc(positives, negatives)
+    found = measures.auroc(positives, negatives)
     return float("nan") if found is None else found
 
 
 def calibration_error(pairs: list[tuple[float, int]]) -> float:
-    found = lake_calibration_error(pairs)
+    found = measures.calibration_error([c for c, _ in pairs], [o for _, o in pairs])
     return float("nan") if found is None else found
 
 

@@ -192,6 +192,24 @@ def run_phase(
     return phase
 
 
+def start_serve(
+    data_dir: Path,
+    arguments: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """`grandbo --data-dir DATA_DIR ARGUMENTS` in its own process, its output in
+    DATA_DIR/serve.log."""
+    return subprocess.Popen(  # noqa: S603 - our own CLI
+        [sys.executable, "-m", "grandbo.cli", "--data-dir", str(data_dir), *arguments],
+        env=env,
+        cwd=cwd,
+        stdout=(data_dir / "serve.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -234,15 +252,8 @@ def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="grandbo-load-"))
     port = free_port()
     grandbo = [sys.executable, "-m", "grandbo.cli", "--data-dir", str(data_dir)]
-    serve = subprocess.Popen(  # noqa: S603 - our own CLI
-        [
-            *grandbo,
-            *("--provider", args.provider, "serve", "--port", str(port)),
-            *("--containers", str(args.containers)),
-        ],
-        stdout=(data_dir / "serve.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    serve_args = ["--provider", args.provider, "serve", "--port", str(port)]
+    serve = start_serve(data_dir, [*serve_args, "--containers", str(args.containers)])
     try:
         wait_until_serving(port, serve, timeout=300)
         keyring = Keyring.from_json((data_dir / "keyring.json").read_text())

@@ -18,12 +18,17 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from bench.local_load import Client, Phase, free_port, run_phase, wait_until_serving
+from bench.local_load import (
+    Client,
+    Phase,
+    free_port,
+    run_phase,
+    start_serve,
+    wait_until_serving,
+)
 from grandbo.api.auth import Keyring, sign_admin_request
 
 
@@ -34,17 +39,10 @@ def one_round(source: Path | None, standby: bool, clients: int, seconds: float) 
     env = dict(os.environ)
     if source is not None:  # the other build's code first on the path
         env["PYTHONPATH"] = os.pathsep.join([str(source / "shared"), str(source)])
-    command = [sys.executable, "-m", "grandbo.cli", "--data-dir", str(data_dir)]
-    command += ["serve", "--port", str(port), "--no-console"]
+    arguments = ["serve", "--port", str(port), "--no-console"]
     if standby:
-        command.append("--standby")
-    serve = subprocess.Popen(  # noqa: S603 - our own CLI
-        command,
-        env=env,
-        cwd=source or Path.cwd(),
-        stdout=(data_dir / "serve.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+        arguments.append("--standby")
+    serve = start_serve(data_dir, arguments, env=env, cwd=source or Path.cwd())
     try:
         wait_until_serving(port, serve, timeout=300)
         keyring = Keyring.from_json((data_dir / "keyring.json").read_text())

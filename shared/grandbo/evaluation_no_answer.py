@@ -41,10 +41,11 @@ from grandbo.evaluation import (
     only_as,
 )
 from grandbo.memory.domain.fusion import FusedRank
+from grandbo.memory.domain.measures import auroc, calibration_error
 from grandbo.memory.domain.topic import validate_topic
 from grandbo.memory.lifecycle.confidence_fit import fit_confidence
 from grandbo.memory.read.confidence.model import ConfidenceModel
-from grandbo.memory.read.confidence.regime import Searched, keyword_view, score, searched
+from grandbo.memory.read.confidence.regime import Searched, keyword_view
 from grandbo.memory.read.confidence.serving import reaches
 from grandbo.memory.read.confidence.signals import idf, signals_of
 from grandbo.memory.read.recall import fuse
@@ -123,32 +124,6 @@ class Samples:
 
 # raw signals kept beside the features, for trying new ones offline
 EXTRA = ("fused_score", "fused_rank", "idf_share", "title_share", "service_named")
-
-
-def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
-    """The probability that a positive scores above a negative (ties count half)."""
-    if not positives or not negatives:
-        return None
-    wins = 0.0
-    for p in positives:
-        for n in negatives:
-            wins += 1.0 if p > n else 0.5 if p == n else 0.0
-    return wins / (len(positives) * len(negatives))
-
-
-def calibration_error(confidences: Sequence[float], outcomes: Sequence[bool]) -> float | None:
-    """Expected calibration error over ten equal-width bins of confidence."""
-    if not confidences:
-        return None
-    bins: list[list[tuple[float, bool]]] = [[] for _ in range(10)]
-    for c, o in zip(confidences, outcomes, strict=True):
-        bins[min(int(c * 10), 9)].append((c, o))
-    total = len(confidences)
-    return sum(
-        len(b) / total * abs(statistics.fmean(c for c, _ in b) - statistics.fmean(o for _, o in b))
-        for b in bins
-        if b
-    )
 
 
 def _mrr(flags: Sequence[bool]) -> float:
@@ -336,21 +311,16 @@ class _Run:
         # the query's own document left out, the signals are computed as if memory did not
         # hold it (as the fusion is), and scored as the query path scores them
         # scored by the run's model (the service's, or one fitted from the lake itself)
-        regime = searched(
-            topic_embedded=ranked.vector_error is None,
-            active_entries=legs.active_entries,
-            without_vector=legs.active_without_current_vector,
-        )
-        scored = score(
+        regime, confidence, by_keywords = service.scored(
+            tenant,
             fused,
             legs,
             ranked.topic_tags,
             ranked.vector_cutoff,
-            regime,
-            self.model,
-            service.keyword_model(ranked.serving, tenant),
+            ranked.serving,
+            topic_embedded=ranked.vector_error is None,
+            model=self.model,
         )
-        confidence, by_keywords = scored.confidence, scored.by_keywords
         half = fit_half(query.query_id)
         if samples is not None:
             samples.relevant[query.query_id] = len(relevant)

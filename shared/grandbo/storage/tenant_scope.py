@@ -147,7 +147,7 @@ class TenantScopedRepository:
 
     @property
     def _conn(self) -> psycopg.Connection[Any]:
-        return self._fixed if self._fixed is not None else self._resolve_conn()
+        return self._resolve_conn()
 
     def _resolve_conn(self) -> psycopg.Connection[Any]:
         """The connection for the statement about to run."""

@@ -52,9 +52,7 @@ class TopologyRepository(TenantScopedRepository):
     def learned_graph(self) -> LearnedGraphRepository:
         """The learned graph's repository, on this repository's connection (resolved at each
         use where this repository's is: `TenantScopedRepository`)."""
-        return LearnedGraphRepository(
-            self._fixed if self._fixed is not None else self._resolve_conn
-        )
+        return LearnedGraphRepository(self._resolve_conn)
 
     # -- writes ------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ from uuid import UUID
 from grandbo.errors import GrandboError, InvalidInputError
 from grandbo.memory.domain.lake_questions import LakeQuestion, questions_of
 from grandbo.memory.domain.logistic import fit_plain, sigmoid
+from grandbo.memory.domain.measures import auroc, calibration_error
 from grandbo.memory.read.confidence.fitted import KEYWORDS, MINILM, model_for
 from grandbo.memory.read.confidence.model import ConfidenceModel
 from grandbo.memory.read.confidence.serving import reaches
@@ -197,8 +198,8 @@ def fit_confidence(
     # measured: fit on the fit half, its figures on the measure half beside the shipped
     # model's on the same questions
     held_out = _model(fit_on, provider.embed_rev, len(searched), len(sources))
-    report.fitted = _figures(measure_on, lambda q, i: _p(q.rows[i], held_out), held_out)
-    report.shipped = _figures(measure_on, lambda q, i: q.shipped[i], shipped)
+    report.fitted = _figures(measure_on, _confidences(measure_on, held_out), held_out)
+    report.shipped = _figures(measure_on, [q.shipped for q in measure_on], shipped)
     # served: fit on every question (twice the questions; the fit on half of a 260-entry
     # lake varied by up to .05 in AUROC on the development sets, docs/EVAL.md)
     model = _model(searched, provider.embed_rev, len(searched), len(sources))
@@ -260,8 +261,9 @@ def _model(
     whether it orders hits (where ordering by it finds the right answers at least as
     early as the fusion)."""
     intercept, weights = fit_distance_terms(questions)
-    ranks = _mrr(questions, intercept, weights, by_confidence=True) >= _mrr(
-        questions, intercept, weights, by_confidence=False
+    confidences = _confidences(questions, ConfidenceModel("", "", intercept, weights, 0.0))
+    ranks = _mrr(questions, confidences, by_confidence=True) >= _mrr(
+        questions, confidences, by_confidence=False
     )
     fitted_at = datetime.now(UTC)
     return ConfidenceModel(
@@ -271,7 +273,7 @@ def _model(
         f"{fitted_at:%Y-%m-%d %H:%M} UTC",
         intercept=round(intercept, 4),
         weights={k: round(v, 4) for k, v in weights.items()},
-        default_floor=_floor(questions, intercept, weights),
+        default_floor=_floor(questions, confidences),
         ranks=ranks,
         measured=True,
     )
@@ -390,39 +392,39 @@ def _search(
     )
 
 
-def _p(row: Sequence[float], model: ConfidenceModel) -> float:
-    return sigmoid(
-        model.intercept
-        + sum(model.weights.get(name, 0.0) * v for name, v in zip(SIGNALS, row, strict=True))
-    )
+def _confidences(questions: Sequence[_Question], model: ConfidenceModel) -> list[list[float]]:
+    """`model`'s confidence in each candidate of each question (its signals: `SIGNALS`),
+    computed once for every measure that reads them."""
+    return [
+        [
+            sigmoid(
+                model.intercept
+                + sum(model.weights[name] * v for name, v in zip(SIGNALS, row, strict=True))
+            )
+            for row in q.rows
+        ]
+        for q in questions
+    ]
 
 
-def _raw(intercept: float, weights: dict[str, float]) -> Callable[[_Question, int], float]:
-    def p(q: _Question, i: int) -> float:
-        return sigmoid(
-            intercept + sum(weights[name] * v for name, v in zip(SIGNALS, q.rows[i], strict=True))
-        )
-
-    return p
+def _order(confidence: Sequence[float]) -> list[int]:
+    """The candidates' places, best first by confidence, ties in the fused order (as
+    `ConfidenceModel.order` serves them)."""
+    return sorted(range(len(confidence)), key=lambda i: (-round(confidence[i], 12), i))
 
 
-def _served(
-    q: _Question, p: Callable[[_Question, int], float], floor: float, ranks: bool
-) -> list[int]:
+def _served(confidence: Sequence[float], floor: float, ranks: bool) -> list[int]:
     """The candidates served (their places in the fused order), at most SERVED."""
-    places = list(range(len(q.rows)))
-    if ranks:
-        places.sort(key=lambda i: (-round(p(q, i), 12), i))
-    return [i for i in places if reaches(p(q, i), floor)][:SERVED]
+    places = _order(confidence) if ranks else range(len(confidence))
+    return [i for i in places if reaches(confidence[i], floor)][:SERVED]
 
 
-def _floor(questions: Sequence[_Question], intercept: float, weights: dict[str, float]) -> float:
+def _floor(questions: Sequence[_Question], confidences: Sequence[Sequence[float]]) -> float:
     """The lowest floor that serves at most MAX_UNANSWERABLE_HITS on average where the
     question's entry was left out."""
-    p = _raw(intercept, weights)
-    left_out = [q for q in questions if q.question.left_out]
+    left_out = [c for q, c in zip(questions, confidences, strict=True) if q.question.left_out]
     for floor in FLOORS:
-        hits = [len(_served(q, p, floor, True)) for q in left_out]
+        hits = [len(_served(c, floor, True)) for c in left_out]
         if not hits or statistics.fmean(hits) <= MAX_UNANSWERABLE_HITS:
             return floor
     return FLOORS[-1]
@@ -430,92 +432,44 @@ def _floor(questions: Sequence[_Question], intercept: float, weights: dict[str, 
 
 def _mrr(
     questions: Sequence[_Question],
-    intercept: float,
-    weights: dict[str, float],
+    confidences: Sequence[Sequence[float]],
     *,
     by_confidence: bool,
 ) -> float:
-    p = _raw(intercept, weights)
     ranks = []
-    for q in questions:
+    for q, confidence in zip(questions, confidences, strict=True):
         if q.question.left_out:
             continue
-        order = (
-            sorted(range(len(q.rows)), key=lambda i: (-p(q, i), i))
-            if by_confidence
-            else range(len(q.rows))
-        )
+        order = _order(confidence) if by_confidence else range(len(confidence))
         ranks.append(next((1 / n for n, i in enumerate(order, start=1) if q.labels[i]), 0.0))
     return statistics.fmean(ranks) if ranks else 0.0
 
 
 def _figures(
-    questions: Sequence[_Question], p: Callable[[_Question, int], float], model: ConfidenceModel
+    questions: Sequence[_Question],
+    confidences: Sequence[Sequence[float]],
+    model: ConfidenceModel,
 ) -> Figures:
-    """What `model` (its confidences `p`, floor and order) serves `questions`."""
+    """What `model` (its `confidences` in each question's candidates, its floor and order)
+    serves `questions`."""
     floor, ranks = model.default_floor, model.ranks
     right_first, nothing_close, tops, hits, served, fused = [], [], [], [], [], []
-    for q in questions:
-        order = (
-            sorted(range(len(q.rows)), key=lambda i: (-p(q, i), i))
-            if ranks
-            else list(range(len(q.rows)))
-        )
-        top = order[0]
-        tops.append((p(q, top), q.labels[top]))
+    for q, confidence in zip(questions, confidences, strict=True):
+        top = _order(confidence)[0] if ranks else 0
+        tops.append((confidence[top], q.labels[top]))
         if q.question.left_out:
-            nothing_close.append(p(q, top))
-            hits.append(len(_served(q, p, floor, ranks)))
+            nothing_close.append(confidence[top])
+            hits.append(len(_served(confidence, floor, ranks)))
         else:
             if q.labels[top]:
-                right_first.append(p(q, top))
-            served.append(float(any(q.labels[i] for i in _served(q, p, floor, ranks))))
+                right_first.append(confidence[top])
+            served.append(float(any(q.labels[i] for i in _served(confidence, floor, ranks))))
             fused.append(float(any(q.labels[:SERVED])))
     return Figures(
         questions=len(questions),
         auroc=auroc(right_first, nothing_close),
-        calibration=calibration_error(tops),
+        calibration=calibration_error([c for c, _ in tops], [o for _, o in tops]),
         unanswerable_hits=statistics.fmean(hits) if hits else None,
         recall_served=statistics.fmean(served) if served else None,
         recall_fused=statistics.fmean(fused) if fused else None,
-    )
-
-
-def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
-    """The chance a positive scores above a negative (ties count half)."""
-    if not positives or not negatives:
-        return None
-    ordered = sorted(negatives)
-    wins = 0.0
-    for p in positives:
-        below = _count_below(ordered, p)
-        equal = _count_below(ordered, math.nextafter(p, math.inf)) - below
-        wins += below + equal / 2
-    return wins / (len(positives) * len(negatives))
-
-
-def _count_below(ordered: Sequence[float], value: float) -> int:
-    lo, hi = 0, len(ordered)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ordered[mid] < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-def calibration_error(pairs: Sequence[tuple[float, int]]) -> float | None:
-    """The expected calibration error over ten equal-width bins."""
-    if not pairs:
-        return None
-    bins: list[list[tuple[float, int]]] = [[] for _ in range(10)]
-    for c, o in pairs:
-        bins[min(int(c * 10), 9)].append((c, o))
-    return sum(
-        len(b)
-        / len(pairs)
-        * abs(statistics.fmean(c for c, _ in b) - statistics.fmean(o for _, o in b))
-        for b in bins
-        if b
     )

@@ -237,16 +237,18 @@ class Recall(EmbeddingJobs, Calibration):
         serving: EmbeddingProvider,
         *,
         topic_embedded: bool,
+        model: ConfidenceModel | None = None,
     ) -> tuple[Searched, dict[UUID, float], frozenset[UUID]]:
         """The regime of a search and each candidate's confidence in it (the organization's
         recalibration applied to what the provider's model scored): what `rank` serves and
-        the evaluation measures."""
+        the evaluation measures (with `model`, another model's: one fitted from the lake
+        the evaluation loaded)."""
         regime = searched(
             topic_embedded=topic_embedded,
             active_entries=legs.active_entries,
             without_vector=legs.active_without_current_vector,
         )
-        model = self.confidence_model(serving, tenant_id)
+        model = model or self.confidence_model(serving, tenant_id)
         keywords = self.keyword_model(serving, tenant_id)
         result = score(order, legs, topic_tags, cutoff, regime, model, keywords)
         confidence = result.confidence
