@@ -26,7 +26,7 @@ from psycopg.conninfo import make_conninfo
 from grandbo.embedding.fake import FakeEmbeddingProvider
 from grandbo.errors import StoreUnavailableError
 from grandbo.local.postgres import start_embedded_postgres, stop_embedded_postgres
-from grandbo.local.standby import start_standby
+from grandbo.local.standby import caught_up, start_standby
 from grandbo.memory.curation.curator import Curation
 from grandbo.migrations import migrate
 from grandbo.runtime.lambda_container import LambdaEnvironment, LambdaRuntime, install_runtime
@@ -80,7 +80,10 @@ def _runtime(pair: Pair) -> LambdaRuntime:
 
 
 def _replicated(pair: Pair, runtime: LambdaRuntime) -> None:
-    """Until the standby serves the lesson (its WAL replayed)."""
+    """Until the standby has replayed every write before (the lesson and the organization's
+    rate: a probe that read the settings before the rate arrived would cache them, and the
+    crowd would be held at the default 600 a minute), and serves the lesson."""
+    caught_up(pair.primary, pair.standby)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with runtime.container():

