@@ -13,6 +13,7 @@ from functions.admin_api.common import write_context
 from grandbo.api.admin_models import (
     CatalogRequest,
     ExplanationRequest,
+    NoteRemovalRequest,
     QuestionRemovalRequest,
     RetrievalIncidentsRequest,
     RetrievalsRequest,
@@ -157,6 +158,25 @@ def remove_verdict(verdict_id: int, request: VerdictRemovalRequest) -> dict[str,
         )
     )
     return removed.model_dump(mode="json")
+
+
+@router.post("/v1/admin/verdicts/<verdict_id>/note-removal")
+@tracer.capture_method
+def remove_verdict_note(verdict_id: int, request: NoteRemovalRequest) -> dict[str, Any]:
+    """Remove one verdict's note (a secret quoted in it): the verdict stands, its note
+    reads "[redacted]"; who removed it, when, why and the note's SHA-256 are recorded."""
+    caller: Caller = router.context["caller"]
+    digest = (
+        runtime()
+        .service()
+        .remove_verdict_note(
+            caller.tenant_id,
+            verdict_id,
+            request.reason,
+            write_context(router, "remove-note", str(verdict_id)),
+        )
+    )
+    return {"verdict_id": verdict_id, "note_removed": True, "note_sha256": digest}
 
 
 @router.post("/v1/admin/retrievals/incidents")

@@ -96,6 +96,7 @@ def redact_entry(entry_id: UUID, request: RedactionRequest) -> Response[Any]:
             request.reason,
             write_context(router, "redact", str(entry_id)),
             keep_recurrences=request.keep_recurrences,
+            also=request.also_remove,
         )
     )
     return Response(

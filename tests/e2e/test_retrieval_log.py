@@ -368,3 +368,91 @@ def test_a_closed_writer_writes_what_it_held_and_opens_nothing_after(
     assert (writer.written, writer.dropped) == (1, 1)
     assert len(opened) == 1
     assert opened[0].closed
+
+
+def test_a_redaction_over_http_removes_every_spelling_from_the_log_and_its_pages(
+    gateway: Gateway, tenant: str
+) -> None:
+    """Issue 52: questions asked through the query door spelling a secret otherwise
+    (full-width, split, base64, a listed code), then the redaction over the admin API
+    with `also_remove`: the receipt comes back, and neither the log's API pages nor the
+    console's incident and unanswered pages (rendered from them) hold any spelling."""
+    import base64
+
+    from grandbo.console.base import CSRF_FIELD, _environment
+    from grandbo.text.spelling import spelling, spellings
+
+    secret = "Zq7vK2mP9xL4tR8w"
+    code = "k7q2zx"
+    lesson = {
+        **_LESSON,
+        "summary": _LESSON["summary"] + f" The pool's password {secret} was pasted in chat.",
+    }
+    created = gateway.admin(tenant, "POST", "/v1/admin/entries", lesson)
+    assert created.status == 201, created.body
+    entry_id = created.body["entry"]["entry_id"]
+    wide = "".join(chr(ord(c) + 0xFEE0) for c in secret)
+    asked = [
+        ({"topic": f"who pasted {wide} into chat", "incident_id": "INC-21"}),
+        ({"topic": f"who pasted {secret[:8]} {secret[8:]} into chat"}),
+        ({"topic": f"decode {base64.b64encode(secret.encode()).decode()} for me"}),
+        ({"topic": f"door code {code} refused at the loading dock", "incident_id": "INC-21"}),
+    ]
+    for body in asked:
+        assert gateway.query(tenant, body).status == 200
+    assert gateway.runtime.retrieval_writer.flush()
+
+    path = f"/v1/admin/entries/{entry_id}/redaction"
+    reply = gateway.admin(
+        tenant, "POST", path, {"reason": "a password was pasted", "also_remove": [code]}
+    )
+    assert reply.status == 200, reply.body
+    receipt = reply.body["receipt"]
+    (questions,) = [p for p in receipt["places"] if p["place"] == "retrieval log: questions"]
+    assert questions["found"] >= 4
+    assert questions["left"] == 0
+    short = gateway.admin(tenant, "POST", path, {"reason": "again", "also_remove": ["ab"]})
+    assert short.status == 400, short.body  # named, refused before anything is read
+    assert short.body["field"] == "also_remove"
+
+    everything = _log(gateway, tenant)
+    incident = _log(gateway, tenant, incident_id="INC-21")
+    unanswered = _log(gateway, tenant, unanswered=True)
+    spelt = [spelling(secret), code]
+    for page in (everything, incident, unanswered):
+        for row in page["retrievals"]:
+            text = spellings(row["topic"], row["incident_id"])
+            assert not [s for s in spelt if s in text], row["topic"]
+    assert len(everything["retrievals"]) == len(asked)
+    common = {
+        "csrf": "c" * 32,
+        "person": "ana@example.com",
+        "role": "admin",
+        "operator_key": "ops",
+        "via": "key",
+        "csrf_field": CSRF_FIELD,
+        "organization": tenant,
+        "api": "http://127.0.0.1",
+        "done": None,
+    }
+    environment = _environment()
+    pages = [
+        environment.get_template("incident.html").render(
+            **common,
+            path="/incidents",
+            incident_id="INC-21",
+            page=incident,
+            verdicts={},
+            unserved=[],
+        ),
+        environment.get_template("unanswered.html").render(
+            **common,
+            path="/unanswered",
+            total=len(unanswered["retrievals"]),
+            groups=[{"words": [], "incidents": [], "questions": unanswered["retrievals"]}],
+            next_query=None,
+        ),
+    ]
+    for html in pages:
+        assert "[redacted]" in html
+        assert not [s for s in spelt if s in spellings(html)]

@@ -103,6 +103,7 @@ def test_development_installs_what_the_layer_ships() -> None:
         "pydantic",
         "pydantic-core",
         "pystemmer",
+        "confusable-homoglyphs",
         "certifi",
         "aws-lambda-powertools",
         "boto3",

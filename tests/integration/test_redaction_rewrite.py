@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import psycopg
 import pytest
 
 from grandbo.cli import main
+from grandbo.memory.domain.retrieval_log import RetrievalRecord
 from grandbo.memory.service import MemoryService
 
 from .helpers import context, entry
@@ -65,6 +67,21 @@ def test_rewrite_redacted_takes_the_removed_text_out_of_every_relation_file(
         {"verdict": "helpful", "incident_id": "INC-4", "note": f"the {marker} one"},
         context(),
     )
+    # a question quoting it, and its spellings: the log's table files (issue 52)
+    service.repository.log_retrievals(
+        [
+            RetrievalRecord.model_construct(
+                tenant_id=tenant,
+                at=datetime.now(UTC) - timedelta(minutes=1),
+                caller="pasted",
+                incident_id=None,
+                topic=f"who pasted {marker} into the channel",
+                hits=[],
+                latency_ms=1.0,
+                no_precedent=True,
+            )
+        ]
+    )
     outcome = service.redact_entry(tenant, lesson.entry_id, "a credential was pasted", context())
     assert outcome.rewrite_pending is True
     assert "grandbo rewrite-redacted" in outcome.rewrite_note
@@ -77,6 +94,7 @@ def test_rewrite_redacted_takes_the_removed_text_out_of_every_relation_file(
     assert main(["rewrite-redacted", "--tenant", tenant, "--yes"]) == 0
     said = capsys.readouterr().out
     assert "VACUUM FULL org_memory_entries_p" in said
+    assert "VACUUM FULL org_memory_retrieval_spellings" in said
     assert "ACCESS EXCLUSIVE lock" in said  # it says what it locks before it runs
     assert " s\n" in said  # and how long each took
 

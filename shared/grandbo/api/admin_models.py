@@ -130,11 +130,26 @@ class RedactionRequest(Body):
 
     reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
     keep_recurrences: StrictBool = False
+    also_remove: Annotated[
+        list[Annotated[StrictStr, Field(min_length=1, max_length=500)]], Field(max_length=20)
+    ] = Field(
+        default_factory=list,
+        description="strings to remove besides the entry's text, wherever a logged question "
+        "or a verdict's note spells them (a short code, a passphrase): each at least 4 "
+        "letters or digits",
+    )
 
 
 class QuestionRemovalRequest(Body):
     """Remove one question from the retrieval log (a secret someone typed into a topic):
     why. What stays is who removed it, when, why and its topic's SHA-256."""
+
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+
+
+class NoteRemovalRequest(Body):
+    """Remove one verdict's note (a secret quoted in it): why. The verdict stands and is
+    still counted; who removed the note, when, why and its SHA-256 stay."""
 
     reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
 

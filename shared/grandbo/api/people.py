@@ -122,6 +122,7 @@ ADMIN_ROUTE_ROLES: dict[tuple[str, str], PersonRole] = {
     ("POST", "/v1/admin/retrievals/incidents"): "viewer",
     ("POST", "/v1/admin/retrievals/<retrieval_id>/removal"): "admin",
     ("POST", "/v1/admin/verdicts/<verdict_id>/removal"): "admin",
+    ("POST", "/v1/admin/verdicts/<verdict_id>/note-removal"): "admin",
     ("POST", "/v1/admin/entries"): "curator",
     ("POST", "/v1/admin/entries/<entry_id>/corrections"): "curator",
     ("POST", "/v1/admin/entries/<entry_id>/retirement"): "curator",

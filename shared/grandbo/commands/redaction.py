@@ -32,6 +32,14 @@ def add_parsers(
         help="the entries merged into it stay (resurfaced as an entry of their own)",
     )
     redact.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="a string to remove besides the text, in every spelling, from the logged "
+        "questions and verdicts' notes (a short code, a passphrase; repeat for more)",
+    )
+    redact.add_argument(
         "--yes", action="store_true", help="do not ask for confirmation (for scripts)"
     )
 
@@ -40,7 +48,8 @@ def add_parsers(
         help="rewrite the tables a redaction left the removed text's bytes in (VACUUM FULL)",
         description="After a redaction the text is gone from every read, but its bytes stay "
         "in the table files until they are rewritten. This rewrites the organization's "
-        "entries partition, the tag postings and tag statistics (VACUUM FULL: each locked "
+        "entries partition, the tag postings and tag statistics, the retrieval log and its "
+        "spellings (VACUUM FULL: each locked "
         "while it is rewritten) and prunes the event log (VACUUM: no lock), as the schema "
         "owner. Run it in a quiet hour; what still holds the text after it (the WAL, "
         "backups) is in docs/OPERATIONS.md.",
@@ -79,6 +88,7 @@ def cmd_redact(
         args.reason,
         context,
         keep_recurrences=args.keep_recurrences,
+        also=args.also,
     )
     if as_json:
         print(outcome.model_dump_json(indent=2))

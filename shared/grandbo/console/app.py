@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
+from starlette.datastructures import FormData
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -194,29 +195,32 @@ class Console(ConsoleBase):
 
     async def remove_question(self, request: Request, session: Session) -> Response:
         """An admin removes one logged question (a secret typed into a topic), with its
-        reason; back to its incident's page, which no longer shows it."""
+        reason; back to its incident's page (or the unanswered page it was on), which no
+        longer shows it."""
         form = await request.form()
         retrieval_id = entry_id_of(text_of(form, "retrieval_id"), "retrieval_id")
-        reason = text_of(form, "reason")
-        if not reason:
-            raise ConsoleError(400, "a removal needs its reason", "reason")
-        incident_id = text_of(form, "incident_id")[:200]
+        reason = _removal_reason(form)
         await self.api(session).remove_question(retrieval_id, reason)
-        back = "/incidents?" + urlencode({"id": incident_id}) if incident_id else "/incidents"
-        return redirect_done(back, "question_removed")
+        if text_of(form, "back") == "unanswered":  # a question asked under no incident
+            return redirect_done("/unanswered", "question_removed")
+        return redirect_done(_incident_page(form), "question_removed")
+
+    async def remove_note(self, request: Request, session: Session) -> Response:
+        """An admin removes one verdict's note (a secret quoted in it), with its reason;
+        back to its incident's page, where the verdict stands and its note reads
+        removed."""
+        form = await request.form()
+        verdict_id = whole_number(form.get("verdict_id"), "verdict_id")
+        await self.api(session).remove_note(verdict_id, _removal_reason(form))
+        return redirect_done(_incident_page(form), "note_removed")
 
     async def remove_verdict(self, request: Request, session: Session) -> Response:
         """An admin removes one verdict (a flood's, a sender's not to be trusted), with its
         reason; back to its incident's page, which shows it removed (who, when, why)."""
         form = await request.form()
         verdict_id = whole_number(form.get("verdict_id"), "verdict_id")
-        reason = text_of(form, "reason")
-        if not reason:
-            raise ConsoleError(400, "a removal needs its reason", "reason")
-        incident_id = text_of(form, "incident_id")[:200]
-        await self.api(session).remove_verdict(verdict_id, reason)
-        back = "/incidents?" + urlencode({"id": incident_id}) if incident_id else "/incidents"
-        return redirect_done(back, "verdict_removed")
+        await self.api(session).remove_verdict(verdict_id, _removal_reason(form))
+        return redirect_done(_incident_page(form), "verdict_removed")
 
     async def unanswered(self, request: Request, session: Session) -> Response:
         """The questions memory served no hit for (the answer's own rule: the floor and
@@ -452,6 +456,7 @@ def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
         Route("/incidents", page(console.incidents)),
         Route("/incidents/remove-question", page(console.remove_question), methods=["POST"]),
         Route("/incidents/remove-verdict", page(console.remove_verdict), methods=["POST"]),
+        Route("/incidents/remove-note", page(console.remove_note), methods=["POST"]),
         Route("/unanswered", page(console.unanswered)),
         Route("/health", page(console.health), methods=["GET", "POST"]),
         Route("/settings", page(console.settings), methods=["GET", "POST"]),
@@ -463,3 +468,16 @@ def create_console(backend: ConsoleBackend, doors: ConsoleDoors) -> Starlette:
         Mount("/static", StaticFiles(directory=CONSOLE_DIR / "static"), name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(DoorsMiddleware, doors=doors)])
+
+
+def _removal_reason(form: FormData) -> str:
+    reason = text_of(form, "reason")
+    if not reason:
+        raise ConsoleError(400, "a removal needs its reason", "reason")
+    return reason
+
+
+def _incident_page(form: FormData) -> str:
+    """The page of the incident a removal was made from (the incidents' list if none)."""
+    incident_id = text_of(form, "incident_id")[:200]
+    return "/incidents?" + urlencode({"id": incident_id}) if incident_id else "/incidents"

@@ -189,11 +189,16 @@ class ConsoleBackend:
     def remove_question(self, retrieval_id: UUID, reason: str) -> dict[str, Any]:
         return self._post(f"/v1/admin/retrievals/{retrieval_id}/removal", {"reason": reason})
 
+    def remove_note(self, verdict_id: int, reason: str) -> dict[str, Any]:
+        return self._post(f"/v1/admin/verdicts/{verdict_id}/note-removal", {"reason": reason})
+
     def remove_verdict(self, verdict_id: int, reason: str) -> dict[str, Any]:
         return self._post(f"/v1/admin/verdicts/{verdict_id}/removal", {"reason": reason})
 
-    def redact(self, entry_id: UUID, reason: str) -> dict[str, Any]:
-        return self._post(f"/v1/admin/entries/{entry_id}/redaction", {"reason": reason})
+    def redact(self, entry_id: UUID, reason: str, also: list[str]) -> dict[str, Any]:
+        return self._post(
+            f"/v1/admin/entries/{entry_id}/redaction", {"reason": reason, "also_remove": also}
+        )
 
     def promote(self, entry_id: UUID) -> dict[str, Any]:
         return self._post(f"/v1/admin/entries/{entry_id}/promotion")

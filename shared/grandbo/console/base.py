@@ -35,6 +35,8 @@ DONE = {
     "redacted": "Redacted: the entry's text is gone for good; its tombstone stays.",
     "question_removed": "Removed: the question is gone from the log; who removed it, when, "
     "why and its digest stay.",
+    "note_removed": "Removed: the note reads [redacted]; the verdict stands; who removed it, "
+    "when, why and its digest stay.",
     "verdict_removed": "Removed: the verdict is counted no more and no refit reads it; who "
     "removed it, when and why stay.",
     "distinct": "Recorded as two lessons: the pair is not suggested again.",

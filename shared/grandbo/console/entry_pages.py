@@ -184,7 +184,8 @@ class EntryPages:
                 raise ConsoleError(
                     400, f"type {REDACT_WORD} to confirm: the text is removed for good", "confirm"
                 )
-            await self.console.api(session).redact(entry_id, reason)
+            also = [line.strip() for line in text_of(form, "also").splitlines() if line.strip()]
+            await self.console.api(session).redact(entry_id, reason, also)
             return redirect_done(back, "redacted")
         if action == "distinct":
             await self.console.api(session).mark_distinct(

@@ -29,6 +29,7 @@ from grandbo.errors import (
 from grandbo.memory.domain import recalibration
 from grandbo.memory.domain.embed_queue import EmbedQueue
 from grandbo.memory.domain.idempotency import KeySpace, caller_key, idempotency_key
+from grandbo.memory.domain.log_quotes import listed_strings
 from grandbo.memory.domain.models import (
     DEFAULT_EPISODIC_TTL_DAYS,
     MAX_EPISODIC_TTL_DAYS,
@@ -296,9 +297,13 @@ class MemoryService(Recall):
         context: WriteContext,
         *,
         keep_recurrences: bool = False,
+        also: object = None,
     ) -> RedactionOutcome:
-        """Remove an entry's text for good (`grandbo.memory.repository.redaction`)."""
+        """Remove an entry's text for good (`grandbo.memory.repository.redaction`), and
+        the strings listed in `also` (`log_quotes.listed_strings`) wherever the log or a
+        note spells them."""
         tenant = require_tenant(tenant_id)
+        listed = listed_strings(also)
         return self.repository.redact_entry(
             tenant,
             entry_id,
@@ -307,6 +312,7 @@ class MemoryService(Recall):
             keep_recurrences=keep_recurrences,
             # the learned graph keys an incident's node by its id's digest: guessable
             forget_incidents=None if self.topology is None else self.topology.forget_incidents,
+            also=listed,
         )
 
     def organization_rows(self, tenant_id: str) -> dict[str, int]:
@@ -394,6 +400,22 @@ class MemoryService(Recall):
         )
         if digest is None:
             raise RetrievalNotFoundError(retrieval_id)
+        return digest
+
+    def remove_verdict_note(
+        self, tenant_id: str, verdict_id: int, reason: str, context: WriteContext
+    ) -> str:
+        """One verdict's note removed (a secret quoted in it): the verdict stands and is
+        still counted, its note reads REMOVED; who removed it, when, why and the note's
+        SHA-256 are recorded (migration 0040); the digest. VerdictNotFoundError where the
+        organization holds no verdict of that id with a note standing."""
+        tenant = require_tenant(tenant_id)
+        why = _reason(reason)
+        if isinstance(verdict_id, bool) or not 1 <= verdict_id < 2**63:
+            raise VerdictNotFoundError(verdict_id)
+        digest = self.repository.remove_note(tenant, verdict_id, context.actor, why)
+        if digest is None:
+            raise VerdictNotFoundError(verdict_id)
         return digest
 
     def set_retrieval_days(self, tenant_id: str, days: object) -> int:

@@ -23,10 +23,17 @@ Checks, each a `Finding` when something is wrong:
   bound reached (`retrieval_rows_per_day`, a quarter of it per caller), with the callers
   dropped most: a flood, or a bound set too low;
 - `log_unlogged`: questions answered while the writer was out of reach, which the log
-  could not write (counted once the writer was back, migration 0038).
+  could not write (counted once the writer was back, migration 0038);
+- `redaction_receipts`: questions and verdicts' notes that spell a text a redaction removed
+  (its receipt re-verified against its digests: `grandbo.memory.curation.receipts_audit`),
+  each receipt marked verified when every question was gone over;
+- `log_unspelled`: questions the full spelling rules never spelled (logged before
+  migration 0040, by older code, or restored), which a redaction's search reads as the
+  database spells them (no look-alike letters, no base64).
 
 Repairs (`repair`): embed what lacks a vector, rebuild the projection from the events,
-retire the expired, build the missing index, blank the unscrubbed questions' topics.
+retire the expired, build the missing index, blank the unscrubbed questions' topics,
+remove whole what spells a redacted text, re-spell the unspelled questions.
 Misleading entries, orphaned recurrences and stale entries need a person (split them, or
 retire them too): listed, never changed.
 """
@@ -38,6 +45,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from grandbo.errors import InvalidInputError
+from grandbo.memory.curation.receipts_audit import (
+    REQUEST_VERIFY_ROWS,
+    remove_found,
+    respell,
+    verify_receipts,
+)
 from grandbo.memory.repository.vector_indexes import HNSW_MIN_ENTRIES, index_name
 from grandbo.memory.service import MemoryService
 
@@ -73,8 +86,12 @@ class TenantHealth:
         }
 
 
-def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
-    """Every check, read-only, for one organization."""
+def audit(
+    service: MemoryService, tenant_id: str, *, verify_most: int | None = REQUEST_VERIFY_ROWS
+) -> TenantHealth:
+    """Every check for one organization, read-only but for the receipts' verification
+    mark; the receipts re-verified over at most `verify_most` questions (None: all, what
+    `grandbo audit` does)."""
     repo = service.repository
     health = TenantHealth(tenant_id, redactions=repo.count_redactions(tenant_id))
     serving = service.serving_provider(tenant_id)
@@ -226,7 +243,44 @@ def audit(service: MemoryService, tenant_id: str) -> TenantHealth:
                 repairable=False,
             )
         )
+    _receipts(service, tenant_id, health, verify_most)
     return health
+
+
+def _receipts(
+    service: MemoryService, tenant_id: str, health: TenantHealth, most: int | None
+) -> None:
+    check = verify_receipts(service.repository, tenant_id, most)
+    scope = (
+        f"every question ({check.checked}) and note"
+        if check.complete
+        else f"the first {check.checked} questions by id and every note (`grandbo audit` "
+        "goes over all)"
+    )
+    if check.found:
+        health.findings.append(
+            Finding(
+                "redaction_receipts",
+                check.found,
+                f"{len(check.questions)} questions and {len(check.notes)} verdicts' notes "
+                f"spell a text a redaction removed (re-verified over {scope}; redacted "
+                "entries: " + ", ".join(str(e) for e in sorted(check.left)) + "): a restore "
+                "or a path that skipped the check on write; the repair removes them whole",
+                repairable=True,
+            )
+        )
+    unspelled = service.repository.count_unspelled(tenant_id)
+    if unspelled:
+        health.findings.append(
+            Finding(
+                "log_unspelled",
+                unspelled,
+                f"{unspelled} logged questions were spelled by the database alone (before "
+                "migration 0040, by older code, or restored): a redaction finds their "
+                "look-alike and base64 spellings only once they are re-spelled (the repair)",
+                repairable=True,
+            )
+        )
 
 
 def repair(
@@ -253,6 +307,13 @@ def repair(
     if unscrubbed := found("unscrubbed_log"):
         blanked = service.repository.blank_unscrubbed_retrievals(tenant)
         unscrubbed[0].repaired = f"{blanked} questions' topics removed whole"
+    if unspelled := found("log_unspelled"):
+        unspelled[0].repaired = f"{respell(service.repository, tenant)} questions re-spelled"
+    if spelling := found("redaction_receipts"):
+        check = verify_receipts(service.repository, tenant, record=False)
+        removed = remove_found(service.repository, tenant, check)
+        verify_receipts(service.repository, tenant)
+        spelling[0].repaired = f"{removed} questions and notes removed whole"
     if unembedded := found("unembedded", "stale_vectors"):  # one backfill embeds both
         stored = service.embed_pending(tenant)
         for finding in unembedded:
@@ -272,6 +333,8 @@ REQUEST_REPAIRS = (
     "unembedded",
     "stale_vectors",
     "unscrubbed_log",
+    "redaction_receipts",
+    "log_unspelled",
 )
 
 

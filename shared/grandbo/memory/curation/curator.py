@@ -43,6 +43,7 @@ from grandbo.memory.domain.recurrence_rule import (
     may_take_recurrence,
     tag_overlap,
 )
+from grandbo.memory.domain.redaction_receipt import RedactionReceipt
 from grandbo.memory.domain.retrieval_log import RETRIEVAL_ROWS_PER_DAY, CallerDay, LoggedDay
 from grandbo.memory.read.recall import validate_service
 from grandbo.memory.repository.curation import CatalogFilter
@@ -127,6 +128,11 @@ class EntryHistory(BaseModel):
     )
     omitted_recurrences: int = Field(
         default=0, description="older recurrences not listed (see MAX_HISTORY_RECURRENCE_BYTES)"
+    )
+    receipt: RedactionReceipt | None = Field(
+        default=None,
+        description="a redacted entry's receipt: where its text and spellings were searched, "
+        "found, removed and left, and the latest audit's re-verification",
     )
 
 
@@ -340,6 +346,9 @@ class Curation:
             omitted_events=omitted,
             recurrences=listed,
             omitted_recurrences=len(recurrences) - len(listed),
+            receipt=self.repository.redaction_receipt(tenant, entry_id)
+            if entry.status is EntryStatus.REDACTED
+            else None,
         )
 
     def growth(self, tenant_id: str, *, weeks: int = 26) -> Growth:

@@ -10,7 +10,10 @@ Two kinds of quotation:
   of TELLING_LENGTH characters or more, or of MIXED_LENGTH or more mixing letters and
   digits, or an e-mail. Removed, case aside and as a whole token, from every logged
   question of the organization; a question holding one spelt otherwise (other hyphens,
-  zero-width or full-width characters, percent-encoded) loses its whole topic;
+  zero-width or full-width characters, percent- or base64-encoded, look-alike letters of
+  another script: `grandbo.text.spelling`) loses its whole topic;
+- a string the person redacting **listed** (a short code, a plain-word passphrase), taken
+  as a telling token whatever its length;
 - in a question **tied** to the entry (an answer that served it, or asked under its
   incident): every word of the text that is not a common word (a name, a plain-word
   password), removed too: such a question is about what was redacted.
@@ -22,11 +25,11 @@ Each quotation becomes REMOVED. Pure: the redaction's transaction reads and writ
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import unquote
 
+from grandbo.errors import InvalidInputError
+from grandbo.text.spelling import MIN_SPELLING, spelling, spellings
 from grandbo.text.stopwords import ENGLISH_STOPWORDS
 
 REMOVED = "[redacted]"
@@ -38,7 +41,6 @@ _PARTS = re.compile(r"[=/@?&#,;()\[\]{}<>\"'`|\\]+")
 _COLONS = re.compile(r":+")
 _EDGES = "\"'`.,;:!?()[]{}<>"
 _WORDS = re.compile(r"[^\W_]{3,}")
-_INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
 
 
 def telling(token: str) -> bool:
@@ -53,10 +55,10 @@ def telling(token: str) -> bool:
 
 
 def compact(text: str) -> str:
-    """`text` as its variants spell it alike: percent-decoded, NFKC (full-width to plain),
-    case folded, with every character that is not a letter or a digit left out."""
-    folded = unicodedata.normalize("NFKC", unquote(_INVISIBLE.sub("", text))).casefold()
-    return "".join(c for c in folded if c.isalnum())
+    """`text` as its variants spell it alike (`grandbo.text.spelling.spelling`: zero-width
+    characters out, percent-decoded, NFKC, look-alike letters mapped, case folded, letters
+    and digits only)."""
+    return spelling(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +67,19 @@ class Quotes:
 
     tokens: frozenset[str]  # telling tokens, as written
     words: frozenset[str]  # the texts' uncommon words, lower-cased (tied questions)
-    # the tokens as their variants spell them alike (`compact`), made once for every row
+    # the tokens (and the strings the person redacting listed) as their variants spell
+    # them alike (`compact`), made once for every row: what the log's spellings are
+    # searched for, and whose digests check the questions filed after the redaction
     compact_tokens: frozenset[str]
 
 
-def quotes_of(texts: Iterable[str]) -> Quotes:
-    """The telling tokens and the uncommon words of the texts (titles, summaries, tags)."""
-    tokens: set[str] = set()
+def quotes_of(texts: Iterable[str], also: Iterable[str] = ()) -> Quotes:
+    """The telling tokens and the uncommon words of the texts (titles, summaries, tags),
+    and the strings the person redacting listed besides (`also`: a short code, a
+    passphrase; each removed whatever its length, as a whole token, and in every
+    spelling)."""
+    listed = [a.strip() for a in also if a.strip()]
+    tokens: set[str] = set(listed)
     words: set[str] = set()
     for text in texts:
         for whole in text.split():
@@ -86,7 +94,10 @@ def quotes_of(texts: Iterable[str]) -> Quotes:
             for w in (m.group().lower() for m in _WORDS.finditer(text))
             if w not in ENGLISH_STOPWORDS
         )
-    spelt_alike = frozenset(c for c in (compact(t) for t in tokens) if len(c) >= 6)
+    spelt_alike = frozenset(
+        {c for c in (compact(t) for t in tokens) if len(c) >= 6}
+        | {c for c in (compact(a) for a in listed) if len(c) >= MIN_SPELLING}
+    )
     return Quotes(frozenset(tokens), frozenset(words), spelt_alike)
 
 
@@ -108,7 +119,36 @@ def without_quotes(topic: str, quotes: Quotes, *, tied: bool) -> str:
             lambda m: REMOVED if m.group().lower() in quotes.words else m.group(),
             scrubbed,
         )
-    left = compact(scrubbed)
+    left = spellings(scrubbed)
     if any(token in left for token in quotes.compact_tokens):
         return REMOVED
     return scrubbed
+
+
+MAX_LISTED = 20
+MAX_LISTED_CHARS = 500
+
+
+def listed_strings(also: object) -> list[str]:
+    """The strings a person redacting lists besides the text, checked: at most MAX_LISTED,
+    each of at most MAX_LISTED_CHARS, spelling at least MIN_SPELLING letters or digits (a
+    shorter one would remove every question holding those letters)."""
+    if also is None:
+        return []
+    if not isinstance(also, list | tuple) or not all(isinstance(a, str) for a in also):
+        raise InvalidInputError("also_remove", "must be a list of strings")
+    if len(also) > MAX_LISTED:
+        raise InvalidInputError("also_remove", f"at most {MAX_LISTED} strings")
+    listed = []
+    for given in also:
+        text = given.strip()
+        if len(text) > MAX_LISTED_CHARS:
+            raise InvalidInputError("also_remove", f"each string at most {MAX_LISTED_CHARS} chars")
+        if len(compact(text)) < MIN_SPELLING:
+            raise InvalidInputError(
+                "also_remove",
+                f"{text!r} has fewer than {MIN_SPELLING} letters or digits: it would remove"
+                " every question holding them; list a longer string",
+            )
+        listed.append(text)
+    return listed

@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 
 from grandbo.memory.domain.content import missing_content
 from grandbo.memory.domain.fusion import FUSION
+from grandbo.memory.domain.redaction_receipt import RedactionReceipt
 from grandbo.text.rules import MAX_SERVICE_CHARS, SERVICE_NAME_PATTERN, reject_unsafe_text
 
 # an incident's id, wherever it is stored: on an entry, a verdict, a retrieval
@@ -310,6 +311,8 @@ class RedactionOutcome(BaseModel):
     entries: list[UUID]
     removed: list[RemovedPayload]
     recurrences: RecurrencesRehomed | None = None
+    # where the text and its spellings were searched, found, removed, left (issue 52)
+    receipt: RedactionReceipt | None = None
     # the text is gone from every read at once; its bytes stay in the table files until
     # they are rewritten (`grandbo rewrite-redacted`, grandbo.memory.repository.table_rewrite)
     rewrite_pending: bool = True

@@ -15,6 +15,7 @@ from grandbo.memory.repository.embeddings import EmbeddingStore, EntryForEmbeddi
 from grandbo.memory.repository.incident_services import IncidentServiceReads
 from grandbo.memory.repository.lake import LakeStore
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1
+from grandbo.memory.repository.log_spellings import LogSpellings
 from grandbo.memory.repository.postings import TitleTagBackfill
 from grandbo.memory.repository.purge import OrganizationPurge
 from grandbo.memory.repository.query_rate import QueryRate
@@ -55,6 +56,7 @@ class MemoryRepository(
     CurationReads,
     IncidentServiceReads,
     RetrievalLog,
+    LogSpellings,
     QueryRate,
 ):
     """All reads and writes of memory entries, events, tag statistics and embeddings."""

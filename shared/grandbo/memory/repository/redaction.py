@@ -11,7 +11,7 @@ SHA-256 of every payload removed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -31,14 +31,22 @@ from grandbo.memory.domain.models import (
     WriteContext,
 )
 from grandbo.memory.domain.redacted_text import text_digest
+from grandbo.memory.domain.redaction_receipt import RedactionReceipt
 from grandbo.memory.repository.entries import ENTRY_BY_ID_FOR_UPDATE, SELECT_ENTRIES
+from grandbo.memory.repository.log_scrub import (
+    Reach,
+    issue_receipt,
+    keep_digests,
+    read_receipt,
+    scrub_log,
+    scrub_notes,
+)
 from grandbo.memory.repository.postings import unpost_tags
 from grandbo.memory.repository.recurrences import (
     DERIVE_RECURRENCES,
     RecurrenceReads,
     _derived,
 )
-from grandbo.memory.repository.retrievals import scrub_quotes
 from grandbo.storage.tenant_scope import Cursor, TenantLock
 
 _TOMBSTONE = (
@@ -75,6 +83,7 @@ class RedactionWrites(RecurrenceReads):
         *,
         keep_recurrences: bool = False,
         forget_incidents: ForgetIncidents | None = None,
+        also: Sequence[str] = (),
     ) -> RedactionOutcome:
         """Remove the entry's text (and, unless `keep_recurrences`, that of the entries
         merged into it; kept, they resurface first) for good. A retry with the same key
@@ -82,7 +91,9 @@ class RedactionWrites(RecurrenceReads):
         is EntryRedactedError. The incident ids they named go to `forget_incidents` in
         the same transaction, with the question which of them events still name (asked
         under the incidents' locks): the learned graph keys its nodes of them by their
-        digest."""
+        digest. `also`: strings the person redacting lists besides the text (a short code,
+        a passphrase), removed from the log and the notes in every spelling too. Ends
+        with the redaction's receipt (`grandbo.memory.repository.log_scrub`)."""
         with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
             cur.execute(ENTRY_BY_ID_FOR_UPDATE, (tenant_id, entry_id))
             row = cur.fetchone()
@@ -93,7 +104,11 @@ class RedactionWrites(RecurrenceReads):
                 earlier, key = self._tombstone(cur, tenant_id, current)
                 if key == context.idempotency_key:
                     return RedactionOutcome(
-                        tombstone=earlier, applied=False, entries=[entry_id], removed=[]
+                        tombstone=earlier,
+                        applied=False,
+                        entries=[entry_id],
+                        removed=[],
+                        receipt=read_receipt(cur, tenant_id, entry_id),
                     )
                 raise EntryRedactedError(entry_id, earlier.model_dump(mode="json"))
             rehomed = None
@@ -164,16 +179,24 @@ class RedactionWrites(RecurrenceReads):
                 (tenant_id, ids),
             )
             named = sorted({t.incident_id for t in targets if t.incident_id is not None})
-            # the retrieval log: the questions quoting the text, and the incidents' ids no
-            # event names any more (issue 44)
-            scrub_quotes(
-                cur,
-                tenant_id,
-                ids,
-                named,
-                sorted(set(named) - _still_named(cur, tenant_id, named)) if named else [],
-                quotes_of(said),
-            )
+            # the retrieval log: the questions quoting the text in any spelling, and the
+            # incidents' ids no event names any more (issues 44, 52); verdicts' notes
+            quotes = quotes_of(said, also)
+            places = [
+                Reach("entries (title, summary, tags, incident id, vector)", len(ids), len(ids), 0),
+                Reach("entry events (payloads, actors, keys)", len(removed), len(removed), 0),
+                *scrub_log(
+                    cur,
+                    tenant_id,
+                    ids,
+                    named,
+                    sorted(set(named) - _still_named(cur, tenant_id, named)) if named else [],
+                    quotes,
+                ),
+                scrub_notes(cur, tenant_id, quotes),
+            ]
+            spelt = keep_digests(cur, tenant_id, entry_id, quotes)
+            issue_receipt(cur, tenant_id, entry_id, context.actor, spelt, places)
             if named and forget_incidents is not None:
                 # last, so the incidents' locks it takes are waited for holding nothing
                 # another write of them could want
@@ -185,6 +208,7 @@ class RedactionWrites(RecurrenceReads):
                 entries=ids,
                 removed=removed,
                 recurrences=rehomed,
+                receipt=read_receipt(cur, tenant_id, entry_id),
             )
 
     @staticmethod
@@ -222,6 +246,11 @@ class RedactionWrites(RecurrenceReads):
             )
             row = cur.fetchone()
             return 0 if row is None else int(row["n"])
+
+    def redaction_receipt(self, tenant_id: str, entry_id: UUID) -> RedactionReceipt | None:
+        """The receipt of the entry's redaction, if it has one (issue 52)."""
+        with self._tenant_scope(tenant_id) as cur:
+            return read_receipt(cur, tenant_id, entry_id)
 
     def tombstone(self, tenant_id: str, entry_id: UUID) -> Tombstone | None:
         """The entry's tombstone if it was redacted, else None."""

@@ -12,7 +12,7 @@ import psycopg
 from psycopg import sql
 
 from grandbo.errors import StoreUnavailableError
-from grandbo.memory.domain.log_quotes import REMOVED, Quotes, without_quotes
+from grandbo.memory.domain.log_quotes import REMOVED
 from grandbo.memory.domain.models import DEFAULT_EPISODIC_TTL_DAYS
 from grandbo.memory.domain.retrieval_log import (
     RECENT_QUESTIONS,
@@ -29,8 +29,9 @@ from grandbo.memory.domain.retrieval_log import (
     RetrievalRecord,
     VerdictRemoval,
 )
-from grandbo.storage.tenant_scope import Cursor, TenantScopedRepository
+from grandbo.storage.tenant_scope import TenantScopedRepository
 from grandbo.tenancy import require_tenant
+from grandbo.text.spelling import spellings
 
 _ROWS = (
     "SELECT retrieval_id, at, caller, incident_id, topic, hits, latency_ms, no_precedent"
@@ -57,8 +58,10 @@ _UNSCRUBBED = (
 _COUNT_UNSCRUBBED = sql.SQL("SELECT count(*) AS n FROM org_memory_retrievals r{}").format(
     sql.SQL(_UNSCRUBBED)
 )
+# (the incident id too: the platform's ids can carry words)
 _BLANK_UNSCRUBBED = sql.SQL(
-    "UPDATE org_memory_retrievals r SET topic = %s, scrubbed = true{}"
+    "UPDATE org_memory_retrievals r SET topic = %s, incident_id = NULL, scrubbed = true{}"
+    " RETURNING r.retrieval_id"
 ).format(sql.SQL(_UNSCRUBBED))
 
 
@@ -69,6 +72,15 @@ _DAYS = (
 )
 _DAYS_LOGGED = _DAYS.format(unlogged="unlogged")
 _DAYS_LOGGED_BEFORE_0038 = _DAYS.format(unlogged="0")
+
+
+# the log's write, newest first: 0040's (the question's spellings), 0034's (the day's
+# bound), 0032's
+_LOG_STATEMENTS = [
+    (10, "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s)"),
+    (9, "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"),
+    (8, "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s)"),
+]
 
 
 class RetrievalLog(TenantScopedRepository):
@@ -92,23 +104,22 @@ class RetrievalLog(TenantScopedRepository):
                 r.latency_ms,
                 r.no_precedent,
                 RETRIEVAL_ROWS_PER_DAY,
+                # what the redactions search, and check the question against (0040)
+                spellings(r.topic, r.incident_id),
             )
             for r in records
         ]
         try:
             with self._conn.cursor() as cur:
-                try:
-                    cur.executemany(
-                        "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)",
-                        rows,
-                    )
-                except psycopg.errors.UndefinedFunction:
-                    # a database before migration 0034 (code deployed ahead of it): 0032's
-                    # function, with no day's bound, keeps the log written
-                    cur.executemany(
-                        "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s)",
-                        [row[:-1] for row in rows],
-                    )
+                for arity, statement in _LOG_STATEMENTS:
+                    # a database before migration 0040 (0034): code deployed ahead of it
+                    # writes with the function that database has
+                    try:
+                        cur.executemany(statement, [row[:arity] for row in rows])
+                        break
+                    except psycopg.errors.UndefinedFunction:
+                        if arity == _LOG_STATEMENTS[-1][0]:
+                            raise
         except psycopg.OperationalError as exc:
             self._discard_unless_idle()
             raise StoreUnavailableError(str(exc)) from exc
@@ -312,7 +323,14 @@ class RetrievalLog(TenantScopedRepository):
         they may quote is gone, so no finer cut can be made); how many."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(_BLANK_UNSCRUBBED, (REMOVED, tenant_id))
-            return cur.rowcount
+            blanked = [row["retrieval_id"] for row in cur.fetchall()]
+            if blanked:
+                cur.execute(
+                    "UPDATE org_memory_retrieval_spellings SET spelled = %s, full_rules = true"
+                    " WHERE tenant_id = %s AND retrieval_id = ANY(%s::uuid[])",
+                    (spellings(REMOVED), tenant_id, blanked),
+                )
+            return len(blanked)
 
     def forget_retrievals(self, tenant_id: str) -> int:
         """Delete the organization's retrievals past its retention; how many."""
@@ -345,82 +363,3 @@ class RetrievalLog(TenantScopedRepository):
                 " ON CONFLICT (tenant_id) DO UPDATE SET retrieval_days = excluded.retrieval_days",
                 (tenant_id, DEFAULT_EPISODIC_TTL_DAYS, days),
             )
-
-
-def _like(token: str) -> str:
-    """A LIKE pattern matching `token` anywhere, its own wildcards escaped."""
-    escaped = token.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def scrub_quotes(
-    cur: Cursor,
-    tenant_id: str,
-    entry_ids: Sequence[UUID],
-    incidents: Sequence[str],
-    forgotten: Sequence[str],
-    quotes: Quotes,
-) -> int:
-    """On a redaction's transaction: every logged question of the tenant that quotes the
-    removed text (`grandbo.memory.domain.log_quotes`) rewritten without it, and marked scrubbed
-    with every row tied to the redacted entries (an answer that served one, or asked under
-    their `incidents`); the ids of the `forgotten` incidents (no event names them any
-    more) taken off their rows. How many rows were rewritten. Nothing on a schema before
-    migration 0034 (code deployed ahead of it): the audit finds those rows once it runs."""
-    cur.execute(
-        "SELECT EXISTS (SELECT 1 FROM information_schema.columns"
-        " WHERE table_name = 'org_memory_retrievals' AND column_name = 'scrubbed') AS ready"
-    )
-    ready = cur.fetchone()
-    if ready is None or not ready["ready"]:
-        return 0
-    # each reach through an index of its own (a UNION: an OR across columns, or an ANY,
-    # scans every question): served by (GIN on hits), asked under (the incident index),
-    # holding a telling token (0035's trigram index: an ILIKE each)
-    tokens = {f"token{n}": _like(t) for n, t in enumerate(sorted(quotes.tokens))}
-    served = {f"served{n}": json.dumps([{"entry_id": str(i)}]) for n, i in enumerate(entry_ids)}
-
-    def reach(condition: sql.Composable, *, tied: bool) -> sql.Composed:
-        return sql.SQL(
-            "SELECT retrieval_id, {} AS tied FROM org_memory_retrievals"
-            " WHERE tenant_id = %(tenant)s AND {}"
-        ).format(sql.Literal(tied), condition)
-
-    reaches = [
-        *(
-            reach(sql.SQL("hits @> {}::jsonb").format(sql.Placeholder(name)), tied=True)
-            for name in served
-        ),
-        reach(sql.SQL("incident_id = ANY(%(incidents)s)"), tied=True),
-        *(
-            reach(sql.SQL("topic ILIKE {}").format(sql.Placeholder(name)), tied=False)
-            for name in tokens
-        ),
-    ]
-    cur.execute(
-        sql.SQL(
-            "SELECT r.retrieval_id, r.topic, bool_or(found.tied) AS tied"
-            " FROM ({reaches}) found JOIN org_memory_retrievals r"
-            "   ON r.tenant_id = %(tenant)s AND r.retrieval_id = found.retrieval_id"
-            " GROUP BY r.retrieval_id, r.topic"
-        ).format(reaches=sql.SQL(" UNION ALL ").join(reaches)),
-        {"tenant": tenant_id, "incidents": list(incidents), **served, **tokens},
-    )
-    rows = cur.fetchall()
-    rewritten = 0
-    for row in rows:
-        topic = without_quotes(row["topic"], quotes, tied=row["tied"])
-        rewritten += topic != row["topic"]
-        if topic != row["topic"] or row["tied"]:
-            cur.execute(
-                "UPDATE org_memory_retrievals SET topic = %s, scrubbed = true"
-                " WHERE tenant_id = %s AND retrieval_id = %s",
-                (topic, tenant_id, row["retrieval_id"]),
-            )
-    if forgotten:
-        cur.execute(
-            "UPDATE org_memory_retrievals SET incident_id = NULL, scrubbed = true"
-            " WHERE tenant_id = %s AND incident_id = ANY(%s)",
-            (tenant_id, list(forgotten)),
-        )
-    return rewritten

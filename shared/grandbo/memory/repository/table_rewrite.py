@@ -31,8 +31,14 @@ from grandbo.storage.connections import connect
 
 # migration 0016: entries are hash-partitioned by organization into this many partitions
 ENTRY_PARTITIONS = 16
-# rewritten whole (VACUUM FULL): their dead versions kept the removed words
-SHARED_TABLES = ("org_memory_tag_postings", "org_memory_tag_stats")
+# rewritten whole (VACUUM FULL): their dead versions kept the removed words; the retrieval
+# log's questions and their spellings too, scrubbed and removed ones (issue 52)
+SHARED_TABLES = (
+    "org_memory_tag_postings",
+    "org_memory_tag_stats",
+    "org_memory_retrievals",
+    "org_memory_retrieval_spellings",
+)
 # pruned in place (VACUUM): the rewritten payloads' old versions
 PRUNED_TABLES = ("org_memory_events",)
 
@@ -92,7 +98,7 @@ def _entries_partition(cur: _Cursor, tenant_id: str) -> str:
 def plan_rewrite(admin_url: str, tenant_id: str | None = None) -> RewritePlan:
     """The tables a rewrite after a redaction goes over: the organization's entries
     partition (all of them without `tenant_id`), the postings and tag statistics, the
-    event log (pruned)."""
+    retrieval log and its spellings, the event log (pruned)."""
     with connect(admin_url) as conn, conn.cursor() as cur:
         if tenant_id is None:
             entries = [f"org_memory_entries_p{n:02d}" for n in range(ENTRY_PARTITIONS)]
