@@ -26,7 +26,12 @@ from grandbo.commands import retrievals as retrievals_command
 from grandbo.commands import serve as serve_command
 from grandbo.commands import smoke as smoke_command
 from grandbo.commands import topology as topology_command
-from grandbo.commands.common import keyring_path, require_named_organization, settings_from
+from grandbo.commands.common import (
+    keyring_path,
+    require_named_organization,
+    require_store,
+    settings_from,
+)
 from grandbo.commands.entries import default_actor
 from grandbo.errors import GrandboError, InvalidInputError, invalid_input_from
 from grandbo.local.bootstrap import open_service
@@ -36,11 +41,76 @@ from grandbo.memory.service import MemoryService
 __all__ = ["build_parser", "default_actor", "main"]
 
 
+# `grandbo --help` lists the commands in these groups (a test checks each is in one)
+COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
+    "ask memory": ("query", "retrievals", "mcp", "eval"),
+    "write": ("add", "correct", "retire", "topology", "import"),
+    "curate": ("console", "audit", "calibrate", "people"),
+    "run and operate": (
+        "serve",
+        "serving",
+        "demo",
+        "migrate",
+        "embed-pending",
+        "index",
+        "rebuild",
+        "export",
+        "token",
+        "sign",
+        "smoke",
+        "openapi",
+    ),
+    "dangerous (remove for good; each asks first)": (
+        "redact",
+        "rewrite-redacted",
+        "purge-organization",
+    ),
+}
+# commands that only read a store: where there is none they say where they looked,
+# and make none
+READ_ONLY_COMMANDS = frozenset({"query", "retrievals", "export", "audit", "calibrate"})
+
+
+class _GroupedHelp(argparse.RawDescriptionHelpFormatter):
+    """The commands listed by COMMAND_GROUPS in the epilog, not in one unsorted list."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if isinstance(action, argparse._SubParsersAction):
+            return ""
+        return super()._format_action(action)
+
+
+def _grouped(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> str:
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    lines = ["commands:"]
+    for group, names in COMMAND_GROUPS.items():
+        lines.append(f"  {group}:")
+        lines += [f"    {name:<20} {helps.get(name, '')}" for name in names]
+    lines.append("\n`grandbo COMMAND --help` says more of each.")
+    return "\n".join(lines)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"grandbo {version('grandbo')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "grandbo (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Every command, registered by its module under `grandbo.commands` (in the order
-    `grandbo --help` lists them)."""
-    parser = argparse.ArgumentParser(prog="grandbo", description=__doc__)
-    parser.add_argument("--data-dir", help="embedded PostgreSQL location (default .grandbo)")
+    """Every command, registered by its module under `grandbo.commands`, listed by
+    `grandbo --help` in COMMAND_GROUPS."""
+    parser = argparse.ArgumentParser(
+        prog="grandbo", description=__doc__, formatter_class=_GroupedHelp
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument(
+        "--data-dir",
+        help="the local store's directory (default: GRANDBO_DATA_DIR, else the nearest "
+        "`.grandbo` holding a store in this directory or above, else ./.grandbo)",
+    )
     parser.add_argument(
         "--provider",
         choices=["local", "titan", "fake"],
@@ -49,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log more, and show a failure's trace"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     maintenance_command.add_migrate_parser(sub)
     writer = entries_command.add_parsers(sub)
     redaction_command.add_parsers(sub, writer)
@@ -76,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     maintenance_command.add_index_parser(sub)
     keys_command.add_parsers(sub)
     evaluation_command.add_parser(sub)
+    parser.epilog = _grouped(sub)
     return parser
 
 
@@ -155,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
+        if args.command in READ_ONLY_COMMANDS:
+            require_store(settings_from(args))
         if args.command in _STANDALONE_COMMANDS:
             return _STANDALONE_COMMANDS[args.command](args)
         settings = settings_from(args)

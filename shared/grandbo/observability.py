@@ -10,8 +10,11 @@ wait, trace Bedrock, SQS and Secrets Manager calls through the SDK.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -20,6 +23,8 @@ SERVICE = "grandbo"
 NAMESPACE = "Grandbo"
 XRAY_SDK_ENV = "GRANDBO_XRAY_SDK"
 STAGE_ENV = "GRANDBO_STAGE"
+# where the local runner's log lines and metrics go (`to_local_file`)
+LOCAL_OUTPUT_ENV = "GRANDBO_LOCAL_OUTPUT"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -75,16 +80,34 @@ def bind_request_keys(**keys: str) -> None:
 
 
 def count_entries_created(origin: str, count: int) -> None:
-    """`EntriesCreated` with an `origin` dimension (incident / admin / correction)."""
+    """`EntriesCreated` with an `origin` dimension (incident / admin / correction): in
+    Lambda an EMF line on stdout; locally in the runner's file (`to_local_file`), or
+    nothing where metrics are disabled (powertools' `single_metric` prints even then)."""
     if count <= 0:
         return
-    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+    from aws_lambda_powertools.metrics import MetricUnit
+    from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+        AmazonCloudWatchEMFProvider,
+    )
 
-    with single_metric(
-        name="EntriesCreated",
-        unit=MetricUnit.Count,
-        value=count,
-        namespace=NAMESPACE,
-        default_dimensions=metric_dimensions(os.environ.get(STAGE_ENV, "local")),
-    ) as metric:
-        metric.add_dimension(name="origin", value=origin)
+    metric = AmazonCloudWatchEMFProvider(namespace=NAMESPACE)
+    metric.add_metric(name="EntriesCreated", unit=MetricUnit.Count, value=count)
+    for name, value in metric_dimensions(os.environ.get(STAGE_ENV, "local")).items():
+        metric.add_dimension(name=name, value=value)
+    metric.add_dimension(name="origin", value=origin)
+    line = json.dumps(metric.serialize_metric_set(), separators=(",", ":"))
+    local = os.environ.get(LOCAL_OUTPUT_ENV)
+    if local:
+        with open(local, "a", encoding="utf-8") as sink:
+            sink.write(line + "\n")
+    elif os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() != "true":
+        print(line, flush=True)
+
+
+def to_local_file(path: Path) -> None:
+    """The local runner's structured log lines and metrics appended to `path` instead of
+    its terminal (which shows what a person needs; `--verbose` keeps them there)."""
+    os.environ[LOCAL_OUTPUT_ENV] = str(path)
+    handler = logger.registered_handler
+    if isinstance(handler, logging.StreamHandler):
+        handler.setStream(path.open("a", encoding="utf-8"))

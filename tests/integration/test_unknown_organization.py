@@ -119,7 +119,7 @@ def _commands(store: Store, tenant: str) -> dict[str, list[str]]:
     }
 
 
-CREATES = {"add", "import", "people add"}
+CREATES = {"add", "import", "people add", "topology load"}
 COMMANDS = sorted(_commands(Store(Path(), Path()), TYPO))
 
 
@@ -219,3 +219,40 @@ def test_create_tenant_makes_one_and_then_every_command_knows_it(
         capsys.readouterr()
     assert store_organizations(on_store.settings) == {"demo"}
     assert keyring_organizations(on_store.keyring) == {"demo"}
+
+
+def test_a_teams_first_act_may_be_loading_its_topology_and_it_says_so_in_words(
+    on_store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    batch = tmp_path / "topology.json"
+    batch.write_text(
+        '{"nodes": [{"node_type": "Service", "external_id": "api"},'
+        ' {"node_type": "Service", "external_id": "db"}],'
+        ' "edges": [{"source": {"node_type": "Service", "external_id": "api"},'
+        ' "edge_type": "DEPENDS_ON", "target": {"node_type": "Service", "external_id": "db"}}]}'
+    )
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    args = ["topology", "load", str(batch), "--tenant", team, "--create-tenant"]
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"topology of {team} loaded from {batch}: ")
+    assert "{" not in said  # sentences, not JSON
+    assert main([*args, "--json"]) == 0
+    assert capsys.readouterr().out.lstrip().startswith("{")
+    assert _rows_of(on_store, team)["topology_nodes"] == 2
+
+
+def test_a_sign_in_link_to_the_default_address_says_no_runner_serves(
+    on_store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    email = f"ana-{uuid.uuid4().hex[:6]}@example.com"
+    assert main(["people", "add", email, "--tenant", "demo", "--role", "viewer"]) == 0
+    out, err = capsys.readouterr()
+    assert "/login?token=" in out
+    assert "no runner serves" in err
+    assert "--console" in err
+    given = ["people", "link", email, "--tenant", "demo", "--console", "http://c.example:1"]
+    assert main(given) == 0
+    out, err = capsys.readouterr()
+    assert "http://c.example:1/login?token=" in out
+    assert "no runner serves" not in err

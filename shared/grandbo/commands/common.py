@@ -5,23 +5,58 @@ say it may be made: `grandbo.local.organizations`), a query result printed for a
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from grandbo.errors import GrandboError
 from grandbo.local.organizations import CREATE_TENANT, require_organization
-from grandbo.local.settings import Settings
+from grandbo.local.settings import DEFAULT_DATA_DIR, Settings
 from grandbo.memory.domain.models import MemoryQueryResult
 from grandbo.text.rules import one_line, quoted
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings from the environment and the command line. The data directory, one
+    rule (issue 53): `--data-dir`, else GRANDBO_DATA_DIR, else the nearest `.grandbo` with
+    a store in it in the working directory or above, else `./.grandbo`; made absolute."""
     settings = Settings.from_env()
     updates: dict[str, object] = {}
     if getattr(args, "provider", None):
         updates["provider"] = args.provider
     if getattr(args, "data_dir", None):
         updates["data_dir"] = Path(args.data_dir)
-    return settings.model_copy(update=updates)
+    elif not os.environ.get("GRANDBO_DATA_DIR"):
+        updates["data_dir"] = nearest_data_dir(Path.cwd())
+    chosen = settings.model_copy(update=updates)
+    return chosen.model_copy(update={"data_dir": chosen.data_dir.expanduser().absolute()})
+
+
+def nearest_data_dir(start: Path) -> Path:
+    """The nearest `.grandbo` holding a store, from `start` up to the root; else
+    `start/.grandbo` (where a first `grandbo serve` makes one)."""
+    for folder in (start, *start.parents):
+        candidate = folder / DEFAULT_DATA_DIR
+        if has_store(candidate):
+            return candidate
+    return start / DEFAULT_DATA_DIR
+
+
+def require_store(settings: Settings) -> None:
+    """A command that only reads: GrandboError naming the directory when there is no
+    store to read (none is made for it)."""
+    if settings.database_url or has_store(settings.data_dir):
+        return
+    raise GrandboError(
+        f"no store in {settings.data_dir} (looked for the nearest .grandbo from "
+        f"{Path.cwd()} up): start one with `make run` or `grandbo serve` there, or say "
+        "where it is with --data-dir or GRANDBO_DATA_DIR"
+    )
+
+
+def has_store(data_dir: Path) -> bool:
+    """Whether `data_dir` holds an embedded store (its server's data, whole)."""
+    return (data_dir / "pgdata" / "PG_VERSION").exists()
 
 
 def keyring_path(settings: Settings) -> Path:

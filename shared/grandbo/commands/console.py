@@ -42,7 +42,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     console = sub.add_parser(
         "console", help="the curation console in a browser, over the signed admin API"
     )
-    console.add_argument("--tenant", default=DEMO_TENANT, help="the organization (local mode)")
+    console.add_argument(
+        "--tenant", default=DEMO_TENANT, help="the organization (local mode; default: demo)"
+    )
     console.add_argument("--url", help="a deployed API's base URL (https://.../<stage>)")
     console.add_argument("--key-file", help=f"the admin key as JSON (else ${ADMIN_KEY_ENV})")
     console.add_argument("--key-id", help="the key's id, when the file is a keyring")

@@ -38,7 +38,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Wri
 
     def writer(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+        p.add_argument("--tenant", default=DEMO_TENANT, help="the organization (default: demo)")
         p.add_argument(
             "--actor",
             default=default_actor(),

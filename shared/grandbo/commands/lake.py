@@ -41,7 +41,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(counts per event type, first and last event time, SHA-256 of the event lines, "
         "a hash chain). Vectors are not exported: the target's model makes them again.",
     )
-    export.add_argument("--tenant", default=DEMO_TENANT, help="the organization to export")
+    export.add_argument(
+        "--tenant", default=DEMO_TENANT, help="the organization to export (default: demo)"
+    )
     export.add_argument("-o", "--output", help="file to write (default: standard output)")
     _remote_arguments(export, "read the lake from")
 

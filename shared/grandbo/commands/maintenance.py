@@ -27,7 +27,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     embed.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     rebuild = sub.add_parser("rebuild", help="rebuild the projection from the events")
-    rebuild.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+    rebuild.add_argument("--tenant", default=DEMO_TENANT, help="the organization (default: demo)")
     rebuild.add_argument("--verify", action="store_true", help="verify after rebuilding")
     rebuild.add_argument(
         "--verify-only",

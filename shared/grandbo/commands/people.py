@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from grandbo.api import people_keyring as local_people
 from grandbo.api.auth import SigningKey
@@ -18,7 +19,7 @@ from grandbo.commands.common import (
     settings_from,
 )
 from grandbo.local.demo import DEMO_TENANT
-from grandbo.local.serving import CONSOLE_URL, console_url
+from grandbo.local.serving import CONSOLE_URL, console_url, default_note
 
 DEFAULT_CONSOLE = CONSOLE_URL
 
@@ -48,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         p = actions.add_parser(name, help=help_text)
         if email:
             p.add_argument("email", help="the person's e-mail address")
-        p.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+        p.add_argument("--tenant", default=DEMO_TENANT, help="the organization (default: demo)")
         return p
 
     def with_link(p: argparse.ArgumentParser) -> None:
@@ -78,8 +79,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _link(args: argparse.Namespace, key: SigningKey) -> str:
+    """A sign-in link to the console (a credential for `--days`): where no runner serves
+    and none was named, it points at the default address, and says so on stderr."""
     token = mint_sign_in_token(key, days=args.days)
-    console = console_url(settings_from(args).data_dir, args.console)
+    data_dir = settings_from(args).data_dir
+    console = console_url(data_dir, args.console)
+    note = default_note(data_dir, args.console)
+    if note:
+        print(
+            f"grandbo people: {note} ({console}); start the console there, or name it "
+            "with --console",
+            file=sys.stderr,
+        )
     return f"{console.rstrip('/')}/login?token={token}"
 
 

@@ -13,7 +13,7 @@ from grandbo.memory.service import MemoryService
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     query = sub.add_parser("query", help="query_org_memory: have we seen this before?")
     query.add_argument("topic", help="a sentence: symptom, suspected mechanism and component")
-    query.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+    query.add_argument("--tenant", default=DEMO_TENANT, help="the organization (default: demo)")
     query.add_argument("--limit", type=int, default=5, help="at most this many hits (1-20)")
     query.add_argument("--service", help="only lessons about this service (or its scope)")
     query.add_argument(

@@ -76,6 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
 
     settings = settings_from(args)
+    runner_log = settings.data_dir / "runner.log"
     if ":" in args.host:
         print(
             "grandbo serve: --host takes an IPv4 address or name (the local runner "
@@ -109,6 +110,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if serving.port_in_use(host, port):
             print(serving.busy_port_message(host, port, what, settings.data_dir), file=sys.stderr)
             return 2
+    if not args.verbose:  # the terminal shows what a person needs; the rest goes here
+        from grandbo.observability import to_local_file
+
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        to_local_file(runner_log)
     urls = resolve_urls(settings)
     migrate(urls.admin)
     keyring = local_keyring(keyring_path(settings), DEMO_TENANT)
@@ -214,6 +220,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(
         f"""
 Grandbo is serving on {base} (Ctrl-C to stop). Keys: {keyring_path(settings)}
+{"" if args.verbose else f"Log lines and metrics: {runner_log} (--verbose shows them here)"}
 
 Query (Beacon's tool; the token is bound to tenant '{DEMO_TENANT}', valid 24 h):
   curl -s {base}/v1/memory/query -H 'Content-Type: application/json' \\

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from grandbo.api.request_body import BodyProblem, parse_json_object
+from grandbo.commands.common import add_create_tenant
 from grandbo.errors import InvalidInputError
 from grandbo.local.demo import DEMO_TENANT
 from grandbo.memory.service import MemoryService
@@ -25,6 +26,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="the batch is the whole namespace: invalidate what it lacks",
     )
+    load.add_argument("--json", action="store_true", help="print the counts as JSON")
+    add_create_tenant(load, "a team's first act may be loading its topology")
     for name in ("blast-radius", "criticality"):
         read = topo_sub.add_parser(name)
         read.add_argument("--type", default="Service", help="the node's type")
@@ -38,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         )
         if name == "blast-radius":
             read.add_argument("--hops", type=int, default=3, help="how far to walk")
-    topo.add_argument("--tenant", default=DEMO_TENANT, help="the organization")
+    topo.add_argument("--tenant", default=DEMO_TENANT, help="the organization (default: demo)")
     for p in topo_sub.choices.values():
         # before or after the subcommand: a default here would undo one given before it
         p.add_argument("--tenant", default=argparse.SUPPRESS, help="the organization")
@@ -63,7 +66,12 @@ def cmd_topology(args: argparse.Namespace, service: MemoryService) -> int:
     assert isinstance(topology, TopologyService)
     if args.topology_command == "load":
         batch = _json_file(Path(args.file))
-        print(json.dumps(topology.record(args.tenant, batch, sync=args.sync)))
+        counts = topology.record(args.tenant, batch, sync=args.sync)
+        if args.json:
+            print(json.dumps(counts))
+        else:
+            said = ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in counts.items())
+            print(f"topology of {args.tenant} loaded from {args.file}: {said or 'nothing'}")
     elif args.topology_command == "blast-radius":
         radius = topology.blast_radius(
             args.tenant,

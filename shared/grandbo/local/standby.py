@@ -16,11 +16,8 @@ import time
 import warnings
 from pathlib import Path
 
-from grandbo.local.postgres import start_embedded_postgres
+from grandbo.local.postgres import SERVER_USER, start_embedded_postgres
 from grandbo.storage.connections import connect
-
-# the embedded wheel's own user when it runs as root (embedded_postgres.postgres_server)
-_SYSTEM_USER = "embedded_postgres"
 
 
 def start_standby(primary_url: str, data_dir: Path, *, timeout_s: float = 120.0) -> str:
@@ -33,7 +30,7 @@ def start_standby(primary_url: str, data_dir: Path, *, timeout_s: float = 120.0)
     pgdata = (data_dir / "pgdata").resolve()
     if not (pgdata / "PG_VERSION").exists():
         pgdata.parent.mkdir(parents=True, exist_ok=True)
-        user = _SYSTEM_USER if os.geteuid() == 0 else None
+        user = SERVER_USER if os.geteuid() == 0 else None
         if user is not None:  # the server's user writes the copy
             owner = pwd.getpwnam(user)
             os.chown(pgdata.parent, owner.pw_uid, owner.pw_gid)

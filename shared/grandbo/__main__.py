@@ -1,0 +1,7 @@
+"""`python -m grandbo`: the `grandbo` command."""
+
+import sys
+
+from grandbo.entry import main
+
+sys.exit(main())
