@@ -226,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
-        if args.command in READ_ONLY_COMMANDS:
+        # (a command told to read a runner or a stack over --url reads no store here)
+        if args.command in READ_ONLY_COMMANDS and not getattr(args, "url", None):
             require_store(settings_from(args))
         if args.command in _STANDALONE_COMMANDS:
             return _STANDALONE_COMMANDS[args.command](args)

@@ -14,6 +14,22 @@ def main() -> int:
         return run()
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a Ctrl-C inside an import surfaces as its error (pydantic's)
+        if _interrupted(exc):
+            return 130
+        raise
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among `exc`'s causes or contexts."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 if __name__ == "__main__":

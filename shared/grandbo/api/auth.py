@@ -379,6 +379,7 @@ def verify_purge_confirmation(
 UNDIGESTED_TABLES = frozenset(
     {
         "org_memory_retrievals",
+        "org_memory_retrieval_spellings",  # one per logged question (0040)
         "org_memory_retrieval_days",
         "org_memory_retrieval_caller_days",
         "org_memory_query_minutes",

@@ -102,7 +102,7 @@ CREATE TABLE org_memory_spelling_salts (
 );
 CREATE TABLE org_memory_redacted_spellings (
     tenant_id  text NOT NULL,
-    length     integer NOT NULL CHECK (length BETWEEN 4 AND 8000),
+    length     integer NOT NULL CHECK (length BETWEEN 4 AND 2000),
     digest     bytea NOT NULL CHECK (length(digest) = 32),
     entry_id   uuid NOT NULL,  -- the redaction that removed it
     PRIMARY KEY (tenant_id, length, digest, entry_id)
@@ -124,21 +124,42 @@ GRANT SELECT, INSERT, DELETE ON org_memory_spelling_salts, org_memory_redacted_s
 
 -- Whether any window of `p_spelled` is a spelling the organization redacted: one digest
 -- per window and length, each looked up by equality (leakproof: the primary key serves it
--- under the policy). False at once for an organization that never redacted.
+-- under the policy). False at once for an organization that never redacted. The windows
+-- are slices of the text's characters taken once (substr() rescans a multi-byte text
+-- from its start at every window: quadratic), over its first 8,000 characters (a topic
+-- holds at most 8,000; a longer spelling is one NFKC swelled; the audit re-verifies it
+-- whole).
 CREATE FUNCTION grandbo_spells_redacted(p_tenant text, p_spelled text) RETURNS boolean
-    LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (
-        SELECT 1
-          FROM org_memory_spelling_salts salt,
-               (SELECT DISTINCT s.length FROM org_memory_redacted_spellings s
-                 WHERE s.tenant_id = p_tenant) l,
-               generate_series(1, length(p_spelled) - l.length + 1) AS i
-         WHERE salt.tenant_id = p_tenant
-           AND EXISTS (
-               SELECT 1 FROM org_memory_redacted_spellings s
-                WHERE s.tenant_id = p_tenant AND s.length = l.length
-                  AND s.digest = sha256(salt.salt
-                                        || convert_to(substr(p_spelled, i, l.length), 'UTF8'))))
+    LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_salt bytea;
+    v_chars text[];
+    v_n integer;
+    v_length integer;
+BEGIN
+    SELECT salt INTO v_salt FROM org_memory_spelling_salts WHERE tenant_id = p_tenant;
+    IF v_salt IS NULL OR p_spelled IS NULL THEN
+        RETURN false;
+    END IF;
+    v_chars := string_to_array(left(p_spelled, 8000), NULL);
+    v_n := coalesce(array_length(v_chars, 1), 0);
+    FOR v_length IN
+        SELECT DISTINCT s.length FROM org_memory_redacted_spellings s
+         WHERE s.tenant_id = p_tenant AND s.length <= v_n
+    LOOP
+        IF EXISTS (
+            SELECT 1 FROM generate_series(1, v_n - v_length + 1) AS i
+             WHERE EXISTS (
+                 SELECT 1 FROM org_memory_redacted_spellings s
+                  WHERE s.tenant_id = p_tenant AND s.length = v_length
+                    AND s.digest = sha256(v_salt || convert_to(
+                        array_to_string(v_chars[i:i + v_length - 1], ''), 'UTF8')))
+        ) THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
+END
 $$;
 GRANT EXECUTE ON FUNCTION grandbo_spells_redacted(text, text) TO grandbo_app;
 

@@ -21,6 +21,8 @@ from grandbo.memory.domain.redaction_receipt import RedactionReceipt
 from grandbo.storage.tenant_scope import Cursor
 from grandbo.text.spelling import spelling_digest, spellings
 
+MAX_DIGESTED = 2000
+
 
 @dataclass(frozen=True)
 class Reach:
@@ -183,7 +185,9 @@ def scrub_notes(cur: Cursor, tenant_id: str, quotes: Quotes) -> Reach:
 def keep_digests(cur: Cursor, tenant_id: str, entry_id: UUID, quotes: Quotes) -> int:
     """The salted digest of every spelling the redaction removed (never the spelling), so
     a question filed later that spells one is kept without its topic; how many."""
-    spelt = sorted(quotes.compact_tokens)
+    # a token longer than MAX_DIGESTED (a pasted blob) is searched for and removed, but
+    # not kept for the check on write (0040's bound on a kept spelling)
+    spelt = sorted(t for t in quotes.compact_tokens if len(t) <= MAX_DIGESTED)
     if not spelt or not _ready(cur):
         return 0
     cur.execute(
