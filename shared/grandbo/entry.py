@@ -15,21 +15,11 @@ def main() -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a Ctrl-C inside an import surfaces as its error (pydantic's)
-        if _interrupted(exc):
+        from grandbo.errors import interrupted  # here: nothing imported before the try
+
+        if interrupted(exc):
             return 130
         raise
-
-
-def _interrupted(exc: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is among `exc`'s causes or contexts."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
 
 
 if __name__ == "__main__":

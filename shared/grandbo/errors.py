@@ -198,3 +198,17 @@ class EntryRedactedError(GrandboError):
         super().__init__(f"entry {entry_id} was redacted")
         self.entry_id = entry_id
         self.tombstone = tombstone
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among `exc`'s causes or contexts: a Ctrl-C inside an
+    import re-raised as that import's own error (numpy's ImportError, pydantic's
+    SchemaError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

@@ -11,7 +11,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from grandbo.errors import EmbeddingError
+from grandbo.errors import EmbeddingError, interrupted
 
 _log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class EmbeddingProvider(ABC):
         try:
             self.warm()
         except Exception as exc:  # the caller serves on; the first query reports it too
-            if _interrupted(exc):  # a Ctrl-C inside an import (numpy's says ImportError)
+            if interrupted(exc):  # a Ctrl-C inside an import (numpy's says ImportError)
                 raise KeyboardInterrupt from exc
             _log.warning("the embedding provider did not warm: %s", exc)
             return f"{type(exc).__name__}: {exc}"
@@ -100,16 +100,3 @@ class EmbeddingProvider(ABC):
     @abstractmethod
     def _embed(self, texts: list[str]) -> Sequence[Sequence[float]]:
         """Raw vectors for `texts`, in order."""
-
-
-def _interrupted(exc: BaseException) -> bool:
-    """Whether `exc` stands for a Ctrl-C: a KeyboardInterrupt anywhere in its causes (an
-    import interrupted half-way re-raises it as ImportError: numpy does)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
