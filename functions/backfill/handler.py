@@ -43,6 +43,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     expired = runtime().service().retire_expired(tenant, limit=EXPIRED_PER_RUN)
     metrics.add_metric("EpisodicEntriesExpired", MetricUnit.Count, expired)
     titled = runtime().service().mark_title_tags(tenant, limit=TITLE_TAGS_PER_RUN)
+    # tags as written of entries from before migration 0041 (none once filled: one
+    # indexed count per tenant)
+    given = runtime().service().fill_given_tags(tenant)
     forgotten = runtime().service().forget_expired_retrievals(tenant)
     metrics.add_metric("RetrievalsForgotten", MetricUnit.Count, forgotten)
     enqueued = 0
@@ -59,6 +62,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             "jobs": enqueued,
             "expired": expired,
             "title_tags_marked": titled,
+            "given_tags_filled": given,
             "oldest_unembedded_age_s": oldest,
             "retrievals_forgotten": forgotten,
         },
@@ -67,6 +71,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         "enqueued": enqueued,
         "expired": expired,
         "title_tags_marked": titled,
+        "given_tags_filled": given,
         "retrievals_forgotten": forgotten,
         "tenant_id": tenant,
         "oldest_unembedded_age_s": oldest,

@@ -56,13 +56,20 @@ def at_distance(distance: float, axis: int = 1) -> list[float]:
 def database_at(
     database: DatabaseUrls, admin_conn: psycopg.Connection[Any], version: int
 ) -> Iterator[DatabaseUrls]:
-    """A database of its own on the test server, migrated to `version` only; dropped after."""
+    """A database of its own on the test server, migrated to `version` only; dropped after.
+
+    Today's code writes the entries' `given_tags` (migration 0041): a database at an
+    earlier version gets that column ahead (0041 adds it IF NOT EXISTS), so the tests that
+    write with today's code and then migrate still can."""
     name = f"grandbo_v{version}_{uuid.uuid4().hex[:8]}"
     admin_conn.execute(f'CREATE DATABASE "{name}"')
     params = {k: str(v) for k, v in conninfo_to_dict(database.admin).items() if v is not None}
     params["dbname"] = name
     admin = make_conninfo("", **params)
     migrate(admin, up_to=version)
+    if version < 41:
+        with psycopg.connect(admin, autocommit=True) as own:
+            own.execute("ALTER TABLE org_memory_entries ADD COLUMN IF NOT EXISTS given_tags text[]")
     try:
         yield DatabaseUrls(admin=admin, app=app_url_for(admin))
     finally:

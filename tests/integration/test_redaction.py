@@ -125,9 +125,10 @@ def test_after_a_redaction_no_byte_of_the_text_is_left_in_the_database_or_the_lo
         service.get_entry(tenant, canonical.entry_id)
     assert gone.value.tombstone["reason"] == "a credential was pasted"
     row = service.repository.get_entry(tenant, canonical.entry_id)
-    assert (row.title, row.summary, row.tags, row.status) == (
+    assert (row.title, row.summary, row.tags, row.index_tags, row.status) == (
         REDACTED_TEXT,
         REDACTED_TEXT,
+        [],
         [],
         EntryStatus.REDACTED,
     )

@@ -342,15 +342,15 @@ def test_lexical_scores_are_okapi_bm25_over_tag_sets(service: MemoryService, ten
     stored = [_add(service, tenant, title, summary) for title, summary in texts]
     topic_tags = set(tokenize(TOPIC))
     n = len(stored)
-    avgdl = sum(len(set(e.tags)) for e in stored) / n
-    df = {t: sum(t in e.tags for e in stored) for t in topic_tags}
+    avgdl = sum(len(set(e.index_tags)) for e in stored) / n
+    df = {t: sum(t in e.index_tags for e in stored) for t in topic_tags}
     idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items() if d}
     expected = {}
     for e in stored:
-        shared = topic_tags & set(e.tags)
+        shared = topic_tags & set(e.index_tags)
         titled = set(tokenize(e.title))
         if shared:
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(set(e.tags)) / avgdl)
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(set(e.index_tags)) / avgdl)
             tf = {t: TITLE_TAG_TF if t in titled else 1.0 for t in shared}
             expected[e.entry_id] = sum(
                 idf[t] * tf[t] * (BM25_K1 + 1) / (tf[t] + norm) for t in shared
@@ -365,7 +365,8 @@ def test_lexical_scores_are_okapi_bm25_over_tag_sets(service: MemoryService, ten
     for candidate in legs.lexical:  # shared tags listed rarest (heaviest) first
         weights = [idf[t] for t in candidate.shared_tags]
         assert weights == sorted(weights, reverse=True)
-        assert set(candidate.shared_tags) == topic_tags & set(legs.entries[candidate.entry_id].tags)
+        held = legs.entries[candidate.entry_id].index_tags
+        assert set(candidate.shared_tags) == topic_tags & set(held)
 
 
 def test_when_the_topic_cannot_be_embedded_the_lexical_leg_answers(

@@ -56,7 +56,7 @@ def _compare_all(repo: MemoryRepository, tenant: str, fake: FakeEmbeddingProvide
             assert left == right
 
 
-@pytest.mark.parametrize("version", [21, 22, 23])
+@pytest.mark.parametrize("version", [21, 22, 23, 40])
 def test_an_open_connection_across_the_migrations_to_the_latest(
     database: DatabaseUrls,
     admin_conn: psycopg.Connection[Any],

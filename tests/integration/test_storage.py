@@ -50,7 +50,7 @@ def test_create_writes_one_event_and_the_projection(
     assert stored.origin is Origin.INCIDENT
     assert stored.status is EntryStatus.ACTIVE
     assert stored.revision == 1
-    assert "checkout-api" in stored.tags
+    assert "checkout-api" in stored.index_tags
     assert stored.embed_rev is None  # real and citable before it has a vector
     actor = admin_conn.execute(
         "SELECT actor, event_type FROM org_memory_events WHERE tenant_id = %s", (tenant,)
@@ -90,7 +90,7 @@ def test_a_batch_applies_new_keys_once_in_order_and_reports_known_ones(
     assert outcomes[0].entry == earlier.entry
     assert outcomes[3].entry == outcomes[1].entry
     assert outcomes[1].entry.service == "dns"
-    assert "dns" in outcomes[1].entry.tags
+    assert "dns" in outcomes[1].entry.index_tags
     keys = admin_conn.execute(
         "SELECT idempotency_key FROM org_memory_events WHERE tenant_id = %s ORDER BY event_id",
         (tenant,),

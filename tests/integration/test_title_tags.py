@@ -52,7 +52,8 @@ def test_a_topic_tag_in_the_title_outranks_the_same_tag_in_the_body(
     service: MemoryService, tenant: str
 ) -> None:
     titled, body = _three(service, tenant)
-    assert set(titled.tags) == set(body.tags)  # the same tag set: only the field differs
+    # the same tag set: only the field differs
+    assert set(titled.index_tags) == set(body.index_tags)
 
     scores = _scores(service, tenant)
 

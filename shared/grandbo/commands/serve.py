@@ -157,6 +157,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # the sweeper path
     embed_queue.send(service.pending_jobs())
     service.mark_title_tags()  # postings from before migration 0014 (none on a new lake)
+    service.fill_given_tags()  # tags as written, of entries from before migration 0041
     while pump.pump_once():
         pass
     if created is None:

@@ -27,7 +27,6 @@ from grandbo.console.forms import (
     whole_number,
 )
 from grandbo.console.security import Session
-from grandbo.text.tags import given_tags
 
 # what a person types to confirm a redaction (entry.html's field asks for the same word)
 REDACT_WORD = "REDACT"
@@ -234,8 +233,6 @@ class EntryPages:
 
 
 def given_tags_of(entry: dict[str, Any]) -> list[str]:
-    """The tags an entry was given beyond its own words (a correction's form offers them
-    again, and sends what the person left in the field)."""
-    return given_tags(
-        entry["title"], entry["summary"], entry.get("service"), entry.get("tags") or []
-    )
+    """The tags an entry was given, as written (a correction's form offers them again, and
+    sends what the person left in the field)."""
+    return list(entry.get("tags") or [])

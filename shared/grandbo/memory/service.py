@@ -56,7 +56,7 @@ from grandbo.memory.vectors.embedding_jobs import tenants_of
 from grandbo.storage.tenant_scope import Cursor
 from grandbo.tenancy import require_tenant
 from grandbo.text.rules import reject_unsafe_text
-from grandbo.text.tags import given_tags, tags_for
+from grandbo.text.tags import tags_for
 
 _log = logging.getLogger(__name__)
 
@@ -270,7 +270,7 @@ class MemoryService(Recall):
             "title": current.title,
             "summary": current.summary,
             "service": current.service,
-            "tags": given_tags(current.title, current.summary, current.service, current.tags),
+            "tags": current.tags,
         }
         expected = current.revision if expected_revision is None else expected_revision
         return {**kept, **named}, expected
@@ -456,6 +456,15 @@ class MemoryService(Recall):
                         continue
                     retired += int(outcome.applied)
         return retired
+
+    def fill_given_tags(self, tenant_id: str | None = None) -> int:
+        """Give entries stored before migration 0041 their tags as written (what a replay
+        of their events spells back: `ProjectionRebuild.fill_given_tags`), of one tenant
+        or all. Returns how many entries it filled."""
+        return sum(
+            self.repository.fill_given_tags(tenant)
+            for tenant in tenants_of(self.repository, tenant_id)
+        )
 
     def mark_title_tags(self, tenant_id: str | None = None, *, limit: int | None = None) -> int:
         """Fill the title flag of postings written before migration 0014 (ranked as body

@@ -107,7 +107,25 @@ def is_tag(value: str) -> bool:
 
 
 def given_tags(title: str, summary: str, service: str | None, tags: Iterable[str]) -> list[str]:
-    """The tags an entry was given beyond its own words: what a correction that does not
-    name its tags carries over (its words' tags are derived again from the new text)."""
+    """Of an entry's index tags, those its own words do not give: what it was given beyond
+    its text, as stems (the only record of them before migration 0041 kept tags as written;
+    `spelled_back` finds their words where the lake still has them)."""
     words = set(tags_for([title, summary, service or ""]))
     return [tag for tag in tags if tag not in words]
+
+
+def written_tags(tags: Iterable[str]) -> list[str]:
+    """Tags as a person or an incident wrote them: trimmed, the empty ones and repeats
+    (the same tag in another case) left out, the first spelling kept."""
+    seen: dict[str, str] = {}
+    for tag in tags:
+        kept = tag.strip()
+        if kept:
+            seen.setdefault(_normalize(kept), kept)
+    return list(seen.values())
+
+
+def spelled_back(stems: Iterable[str], vocabulary: dict[str, str]) -> list[str]:
+    """Stems shown in a word the lake wrote them from (`vocabulary`: stem -> word, as
+    `tag_words` makes it), a stem no text holds as itself."""
+    return written_tags(vocabulary.get(stem, stem) for stem in stems)

@@ -406,11 +406,14 @@ class Curation:
             first, second = entries.get(a), entries.get(b)
             if first is None or second is None or first.never_merge or second.never_merge:
                 continue
-            words = Words.of(first.tags, first.service), Words.of(second.tags, second.service)
+            words = (
+                Words.of(first.index_tags, first.service),
+                Words.of(second.index_tags, second.service),
+            )
             if not loose.words_agree(*words):
                 continue
             if strict is not None and strict.same_lesson(
-                distance, first.tags, second.tags, first.service, second.service
+                distance, first.index_tags, second.index_tags, first.service, second.service
             ):
                 continue  # the automatic rule's: merged after embedding, collapsed meanwhile
             older, newer = sorted((first, second), key=lambda e: (e.created_at, e.entry_id))
@@ -429,8 +432,8 @@ class Curation:
                     canonical=canonical,
                     recurrence=recurrence,
                     distance=round(distance, 4),
-                    tag_overlap=round(tag_overlap(canonical.tags, recurrence.tags), 3),
-                    shared_tags=sorted(set(canonical.tags) & set(recurrence.tags)),
+                    tag_overlap=round(tag_overlap(canonical.index_tags, recurrence.index_tags), 3),
+                    shared_tags=sorted(set(canonical.index_tags) & set(recurrence.index_tags)),
                 )
             )
             if len(found) >= MAX_SUGGESTIONS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import (
@@ -16,6 +16,7 @@ from pydantic import (
     StringConstraints,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -23,6 +24,7 @@ from grandbo.memory.domain.content import missing_content
 from grandbo.memory.domain.fusion import FUSION
 from grandbo.memory.domain.redaction_receipt import RedactionReceipt
 from grandbo.text.rules import MAX_SERVICE_CHARS, SERVICE_NAME_PATTERN, reject_unsafe_text
+from grandbo.text.tags import given_tags, written_tags
 
 # an incident's id, wherever it is stored: on an entry, a verdict, a retrieval
 IncidentId = Annotated[
@@ -126,7 +128,9 @@ class EntryText(_Command):
     @field_validator("tags")
     @classmethod
     def _safe_tags(cls, value: list[str]) -> list[str]:
-        return [reject_unsafe_text(tag) for tag in value]
+        """Kept as written (trimmed, a repeat in another case left out): the lexical index
+        tokenizes them, what people read and correct is what they wrote."""
+        return written_tags(reject_unsafe_text(tag) for tag in value)
 
     @field_validator("summary")
     @classmethod
@@ -215,7 +219,12 @@ class MemoryEntry(BaseModel):
     entry_id: UUID
     title: str
     summary: str
-    tags: list[str]
+    tags: list[str] = Field(
+        description="the tags the entry was given, as they were written (its own words "
+        "are searched without being listed here)"
+    )
+    #: the lexical index's tags (stems of the text and of `tags`): matched, never shown
+    index_tags: list[str] = Field(default_factory=list, exclude=True)
     service: str | None
     origin: Origin
     status: EntryStatus
@@ -236,6 +245,20 @@ class MemoryEntry(BaseModel):
     seen_count: int = 1
     last_seen_at: datetime | None = None
     seen_in_incidents: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tags_from_before_0041(cls, data: Any) -> Any:
+        """A row not yet given its tags as written (`given_tags` NULL: stored before
+        migration 0041, until the backfill fills it) shows the stems it was given."""
+        if isinstance(data, dict) and "tags" in data and data["tags"] is None:
+            index = data.get("index_tags") or []
+            service = data.get("service")
+            return {
+                **data,
+                "tags": given_tags(data.get("title", ""), data.get("summary", ""), service, index),
+            }
+        return data
 
     @property
     def feedback(self) -> FeedbackCounts:

@@ -20,6 +20,7 @@ from grandbo.memory.domain.models import (
     Origin,
     Verdict,
 )
+from grandbo.text.tags import given_tags, spelled_back, tag_words
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,12 @@ class ProjectedEntry:
     seen_count: int = 1
     last_seen_at: datetime | None = None
     seen_in_incidents: tuple[str, ...] = ()
+    # the tags it was given, as written (`tags`: the lexical index's, stems included)
+    given_tags: tuple[str, ...] = ()
+
+    @property
+    def index_tags(self) -> tuple[str, ...]:
+        return self.tags
 
 
 def _uuid(value: Any) -> UUID | None:
@@ -95,6 +102,18 @@ def _tags(p: dict[str, Any]) -> tuple[str, ...]:
     tags = p["tags"]
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
         raise TypeError("tags is not a list of text")
+    return tuple(tags)
+
+
+def _given_tags(p: dict[str, Any]) -> tuple[str, ...]:
+    """The tags a text event was given, as written; an event from before migration 0041
+    holds only the index's stems: those its own words do not give (`replay` spells them
+    back in the lake's words)."""
+    if "given_tags" not in p:
+        return tuple(given_tags(_text(p, "title"), _text(p, "summary"), p.get("service"), _tags(p)))
+    tags = p["given_tags"]
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        raise TypeError("given_tags is not a list of text")
     return tuple(tags)
 
 
@@ -147,6 +166,7 @@ def apply_event(
             title=REDACTED_TEXT,
             summary=REDACTED_TEXT,
             tags=(),
+            given_tags=(),
             service=_optional_text(p, "service"),
             origin=Origin(p["origin"]),
             status=EntryStatus.REDACTED,
@@ -177,6 +197,7 @@ def apply_event(
             title=_text(p, "title"),
             summary=_text(p, "summary"),
             tags=_tags(p),
+            given_tags=_given_tags(p),
             service=_optional_text(p, "service"),
             origin=Origin(p["origin"]),
             status=EntryStatus.ACTIVE,
@@ -235,6 +256,7 @@ def apply_event(
             title=_text(p, "title"),
             summary=_text(p, "summary"),
             tags=_tags(p),
+            given_tags=_given_tags(p),
             service=_optional_text(p, "service"),
             # the origin stays: an incident's lesson corrected is still an incident's
             # (migration 0029 gave back the origin corrections before it replaced)
@@ -290,6 +312,8 @@ def replay(
     rest of the log still folds: a health check or a rebuild reports it and carries on)."""
     state: dict[UUID, ProjectedEntry] = {}
     final: set[UUID] = set()
+    vocabulary: dict[str, str] = {}
+    stemmed: set[UUID] = set()  # entries whose tags are a text event's from before 0041
     for event in events:
         try:
             apply_event(state, event, final)
@@ -298,5 +322,31 @@ def replay(
             if on_unreplayable is None:
                 raise problem from exc
             on_unreplayable(problem)
+            continue
+        if event.event_type in _TEXT_EVENTS and not removed_payload(
+            event.event_type, event.payload
+        ):
+            p = event.payload
+            for text in (p["title"], p["summary"], p.get("service") or ""):
+                for stem, word in tag_words(text).items():
+                    vocabulary.setdefault(stem, word)
+            (stemmed.add if "given_tags" not in p else stemmed.discard)(event.entry_id)
+    spell_back_given_tags(state, stemmed, vocabulary)
     derive_recurrences(state)
     return state
+
+
+_TEXT_EVENTS = (EventType.CREATED, EventType.CORRECTED)
+
+
+def spell_back_given_tags(
+    state: dict[UUID, ProjectedEntry], stemmed: Iterable[UUID], vocabulary: dict[str, str]
+) -> None:
+    """The given tags of entries last written before migration 0041, each stem in a word
+    the lake wrote it from (`vocabulary`, stem -> first word seen in the events' texts,
+    in log order), a stem no text holds left as it is."""
+    for entry_id in stemmed:
+        entry = state.get(entry_id)
+        if entry is not None and entry.status is not EntryStatus.REDACTED:
+            spelled = tuple(spelled_back(entry.given_tags, vocabulary))
+            state[entry_id] = replace(entry, given_tags=spelled)

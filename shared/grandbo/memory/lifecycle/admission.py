@@ -59,6 +59,7 @@ from grandbo.memory.domain.idempotency import KeySpace, incident_finding_key, in
 from grandbo.memory.domain.lake_stream import LakeEvent
 from grandbo.memory.domain.models import (
     MAX_EPISODIC_TTL_DAYS,
+    MAX_EXPLICIT_TAGS,
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_REASON_CHARS,
     EntryText,
@@ -105,6 +106,8 @@ class _Created(_Payload):
     title: StrictStr
     summary: StrictStr
     tags: list[StrictStr] = Field(max_length=MAX_TAGS_PER_TEXT)
+    # the tags as written (migration 0041); absent from an earlier version's events
+    given_tags: list[StrictStr] | None = Field(default=None, max_length=MAX_EXPLICIT_TAGS)
     service: StrictStr | None = None
     origin: StrictStr
     incident_id: StrictStr | None = None
@@ -118,6 +121,8 @@ class _Corrected(_Payload):
     title: StrictStr
     summary: StrictStr
     tags: list[StrictStr] = Field(max_length=MAX_TAGS_PER_TEXT)
+    # the tags as written (migration 0041); absent from an earlier version's events
+    given_tags: list[StrictStr] | None = Field(default=None, max_length=MAX_EXPLICIT_TAGS)
     service: StrictStr | None = None
 
 
@@ -218,15 +223,17 @@ def _validated(model: type[BaseModel], value: dict[str, Any], prefix: str = "") 
         ) from exc
 
 
-def _text_tags(title: str, summary: str, service: str | None, tags: list[str]) -> None:
-    """The tags hold every tag of the text (unless the text alone passed the cap) and
-    each is a tag the tokenizer makes."""
+def _text_tags(
+    title: str, summary: str, service: str | None, tags: list[str], given: list[str]
+) -> None:
+    """The tags hold every tag of the text and of the tags as written (unless they alone
+    passed the cap) and each is a tag the tokenizer makes."""
     for index, tag in enumerate(tags):
         if not is_tag(tag):
             raise _RefusedError(f"payload.tags.{index}", f"{tag!r} is not a tag (tokenized text)")
     if len(set(tags)) != len(tags):
         raise _RefusedError("payload.tags", "holds a tag twice")
-    derived = tags_for([title, summary, service or ""])
+    derived = tags_for([title, summary, service or ""], given)
     if len(tags) < MAX_TAGS_PER_TEXT and (missing := [t for t in derived if t not in tags]):
         raise _RefusedError(
             "payload.tags",
@@ -343,16 +350,20 @@ def _text_as_stored(
 ) -> Any:
     """The payload's text validated by the write's own model (`NewEntry`, `EntryText`),
     stored as the write path stores it (nothing to trim), its tags the text's."""
+    given = {} if payload.given_tags is None else {"tags": payload.given_tags}
     text = _validated(
         model,
         {"title": payload.title, "summary": payload.summary, "service": payload.service}
+        | given
         | (extra or {}),
         "payload.",
     )
     _same(payload.title, text.title, "title")
     _same(payload.summary, text.summary, "summary")
     _same(payload.service, text.service, "service")
-    _text_tags(text.title, text.summary, text.service, payload.tags)
+    if payload.given_tags is not None and payload.given_tags != text.tags:
+        raise _RefusedError("payload.given_tags", "is not as the write path stores it (trimmed)")
+    _text_tags(text.title, text.summary, text.service, payload.tags, text.tags)
     return text
 
 

@@ -17,6 +17,7 @@ from uuid import UUID
 
 from grandbo.memory.domain.models import MemoryHit, Staleness, TopologyChange
 from grandbo.text.rules import one_line
+from grandbo.text.tags import tags_for
 
 
 class ServiceChangeView(Protocol):
@@ -97,7 +98,12 @@ def with_staleness(
     as_of: datetime | None,
 ) -> list[MemoryHit]:
     """The hits, each about a service the topology changed carrying its `staleness`."""
-    subjects = [(hit.service, hit.tags) for hit in hits if hit.service]
+    # the index's tags (a lesson names a service by its identifier's token or stem)
+    subjects = [
+        (hit.service, tags_for([hit.title, hit.summary, hit.service], hit.tags))
+        for hit in hits
+        if hit.service
+    ]
     if topology is None or not subjects:
         return hits
     answers = iter(topology.service_changes(tenant_id, subjects, as_of))

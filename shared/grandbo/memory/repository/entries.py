@@ -24,6 +24,7 @@ ENTRY_COLUMNS = (
     "title",
     "summary",
     "tags",
+    "index_tags",
     "service",
     "origin",
     "status",
@@ -47,9 +48,21 @@ ENTRY_COLUMNS = (
 )
 
 
+# A MemoryEntry field read from a column of another name: the tags as written are
+# `given_tags` (migration 0041), the lexical index's stems are the column `tags`
+COLUMN_OF = {"tags": "given_tags", "index_tags": "tags"}
+
+
 def entry_columns(table: str | None = None) -> sql.Composable:
     prefix = () if table is None else (table,)
-    return sql.SQL(", ").join(sql.Identifier(*prefix, column) for column in ENTRY_COLUMNS)
+    return sql.SQL(", ").join(
+        sql.SQL("{} AS {}").format(
+            sql.Identifier(*prefix, COLUMN_OF.get(field, field)), sql.Identifier(field)
+        )
+        if field in COLUMN_OF
+        else sql.Identifier(*prefix, field)
+        for field in ENTRY_COLUMNS
+    )
 
 
 SELECT_ENTRIES = sql.SQL("SELECT {} FROM org_memory_entries WHERE tenant_id = %s AND ").format(
@@ -70,9 +83,9 @@ COUNT_EXPIRED = (
     " AND status = 'active' AND kind = 'episodic' AND expires_at <= %s"
 )
 INSERT_NEW_ENTRY = sql.SQL(
-    "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags,"
+    "INSERT INTO org_memory_entries (tenant_id, entry_id, title, summary, tags, given_tags,"
     " service, origin, status, revision, incident_id, created_at, updated_at, kind, expires_at)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s, %s, %s) RETURNING {}"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 'active', 1, %s, %s, %s, %s, %s) RETURNING {}"
 ).format(entry_columns())
 
 # Set for the search's transaction. Tenants past the size threshold have an HNSW index

@@ -28,7 +28,7 @@ class Postable(Protocol):
     @property
     def title(self) -> str: ...
     @property
-    def tags(self) -> Sequence[str]: ...
+    def index_tags(self) -> Sequence[str]: ...
     @property
     def service(self) -> str | None: ...
     @property
@@ -46,7 +46,7 @@ def post_tags(cur: Cursor, tenant_id: str, entries: Sequence[Postable]) -> None:
     rows = [
         (tag, entry.entry_id, len(flags), entry.service, entry.updated_at, in_title)
         for entry in entries
-        for flags in [title_flags(entry.title, entry.tags)]
+        for flags in [title_flags(entry.title, entry.index_tags)]
         for tag, in_title in flags
     ]
     if not rows:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 from uuid import UUID
 
@@ -85,7 +85,9 @@ class ProjectionRebuild(EntryReads):
         state = replay(folded, on_unreplayable=lambda problem: unreplayable.append(str(problem)))
         return state, unreplayable
 
-    def _live(self, cur: Cursor, tenant_id: str) -> dict[UUID, Any]:
+    def _live(self, cur: Cursor, tenant_id: str) -> tuple[dict[UUID, ProjectedEntry], set[UUID]]:
+        """The projection as stored, and the entries whose tags as written are not filled
+        yet (NULL: stored before migration 0041, the backfill's work, not drift)."""
         cur.execute(
             sql.SQL("SELECT {} FROM org_memory_entries WHERE tenant_id = %s").format(
                 sql.SQL(", ").join(map(sql.Identifier, _PROJECTED))
@@ -93,14 +95,18 @@ class ProjectionRebuild(EntryReads):
             (tenant_id,),
         )
         live = {}
+        unfilled = set()
         for row in cur:
             row["tags"] = tuple(row["tags"])
             row["seen_in_incidents"] = tuple(row["seen_in_incidents"])
             row["origin"] = Origin(row["origin"])
             row["status"] = EntryStatus(row["status"])
             row["kind"] = Kind(row["kind"])
-            live[row["entry_id"]] = ProjectedEntry(**row)
-        return live
+            given = row.pop("given_tags")
+            if given is None:
+                unfilled.add(row["entry_id"])
+            live[row["entry_id"]] = ProjectedEntry(**row, given_tags=tuple(given or ()))
+        return live, unfilled
 
     def _stats(self, cur: Cursor, tenant_id: str) -> tuple[dict[str, int], tuple[int, int]]:
         cur.execute(
@@ -139,7 +145,9 @@ class ProjectionRebuild(EntryReads):
         with self._tenant_scope(tenant_id, isolation=Isolation.SNAPSHOT) as cur:
             events = self._events(cur, tenant_id)
             expected, unreplayable = self._replayed(events)
-            live = self._live(cur, tenant_id)
+            live, unfilled = self._live(cur, tenant_id)
+            for entry_id in unfilled & expected.keys():
+                live[entry_id] = replace(live[entry_id], given_tags=expected[entry_id].given_tags)
             mismatches = [
                 f"entry {entry_id}: live {live.get(entry_id)!r} != replayed {want!r}"
                 for entry_id, want in expected.items()
@@ -182,6 +190,31 @@ class ProjectionRebuild(EntryReads):
             if posted != wanted:
                 mismatches.append("tag postings differ from the replayed active entries")
             return ProjectionReport(tenant_id, len(events), len(expected), mismatches, unreplayable)
+
+    def fill_given_tags(self, tenant_id: str) -> int:
+        """Fill the tags as written of the tenant's entries stored before migration 0041
+        (NULL) with what a replay gives them (`projection.spell_back_given_tags`); returns
+        how many. Under the tenant's write lock: no write lands between replay and fill."""
+        unfilled_sql = (
+            "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s AND given_tags IS NULL"
+        )
+        with self._tenant_scope(tenant_id) as cur:  # usually none: no lock taken
+            cur.execute(unfilled_sql + " LIMIT 1", (tenant_id,))
+            if cur.fetchone() is None:
+                return 0
+        with self._tenant_scope(tenant_id, lock=TenantLock.WRITE) as cur:
+            cur.execute(unfilled_sql, (tenant_id,))
+            unfilled = [row["entry_id"] for row in cur]
+            if not unfilled:
+                return 0
+            state, _ = self._replayed(self._events(cur, tenant_id))
+            filled = [(list(state[i].given_tags), tenant_id, i) for i in unfilled if i in state]
+            cur.executemany(
+                "UPDATE org_memory_entries SET given_tags = %s"
+                " WHERE tenant_id = %s AND entry_id = %s AND given_tags IS NULL",
+                filled,
+            )
+            return len(filled)
 
     def rebuild_projection(
         self, tenant_id: str, *, progress: Progress | None = None

@@ -99,10 +99,12 @@ class RecurrenceWrites(EntryWrites):
         merged = [MemoryEntry.model_validate(row) for row in cur]
         kept = 0
         if still_agreeing is not None:
-            new_words = Words.of(still_agreeing.tags, still_agreeing.service)
+            new_words = Words.of(still_agreeing.index_tags, still_agreeing.service)
             rule = DuplicateRule(max_distance=0.0)  # its words part only
             leaving = [
-                m for m in merged if not rule.words_agree(new_words, Words.of(m.tags, m.service))
+                m
+                for m in merged
+                if not rule.words_agree(new_words, Words.of(m.index_tags, m.service))
             ]
             kept, merged = len(merged) - len(leaving), leaving
             if kept and not merged:
@@ -132,7 +134,7 @@ class RecurrenceWrites(EntryWrites):
                 " updated_at = %s WHERE tenant_id = %s AND entry_id = %s",
                 (recorded_at, tenant_id, first.entry_id),
             )
-            self._count_tags(cur, tenant_id, entering=[first.tags])
+            self._count_tags(cur, tenant_id, entering=[first.index_tags])
             post_tags(cur, tenant_id, [self._get(cur, tenant_id, first.entry_id)])
         for mover in movers:
             recorded_at = self._append_event(
@@ -220,7 +222,7 @@ class RecurrenceWrites(EntryWrites):
                 " updated_at = %s WHERE tenant_id = %s AND entry_id = %s",
                 (into, recorded_at, tenant_id, entry_id),
             )
-            self._count_tags(cur, tenant_id, leaving=[new.tags])
+            self._count_tags(cur, tenant_id, leaving=[new.index_tags])
             unpost_tags(cur, tenant_id, entry_id)
             cur.execute(DERIVE_RECURRENCES, (tenant_id, into))
             return WriteOutcome(entry=self._get(cur, tenant_id, into), applied=True)
@@ -258,7 +260,7 @@ class RecurrenceWrites(EntryWrites):
                 " never_merge = true, updated_at = %s WHERE tenant_id = %s AND entry_id = %s",
                 (recorded_at, tenant_id, entry_id),
             )
-            self._count_tags(cur, tenant_id, entering=[merged.tags])
+            self._count_tags(cur, tenant_id, entering=[merged.index_tags])
             restored = self._get(cur, tenant_id, entry_id)
             post_tags(cur, tenant_id, [restored])
             cur.execute(DERIVE_RECURRENCES, (tenant_id, into))

@@ -126,7 +126,7 @@ class RedactionWrites(RecurrenceReads):
             # only (migration 0019)
             cur.execute(
                 "UPDATE org_memory_entries SET title = %s, summary = %s, tags = '{}',"
-                " status = 'redacted', merged_into = NULL, never_merge = true,"
+                " given_tags = '{}', status = 'redacted', merged_into = NULL, never_merge = true,"
                 " incident_id = NULL, embedding = NULL, embed_rev = NULL,"
                 " embedded_revision = NULL, embedded_at = NULL, seen_count = 1,"
                 " last_seen_at = NULL, seen_in_incidents = '{}'"
@@ -166,7 +166,7 @@ class RedactionWrites(RecurrenceReads):
             self._count_tags(
                 cur,
                 tenant_id,
-                leaving=[current.tags] if current.status is EntryStatus.ACTIVE else [],
+                leaving=[current.index_tags] if current.status is EntryStatus.ACTIVE else [],
             )
             for target in ids:
                 unpost_tags(cur, tenant_id, target)
@@ -222,7 +222,7 @@ class RedactionWrites(RecurrenceReads):
         said: list[str] = []
         for target in targets:
             digests[target.entry_id].add(text_digest(target.title, target.summary))
-            said += [target.title, target.summary, " ".join(target.tags)]
+            said += [target.title, target.summary, " ".join([*target.tags, *target.index_tags])]
         cur.execute(
             "SELECT entry_id, payload->>'title' AS title, payload->>'summary' AS summary"
             " FROM org_memory_events WHERE tenant_id = %s AND entry_id = ANY(%s)"

@@ -183,7 +183,7 @@ class EntrySearch(LexicalLeg):
                 entries.get(entry_id),
                 bm25.get(entry_id),
                 distances.get(entry_id),
-                corpus.shared_tags(entries[entry_id].tags)
+                corpus.shared_tags(entries[entry_id].index_tags)
                 if entry_id in bm25 and entry_id in entries
                 else [],
             )
@@ -197,7 +197,7 @@ class EntrySearch(LexicalLeg):
                 if entry.expires_at is None or (now is not None and entry.expires_at > now)
             }
         lexical = [
-            LexicalCandidate(entry_id, score, corpus.shared_tags(entries[entry_id].tags))
+            LexicalCandidate(entry_id, score, corpus.shared_tags(entries[entry_id].index_tags))
             for entry_id, score in scored
             if entry_id in entries
         ][:leg_limit]
@@ -205,7 +205,7 @@ class EntrySearch(LexicalLeg):
         candidates = {c.entry_id for c in lexical} | {c.entry_id for c in vector}
         lexical_scores = {i: bm25[i] for i in ids if i in candidates and i in bm25}
         shared = {c.entry_id: c.shared_tags for c in lexical} | {
-            entry_id: corpus.shared_tags(entries[entry_id].tags)
+            entry_id: corpus.shared_tags(entries[entry_id].index_tags)
             for entry_id in lexical_scores.keys() - {c.entry_id for c in lexical}
         }
         return SearchLegs(

@@ -24,7 +24,7 @@ from uuid import UUID
 import psycopg
 
 from grandbo.memory.domain.models import MemoryEntry
-from grandbo.memory.repository.entries import ENTRY_COLUMNS
+from grandbo.memory.repository.entries import COLUMN_OF, ENTRY_COLUMNS
 from grandbo.memory.repository.lexical import BM25_B, BM25_K1, Corpus
 from grandbo.memory.repository.postings import TITLE_TAG_TF
 from grandbo.memory.repository.search import (
@@ -111,7 +111,10 @@ def _legs(rows: list[dict[str, Any]], probe: Sequence[UUID]) -> SearchLegs:
     )
     found = rows[1:]
     entries = {
-        row["entry_id"]: MemoryEntry.model_validate({c: row[c] for c in ENTRY_COLUMNS})
+        row["entry_id"]: MemoryEntry.model_validate(
+            # a function from before migration 0041 returns no given_tags: the stems show
+            {f: row.get(COLUMN_OF.get(f, f)) for f in ENTRY_COLUMNS}
+        )
         for row in found
     }
     lexical = sorted((r for r in found if r["lexical_rank"] is not None), key=_rank("lexical"))
@@ -123,7 +126,9 @@ def _legs(rows: list[dict[str, Any]], probe: Sequence[UUID]) -> SearchLegs:
     return SearchLegs(
         lexical=[
             LexicalCandidate(
-                r["entry_id"], r["lexical_score"], corpus.shared_tags(entries[r["entry_id"]].tags)
+                r["entry_id"],
+                r["lexical_score"],
+                corpus.shared_tags(entries[r["entry_id"]].index_tags),
             )
             for r in lexical
         ],
@@ -133,7 +138,9 @@ def _legs(rows: list[dict[str, Any]], probe: Sequence[UUID]) -> SearchLegs:
         active_without_current_vector=head["without_vector"],
         lexical_scores=scored,
         distances={r["entry_id"]: r["distance"] for r in candidates if r["distance"] is not None},
-        shared_tags={entry_id: corpus.shared_tags(entries[entry_id].tags) for entry_id in scored},
+        shared_tags={
+            entry_id: corpus.shared_tags(entries[entry_id].index_tags) for entry_id in scored
+        },
         probes={
             entry_id: _probe(entry_id, {r["entry_id"]: r for r in found}, entries, corpus)
             for entry_id in probe
@@ -160,5 +167,5 @@ def _probe(
         entries[entry_id],
         bm25,
         row["distance"],
-        [] if bm25 is None else corpus.shared_tags(entries[entry_id].tags),
+        [] if bm25 is None else corpus.shared_tags(entries[entry_id].index_tags),
     )

@@ -124,7 +124,9 @@ class EntryWrites(FeedbackWrites, EpisodicWrites):
                 [(*item, recorded[key]) for key, item in fresh.items() if key in recorded],
                 ttl_days,
             )
-            self._count_tags(cur, tenant_id, entering=[entry.tags for entry in created.values()])
+            self._count_tags(
+                cur, tenant_id, entering=[entry.index_tags for entry in created.values()]
+            )
             post_tags(cur, tenant_id, list(created.values()))
             # the entries' rows are locked before the learned graph's, as a redaction
             # locks them (one order: no deadlock between the two)
@@ -252,6 +254,7 @@ class EntryWrites(FeedbackWrites, EpisodicWrites):
                     entry.title,
                     entry.summary,
                     tags,
+                    entry.tags,
                     entry.service,
                     entry.origin.value,
                     entry.incident_id,
@@ -288,6 +291,7 @@ class EntryWrites(FeedbackWrites, EpisodicWrites):
                 "title": text.title,
                 "summary": text.summary,
                 "tags": list(tags),
+                "given_tags": text.tags,
                 "service": text.service,
             }
             recorded_at = self._append_event(
@@ -299,7 +303,7 @@ class EntryWrites(FeedbackWrites, EpisodicWrites):
                 # the origin stays (an incident's lesson corrected is still one: its
                 # revision says it was corrected)
                 "UPDATE org_memory_entries SET title = %s, summary = %s, tags = %s,"
-                " service = %s, revision = %s, updated_at = %s,"
+                " given_tags = %s, service = %s, revision = %s, updated_at = %s,"
                 " embedding = NULL, embed_rev = NULL, embedded_revision = NULL,"
                 " embedded_at = NULL"
                 " WHERE tenant_id = %s AND entry_id = %s",
@@ -307,6 +311,7 @@ class EntryWrites(FeedbackWrites, EpisodicWrites):
                     text.title,
                     text.summary,
                     list(tags),
+                    text.tags,
                     text.service,
                     revision,
                     recorded_at,
@@ -314,7 +319,7 @@ class EntryWrites(FeedbackWrites, EpisodicWrites):
                     entry_id,
                 ),
             )
-            self._count_tags(cur, tenant_id, entering=[tags], leaving=[current.tags])
+            self._count_tags(cur, tenant_id, entering=[tags], leaving=[current.index_tags])
             corrected = self._get(cur, tenant_id, entry_id)
             unpost_tags(cur, tenant_id, entry_id)
             post_tags(cur, tenant_id, [corrected])
@@ -382,7 +387,7 @@ class EntryWrites(FeedbackWrites, EpisodicWrites):
                 " WHERE tenant_id = %s AND entry_id = %s",
                 (status.value, superseded_by, recorded_at, tenant_id, entry_id),
             )
-            self._count_tags(cur, tenant_id, leaving=[current.tags])
+            self._count_tags(cur, tenant_id, leaving=[current.index_tags])
             unpost_tags(cur, tenant_id, entry_id)
             rehomed = self._rehome_recurrences(cur, tenant_id, entry_id, superseded_by, context)
             return WriteOutcome(
@@ -491,6 +496,7 @@ def _created_payload(
         "title": entry.title,
         "summary": entry.summary,
         "tags": list(tags),
+        "given_tags": entry.tags,
         "service": entry.service,
         "origin": entry.origin.value,
         "incident_id": entry.incident_id,

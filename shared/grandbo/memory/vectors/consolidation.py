@@ -110,7 +110,11 @@ class Consolidation:
                     for candidate, distance in nearest
                     if may_take_recurrence(candidate, entry)
                     and rule.same_lesson(
-                        distance, entry.tags, candidate.tags, entry.service, candidate.service
+                        distance,
+                        entry.index_tags,
+                        candidate.index_tags,
+                        entry.service,
+                        candidate.service,
                     )
                 ]
                 if not same:
@@ -126,7 +130,9 @@ class Consolidation:
                     candidate.revision,
                     {
                         "distance": round(distance, 6),
-                        "tag_overlap": round(tag_overlap(entry.tags, candidate.tags), 4),
+                        "tag_overlap": round(
+                            tag_overlap(entry.index_tags, candidate.index_tags), 4
+                        ),
                         "embed_rev": provider.embed_rev,
                     },
                     WriteContext(
@@ -168,7 +174,7 @@ class Consolidation:
             return [Lesson(entry) for entry in ranked[:limit]]
         # the rule's word checks first (tags, identifiers, services: no vectors needed);
         # only the entries of pairs passing them need their distances read, usually none
-        words = {e.entry_id: Words.of(e.tags, e.service) for e in ranked}
+        words = {e.entry_id: Words.of(e.index_tags, e.service) for e in ranked}
         agree: set[tuple[UUID, UUID]] = set()
         for i, entry in enumerate(ranked):
             for other in ranked[:i]:
