@@ -109,8 +109,15 @@ bench-experiments: $(STAMP)
 bench-load: $(STAMP)
 	$(BIN)/python -m bench.local_load
 
-## The documentation site, offline, into site/ (strict: a broken link fails it)
-docs: $(STAMP)
+## The documentation site, offline, into site/ (strict: a broken link fails it). Installs only
+## what the site needs (MkDocs and grandbo's own parser for the CLI reference), not the tests' tools.
+DOCS_STAMP := $(VENV)/.installed-docs
+$(DOCS_STAMP): pyproject.toml
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
 	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 	@echo "open site/index.html"
 

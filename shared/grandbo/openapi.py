@@ -55,6 +55,7 @@ def openapi_document() -> dict[str, Any]:
     schemas = query.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(admin.get("components", {}).get("schemas", {}))
     _document_answers(query)
+    _document_statuses(query)
     query["components"].update(_AUTH_DOC)
     query["info"]["description"] = (
         "Institutional memory for incident investigation. Results are hints to verify with "
@@ -80,16 +81,49 @@ def _document_role(operation: dict[str, Any], method: str, path: str) -> None:
 # is in the document.
 _ANSWERS = {
     ("/v1/memory/query", "post"): "MemoryQueryResult",
+    ("/v1/admin/query", "post"): "MemoryQueryResult",
+    ("/v1/memory/entries/{entry_id}", "get"): "MemoryEntry",
+    ("/v1/admin/entries/{entry_id}", "get"): "MemoryEntry",
+    ("/v1/admin/entries", "post"): "WriteOutcome",
+    ("/v1/admin/entries/{entry_id}/corrections", "post"): "WriteOutcome",
+    ("/v1/admin/entries/{entry_id}/retirement", "post"): "WriteOutcome",
+    ("/v1/admin/entries/{entry_id}/promotion", "post"): "WriteOutcome",
+    ("/v1/admin/entries/{entry_id}/split", "post"): "WriteOutcome",
+    ("/v1/admin/entries/{entry_id}/merge-policy", "post"): "WriteOutcome",
+    ("/v1/admin/entries/{entry_id}/merge", "post"): "WriteOutcome",
+    ("/v1/admin/entries/{entry_id}/redaction", "post"): "RedactionOutcome",
     ("/v1/topology/blast-radius", "get"): "BlastRadius",
     ("/v1/topology/criticality", "get"): "Criticality",
+}
+# Routes that answer 201 when they wrote something new (200 for a redelivery: a no-op)
+_CREATED = {
+    ("/v1/admin/entries", "post"),
+    ("/v1/admin/entries/{entry_id}/corrections", "post"),
+    ("/v1/admin/people", "post"),
+    ("/v1/memory/entries/{entry_id}/feedback", "post"),
 }
 
 
 def _document_answers(document: dict[str, Any]) -> None:
-    from grandbo.memory.domain.models import MemoryQueryResult
+    from grandbo.memory.domain.models import (
+        MemoryEntry,
+        MemoryQueryResult,
+        RedactionOutcome,
+        WriteOutcome,
+    )
     from grandbo.topology.model import BlastRadius, Criticality
 
-    models = {m.__name__: m for m in (MemoryQueryResult, BlastRadius, Criticality)}
+    models = {
+        m.__name__: m
+        for m in (
+            MemoryQueryResult,
+            MemoryEntry,
+            WriteOutcome,
+            RedactionOutcome,
+            BlastRadius,
+            Criticality,
+        )
+    }
     schemas = document["components"]["schemas"]
     for (path, method), name in _ANSWERS.items():
         schema = models[name].model_json_schema(
@@ -100,6 +134,76 @@ def _document_answers(document: dict[str, Any]) -> None:
         schemas.setdefault(name, schema)
         answer = document["paths"][path][method]["responses"]["200"]
         answer["content"]["application/json"]["schema"] = {"$ref": f"#/components/schemas/{name}"}
+    for path, method in _CREATED:
+        responses = document["paths"][path][method]["responses"]
+        responses["201"] = {**responses["200"], "description": "Written"}
+        responses["200"] = {
+            **responses["200"],
+            "description": "Already written: a redelivery of the same Idempotency-Key (a no-op)",
+        }
+
+
+_ERROR = {
+    "type": "object",
+    "required": ["error", "message"],
+    "properties": {
+        "error": {"type": "string", "description": "a code: invalid_input, not_found, ..."},
+        "message": {"type": "string", "description": "what is wrong, in words"},
+        "field": {"type": "string", "description": "the field or header at fault, if one"},
+    },
+    "description": "Every refusal's body, on every route",
+}
+_RETRY_AFTER = {
+    "Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}
+}
+# Routes whose write can meet another (a revision, an entry no longer active, a merge or
+# a purge refused, people managed by the stack's identity): 409
+_CONFLICTS = re.compile(
+    r"^/v1/admin/(entries/\{entry_id\}/(corrections|retirement|promotion|split|merge"
+    r"|merge-policy|distinct|redaction)|purge(/confirmation)?|import|people(/.*)?|calibration)$"
+)
+
+
+def _document_statuses(document: dict[str, Any]) -> None:
+    """Every status a route answers besides its success, each with the one error body:
+    from the handlers' error mapping (grandbo.api.http_errors) and the edge's
+    (grandbo.api.edge: 401 unsigned, 429 throttled, with Retry-After)."""
+    document["components"]["schemas"]["Error"] = _ERROR
+    body = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            statuses = {
+                "400": "a field or the body refused, named in `field`",
+                "401": "no credentials, or ones that do not hold (a replayed nonce included)",
+                "429": "too many requests (the organization's query rate, a caller's verdicts, "
+                "or the edge's throttle); retry after Retry-After",
+                "503": "the memory store is unavailable (a failover, a writer read-only); "
+                "retry after Retry-After",
+            }
+            if method == "post":
+                statuses["413"] = "the body exceeds 64 KiB"
+                statuses["415"] = "Content-Type is not application/json"
+            if "{" in path:
+                statuses["404"] = "no such entry, question or verdict in this organization"
+            if "{entry_id}" in path:
+                statuses["410"] = "the entry was redacted: its tombstone (who, when, why)"
+            if _CONFLICTS.match(path):
+                statuses["409"] = "a conflict: another revision, an entry not active, a "
+                "merge or purge refused, or people managed elsewhere"
+            responses = operation.setdefault("responses", {})
+            responses["422"] = {
+                **responses.get("422", {}),
+                "description": "the request's shape (a field's type or bounds), or a topic "
+                "that is not a sentence",
+                "content": body,
+            }
+            for status, meaning in statuses.items():
+                answer: dict[str, Any] = {"description": meaning, "content": body}
+                if status in ("429", "503"):
+                    answer["headers"] = _RETRY_AFTER
+                responses.setdefault(status, answer)
+            if "403" in responses:
+                responses["403"]["content"] = body
 
 
 def openapi_json() -> str:

@@ -80,6 +80,13 @@ def test_no_generated_request_gets_a_5xx(case: Any, fuzz_gateway: Gateway) -> No
     for signed in (True, False):
         status = _send(fuzz_gateway, case, signed=signed)
         assert status < 500, f"{case.method} {case.formatted_path} {case.body!r} -> {status}"
+        # the reference lists every status a route answers (issue 53): none is missing
+        declared = case.method.lower() == case.operation.method.lower()
+        documented = case.operation.definition.raw["responses"]
+        assert not declared or str(status) in documented, (
+            f"{case.method} {case.path} answered {status}, not in its documented "
+            f"{sorted(documented)}"
+        )
         if not signed:
             # unsigned: refused, a route or method the edge does not serve, or a body over
             # the size limit

@@ -5,6 +5,7 @@ CLI block (every command of it, the example files it names, a signed `curl` from
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -95,3 +96,42 @@ def test_the_readmes_examples_run_as_written_against_a_local_runner(tmp_path: Pa
     assert '"entry_id"' in out  # the signed curl created an entry
     assert "hybrid" in out  # eval's table
     assert '"created": 1' in out or '"created":1' in out  # the incident's one finding
+
+
+@pytest.mark.skipif(os.environ.get("GRANDBO_TEST_DATABASE_URL") is not None, reason="embedded")
+def test_the_http_references_curl_per_task_runs_as_written(tmp_path: Path) -> None:
+    """Issue 53: the HTTP API reference's `curl` of each task, against a local runner
+    (only its port and data directory are this test's), answers 2xx with JSON."""
+    from tests.unit.test_docs_site import reference_pages
+
+    _, curls = reference_pages()
+    assert len(curls) == 5
+    data_dir, port = tmp_path / "data", _port()
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    runner = _start(data_dir, port)
+    env = {**os.environ, "GRANDBO_DATA_DIR": str(data_dir), "GRANDBO_EMBEDDING_PROVIDER": "fake"}
+    try:
+        for task, command in curls.items():
+            script = command.replace("127.0.0.1:8787", f"127.0.0.1:{port}").replace(
+                "--curl", f"--curl --url http://127.0.0.1:{port}"
+            )
+            # the answer's status on its own line after the body
+            script = script.replace("curl -s", "curl -s -w '\\n%{http_code}'").replace(
+                "| sh", "| sed \"s/^curl /curl -w '\\\\n%{http_code}' /\" | sh"
+            )
+            done = subprocess.run(  # noqa: S603 - the reference's own commands
+                ["bash", "-e", "-o", "pipefail", "-c", script],  # noqa: S607
+                cwd=tmp_path,
+                env={**env, "PATH": f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"},
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, f"{task}: {done.stdout}\n{done.stderr}"
+            body, _, status = done.stdout.rstrip().rpartition("\n")
+            assert status.startswith("2"), f"{task}: {status} {body}"
+            assert isinstance(json.loads(body), dict), task
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        runner.wait(timeout=30)

@@ -29,11 +29,32 @@ from grandbo.topology.model import TopologyBatch
 
 
 class CreateEntryRequest(Body):
-    title: StrictStr
-    summary: StrictStr
-    service: StrictStr | None = None
-    tags: list[StrictStr] = Field(default_factory=list, max_length=50)
-    incident_id: StrictStr | None = None
+    """A lesson written by hand: what was learned, in words an investigator can verify."""
+
+    title: StrictStr = Field(
+        description="the lesson in a line (3 to 200 characters)",
+        examples=["Shard rebalancing saturated disks"],
+    )
+    summary: StrictStr = Field(
+        description="what happened and why, as a colleague would need it (a thin summary "
+        "is refused)",
+        examples=[
+            "Adding two nodes started shard relocation that saturated disk IO; queries timed out."
+        ],
+    )
+    service: StrictStr | None = Field(
+        default=None, description="the service it is about", examples=["search-api"]
+    )
+    tags: list[StrictStr] = Field(
+        default_factory=list,
+        max_length=50,
+        description="words it should also be found by, kept as written (its own words are "
+        "searched already)",
+        examples=[["Elasticsearch", "shard-relocation"]],
+    )
+    incident_id: StrictStr | None = Field(
+        default=None, description="the incident it was learned in", examples=["INC-4711"]
+    )
     kind: Literal["durable", "episodic"] = Field(
         default="durable",
         description="episodic: a transient observation, served until the organization's "

@@ -35,9 +35,19 @@ class Body(BaseModel):
 class QueryRequest(Body):
     """`query_org_memory`: a sentence about what was found, not a slug or a title."""
 
-    topic: Annotated[StrictStr, Field(max_length=MAX_TOPIC_CHARS * 2)]
-    limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
-    service: StrictStr | None = None
+    topic: Annotated[StrictStr, Field(max_length=MAX_TOPIC_CHARS * 2)] = Field(
+        description="the question, as a sentence: what was found, the suspected mechanism, "
+        "the component, the symptom (a bare slug or a two-word title is refused with 422)",
+        examples=["payments cannot get a database connection and requests time out after a deploy"],
+    )
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] = Field(
+        default=DEFAULT_LIMIT, description=f"at most this many hits (1 to {MAX_LIMIT})"
+    )
+    service: StrictStr | None = Field(
+        default=None,
+        description="only lessons of this service (widened by `scope`)",
+        examples=["payments-api"],
+    )
     scope: Literal["service", "blast_radius", "dependencies", "correlated"] | None = Field(
         default=None,
         description="widen `service` through the topology: services that depend on it "
