@@ -130,7 +130,7 @@ def test_an_episodic_entry_created_then_promoted(tab: Tab) -> None:
     )
     page.select_option("select[name=kind]", "episodic")
     page.click("form.entry-form button[type=submit]")
-    assert page.locator("p.done").inner_text() == "Entry created."
+    assert page.locator("p.done").inner_text().startswith("Entry created: found by its words")
     entry_id = page.url.split("/entries/")[1].split("?")[0]
     assert _entry(console, entry_id)["kind"] == "episodic"
     page.click("#promote button")

@@ -5,11 +5,13 @@ API's and the console's refusals as a page. The page modules (`app`, `entry_page
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, get_args
 
 import jinja2
+from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -25,8 +27,10 @@ from grandbo.text.tags import tag_words
 CONSOLE_DIR = Path(__file__).parent
 # what a redirect after an action says; the page shows only these fixed sentences
 DONE = {
-    "created": "Entry created.",
-    "corrected": "A new revision was recorded: it is at the top of the history.",
+    "created": "Entry created: found by its words now, by its meaning once the embed worker "
+    "has made its vector (it runs after each write: seconds).",
+    "corrected": "A new revision was recorded: it is at the top of the history. Its vector "
+    "is made again by the embed worker (seconds); its words are searched now.",
     "retired": "Entry retired.",
     "promoted": "Entry promoted: it is durable now and no longer expires.",
     "split": "Recurrence split back out: it is its own entry again (never merged again).",
@@ -64,7 +68,34 @@ def _environment() -> jinja2.Environment:
     env.globals["SCOPES"] = SCOPES
     env.filters["likelihood"] = likelihood
     env.filters["words_of"] = words_of
+    env.filters["breakable"] = breakable
+    env.filters["short_time"] = short_time
     return env
+
+
+# where a long identifier or address may wrap in a narrow table cell: after its separators
+_SEPARATOR = re.compile(r"([@./_:-]+)")
+
+
+def breakable(value: object) -> Markup:
+    """An identifier or address that wraps at its separators only (`ann@` `example.` `com`),
+    never inside a word: a word-break opportunity after each, the text escaped."""
+    parts = _SEPARATOR.split(str(value))
+    return Markup("").join(
+        Markup("{}<wbr>").format(part) if _SEPARATOR.fullmatch(part) else Markup("{}").format(part)
+        for part in parts
+    )
+
+
+def short_time(value: object) -> Markup:
+    """An ISO time as a person scans a column (`2026-12-06 09:30`, one line), the whole
+    value on hover and for machines (`<time datetime>`)."""
+    text = str(value or "")
+    if len(text) < 16 or text[10] not in "T ":
+        return Markup("{}").format(text)
+    return Markup('<time datetime="{0}" title="{0}">{1}\u00a0{2}</time>').format(
+        text, text[:10], text[11:16]
+    )
 
 
 # A confidence in words beside its number (issue 45): the floor is a few percent, so a hit

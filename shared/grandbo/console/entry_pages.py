@@ -64,7 +64,12 @@ class EntryPages:
                 for name in ("title", "summary", "incident_id", "service")
             }
             return self.console.render(
-                request, session, "new_entry.html", form_key=secrets.token_hex(16), given=given
+                request,
+                session,
+                "new_entry.html",
+                form_key=secrets.token_hex(16),
+                given={**given, "tags": "", "kind": "durable"},
+                refused=None,
             )
         form = await request.form()
         entry: dict[str, Any] = {
@@ -77,7 +82,22 @@ class EntryPages:
             if text_of(form, optional):
                 entry[optional] = text_of(form, optional)
         # one key per form shown: a resubmitted form is a no-op, not a second entry
-        created = await self.console.api(session).create(entry, key=form_key_of(form))
+        try:
+            created = await self.console.api(session).create(entry, key=form_key_of(form))
+        except GrandboHTTPError as exc:
+            if exc.status not in _REFUSED_FORM:
+                raise
+            # the form comes back as it was typed, the reason in words above it
+            typed = {**entry, "tags": ", ".join(entry["tags"])}
+            return self.console.render(
+                request,
+                session,
+                "new_entry.html",
+                exc.status,
+                form_key=secrets.token_hex(16),
+                given={name: typed.get(name, "") for name in _NEW_ENTRY_FIELDS},
+                refused=refusal_in_words(exc.body),
+            )
         return redirect_done(f"/entries/{created['entry']['entry_id']}", "created")
 
     async def entry(self, request: Request, session: Session) -> Response:
@@ -91,6 +111,7 @@ class EntryPages:
         *,
         typed: dict[str, Any] | None = None,
         status: int = 200,
+        refused: str | None = None,
     ) -> Response:
         """The entry, its history with a word diff per revision, and its actions; with
         `typed`, the correction a person typed over a revision someone else changed since
@@ -110,6 +131,7 @@ class EntryPages:
             form_key=secrets.token_hex(16),
             diffs=diffs,
             typed=typed,
+            refused=refused,
             current_author=next(
                 (
                     e["actor"]
@@ -144,11 +166,20 @@ class EntryPages:
             try:
                 await self.console.api(session).correct(entry_id, text, key=form_key_of(form))
             except GrandboHTTPError as exc:
-                if exc.status != 409 or exc.body.get("error") != "revision_conflict":
+                conflict = exc.status == 409 and exc.body.get("error") == "revision_conflict"
+                if not conflict and exc.status not in _REFUSED_FORM:
                     raise
-                # someone else's revision came first: what this person typed is kept
+                # someone else's revision came first, or the text was refused: what this
+                # person typed is kept in the form
                 typed = {**text, "tags": ", ".join(text["tags"])}
-                return await self._entry_page(request, session, entry_id, typed=typed, status=409)
+                return await self._entry_page(
+                    request,
+                    session,
+                    entry_id,
+                    typed=typed,
+                    status=exc.status,
+                    refused=None if conflict else refusal_in_words(exc.body),
+                )
             return redirect_done(back, "corrected")
         if action == "retire":
             retirement: dict[str, Any] = {"reason": text_of(form, "reason")}
@@ -230,6 +261,22 @@ class EntryPages:
                 ]
             }
         )
+
+
+# What a form's refusal is re-rendered for (the form kept, the reason above it); any other
+# status is the error page
+_REFUSED_FORM = (400, 422)
+_NEW_ENTRY_FIELDS = ("title", "summary", "service", "tags", "incident_id", "kind")
+
+
+def refusal_in_words(body: dict[str, Any]) -> str:
+    """An API refusal as a person reads it: the message, without its code (`invalid_input:`)
+    and naming the field in words ("summary: ..." reads "Summary: ...")."""
+    message = str(body.get("message") or body.get("error") or "refused")
+    field, sep, rest = message.partition(": ")
+    if sep and field == body.get("field"):
+        message = f"{field.replace('_', ' ').capitalize()}: {rest}"
+    return message
 
 
 def given_tags_of(entry: dict[str, Any]) -> list[str]:
