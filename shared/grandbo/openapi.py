@@ -164,6 +164,15 @@ _CONFLICTS = re.compile(
 )
 
 
+# Routes whose body names an entry or a person that may not exist: 404
+_NAMED_IN_BODY = {
+    "/v1/admin/explanation",
+    "/v1/admin/people/link",
+    "/v1/admin/people/revocation",
+    "/v1/admin/people/removal",
+}
+
+
 def _document_statuses(document: dict[str, Any]) -> None:
     """Every status a route answers besides its success, each with the one error body:
     from the handlers' error mapping (grandbo.api.http_errors) and the edge's
@@ -183,9 +192,9 @@ def _document_statuses(document: dict[str, Any]) -> None:
             if method == "post":
                 statuses["413"] = "the body exceeds 64 KiB"
                 statuses["415"] = "Content-Type is not application/json"
-            if "{" in path:
-                statuses["404"] = "no such entry, question or verdict in this organization"
-            if "{entry_id}" in path:
+            if "{" in path or path in _NAMED_IN_BODY:
+                statuses["404"] = "no such entry, question, verdict or person in this organization"
+            if "{entry_id}" in path or path == "/v1/admin/explanation":
                 statuses["410"] = "the entry was redacted: its tombstone (who, when, why)"
             if _CONFLICTS.match(path):
                 statuses["409"] = "a conflict: another revision, an entry not active, a "

@@ -15,7 +15,7 @@ from typing import Any
 
 from grandbo.memory.domain.models import MemoryHit, MemoryQueryResult
 from grandbo.text.rules import one_line, quoted
-from grandbo.text.tags import tag_words
+from grandbo.text.tags import tag_words, written_tags
 from grandbo.topology.model import BlastRadius, Criticality
 
 TITLE_CHARS = 160
@@ -60,7 +60,7 @@ def structured_answer(result: MemoryQueryResult) -> dict[str, Any]:
     for hit, dumped in zip(result.hits, document["hits"], strict=True):
         words = tag_words(f"{hit.title} {hit.summary}")
         ordered = [*hit.why.shared_words, *(words.get(tag, tag) for tag in hit.tags)]
-        dumped["tags"] = list(dict.fromkeys(ordered))[:TAG_WORDS]
+        dumped["tags"] = written_tags(ordered)[:TAG_WORDS]  # a word once, whatever its case
     return document
 
 

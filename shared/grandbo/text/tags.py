@@ -19,6 +19,7 @@ from functools import lru_cache
 
 import Stemmer
 
+from grandbo.text.rules import one_line
 from grandbo.text.stopwords import ENGLISH_STOPWORDS
 
 MAX_TAG_CHARS = 64
@@ -111,15 +112,25 @@ def given_tags(title: str, summary: str, service: str | None, tags: Iterable[str
     its text, as stems (the only record of them before migration 0041 kept tags as written;
     `spelled_back` finds their words where the lake still has them)."""
     words = set(tags_for([title, summary, service or ""]))
-    return [tag for tag in tags if tag not in words]
+    given = [tag for tag in tags if tag not in words]
+    # `team0-shard0` was indexed whole and as `team0`, `shard0`: one tag given, not three
+    parts = {part for tag in given for part in _PART_SEPARATORS.split(tag) if part and part != tag}
+    return [tag for tag in given if tag not in parts]
+
+
+# zero-width and bidirectional characters: invisible in a tag, they would make two tags
+# that read the same (`Redis` and `Re\u200ddis`)
+_INVISIBLE = re.compile(r"[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
 
 def written_tags(tags: Iterable[str]) -> list[str]:
-    """Tags as a person or an incident wrote them: trimmed, the empty ones and repeats
-    (the same tag in another case) left out, the first spelling kept."""
+    """Tags as a person or an incident wrote them: each one line (line breaks, zero-width
+    and bidirectional characters out, `grandbo.text.rules.one_line`), trimmed, the empty
+    ones and repeats (the same tag in another case or form) left out, the first spelling
+    kept."""
     seen: dict[str, str] = {}
     for tag in tags:
-        kept = tag.strip()
+        kept = one_line(_INVISIBLE.sub("", tag))
         if kept:
             seen.setdefault(_normalize(kept), kept)
     return list(seen.values())

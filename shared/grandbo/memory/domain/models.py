@@ -130,6 +130,11 @@ class EntryText(_Command):
     def _safe_tags(cls, value: list[str]) -> list[str]:
         """Kept as written (trimmed, a repeat in another case left out): the lexical index
         tokenizes them, what people read and correct is what they wrote."""
+        for tag in value:
+            if "," in tag:  # the console's field and the CLI's list separate tags by commas
+                raise ValueError(f"a tag holds no comma: {tag!r} (give two tags instead)")
+            if any(line in tag for line in "\n\r\u2028\u2029"):
+                raise ValueError(f"a tag is one line: {tag!r}")
         return written_tags(reject_unsafe_text(tag) for tag in value)
 
     @field_validator("summary")
@@ -426,7 +431,9 @@ class MemoryHit(BaseModel):
     )
     title: str
     summary: str
-    tags: list[str]
+    tags: list[str] = Field(description="the tags the lesson was given, as written")
+    #: the lexical index's tags (for the staleness check's names): matched, never shown
+    index_tags: list[str] = Field(default_factory=list, exclude=True)
     service: str | None
     origin: Origin
     revision: int

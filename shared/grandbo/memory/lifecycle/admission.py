@@ -351,19 +351,37 @@ def _text_as_stored(
     """The payload's text validated by the write's own model (`NewEntry`, `EntryText`),
     stored as the write path stores it (nothing to trim), its tags the text's."""
     given = {} if payload.given_tags is None else {"tags": payload.given_tags}
-    text = _validated(
-        model,
-        {"title": payload.title, "summary": payload.summary, "service": payload.service}
-        | given
-        | (extra or {}),
-        "payload.",
-    )
+    try:
+        text = _validated(
+            model,
+            {"title": payload.title, "summary": payload.summary, "service": payload.service}
+            | given
+            | (extra or {}),
+            "payload.",
+        )
+    except _RefusedError as refused:
+        if refused.field == "payload.tags" or refused.field.startswith("payload.tags."):
+            # the model's `tags` are the payload's `given_tags`
+            raise _RefusedError(
+                refused.field.replace("payload.tags", "payload.given_tags", 1), refused.message
+            ) from refused
+        raise
     _same(payload.title, text.title, "title")
     _same(payload.summary, text.summary, "summary")
     _same(payload.service, text.service, "service")
     if payload.given_tags is not None and payload.given_tags != text.tags:
         raise _RefusedError("payload.given_tags", "is not as the write path stores it (trimmed)")
     _text_tags(text.title, text.summary, text.service, payload.tags, text.tags)
+    if payload.given_tags is not None and set(payload.tags) != set(
+        tags_for([text.title, text.summary, text.service or ""], text.tags)
+    ):
+        # an index tag neither the text nor the tags as written give would find the entry
+        # by a word it never shows
+        raise _RefusedError(
+            "payload.tags",
+            "holds tags neither its text nor its given_tags give: an entry's tags are "
+            "derived, not taken from the stream",
+        )
     return text
 
 

@@ -364,6 +364,7 @@ class Recall(EmbeddingJobs, Calibration):
                     title=entry.title,
                     summary=entry.summary,
                     tags=entry.tags,
+                    index_tags=entry.index_tags,
                     service=entry.service,
                     origin=entry.origin,
                     revision=entry.revision,

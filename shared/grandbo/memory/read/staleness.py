@@ -98,9 +98,10 @@ def with_staleness(
     as_of: datetime | None,
 ) -> list[MemoryHit]:
     """The hits, each about a service the topology changed carrying its `staleness`."""
-    # the index's tags (a lesson names a service by its identifier's token or stem)
+    # the index's tags (a lesson names a service by its identifier's token or stem); a
+    # hit read back from JSON has none: made again from its text
     subjects = [
-        (hit.service, tags_for([hit.title, hit.summary, hit.service], hit.tags))
+        (hit.service, hit.index_tags or tags_for([hit.title, hit.summary, hit.service], hit.tags))
         for hit in hits
         if hit.service
     ]

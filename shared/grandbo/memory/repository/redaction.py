@@ -224,7 +224,8 @@ class RedactionWrites(RecurrenceReads):
             digests[target.entry_id].add(text_digest(target.title, target.summary))
             said += [target.title, target.summary, " ".join([*target.tags, *target.index_tags])]
         cur.execute(
-            "SELECT entry_id, payload->>'title' AS title, payload->>'summary' AS summary"
+            "SELECT entry_id, payload->>'title' AS title, payload->>'summary' AS summary,"
+            " payload->'given_tags' AS given_tags"
             " FROM org_memory_events WHERE tenant_id = %s AND entry_id = ANY(%s)"
             "   AND event_type IN ('entry_created', 'entry_corrected')"
             "   AND NOT (payload ? 'redacted')",
@@ -234,6 +235,8 @@ class RedactionWrites(RecurrenceReads):
             if isinstance(row["title"], str) and isinstance(row["summary"], str):
                 digests[row["entry_id"]].add(text_digest(row["title"], row["summary"]))
                 said += [row["title"], row["summary"]]
+            if isinstance(row["given_tags"], list):  # every revision's tags as written
+                said.append(" ".join(t for t in row["given_tags"] if isinstance(t, str)))
         return {entry_id: sorted(found) for entry_id, found in digests.items()}, said
 
     def count_redactions(self, tenant_id: str) -> int:
