@@ -141,8 +141,16 @@ layer-lock: $(STAMP)
 	  -o infra/layer-py313.lock
 
 ## Synthesize the CDK app offline into cdk.out/ (asset bundling skipped; `cdk deploy` bundles).
+# jsii (the CDK's runtime) supports Node 22 and 24; on another release it prints a framed
+# banner that Python relays as byte strings: one line of ours says it instead
+JSII_QUIET := JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 \
+  JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=18,20 JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
+NODE_NOTE = @node -e 'const m = +process.versions.node.split(".")[0]; \
+  if (![22, 24].includes(m)) console.error("note: Node " + process.version + " runs the synth; the CDK supports Node 22 or 24: use one of them to deploy")' 2>&1 || true
+
 synth: $(STAMP)
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 CDK_OUTDIR=cdk.out \
+	$(NODE_NOTE)
+	$(JSII_QUIET) CDK_OUTDIR=cdk.out \
 	CDK_CONTEXT_JSON='{"aws:cdk:bundling-stacks": [], "stage": "$(or $(STAGE),dev)", "alarm_email": "$(or $(ALARM_EMAIL),oncall@example.com)"}' \
 	$(BIN)/python app.py
 	@ls cdk.out/*.template.json
@@ -157,7 +165,7 @@ $(LINT_VENV)/.installed: infra/lint.txt
 
 lint-infra: $(STAMP) $(LINT_VENV)/.installed
 	rm -rf cdk.out/lint && for stage in dev prod; do \
-	  JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 CDK_OUTDIR=cdk.out/lint/$$stage \
+	  $(JSII_QUIET) CDK_OUTDIR=cdk.out/lint/$$stage \
 	  CDK_CONTEXT_JSON="{\"aws:cdk:bundling-stacks\": [], \"stage\": \"$$stage\", \"alarm_email\": \"oncall@example.com\"}" \
 	  $(BIN)/python app.py || exit 1; done
 	$(LINT_VENV)/bin/cfn-lint cdk.out/lint/*/*.template.json

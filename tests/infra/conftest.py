@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
 
 
 def _synth(stage: str, **context: str) -> tuple[Any, Any]:

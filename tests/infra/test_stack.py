@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
 
 cdk = pytest.importorskip("aws_cdk", reason="install the infra extra: pip install -e '.[infra]'")
 from aws_cdk.assertions import Annotations, Match, Template  # noqa: E402
