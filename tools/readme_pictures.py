@@ -76,7 +76,7 @@ def _serving(data_dir: Path) -> Iterator[tuple[list[str], str]]:
         process.wait(timeout=60)
 
 
-def _query(data_dir: Path) -> str:
+def _query(data_dir: Path) -> str:  # the command line's answer, beside the runner
     done = subprocess.run(  # noqa: S603 - our own CLI
         [
             *(sys.executable, "-m", "grandbo.cli", "--data-dir", str(data_dir)),
@@ -111,13 +111,12 @@ def _picture(link: str, target: Path) -> None:
         browser.close()
 
 
-def _block(served: list[str], answer: str) -> str:
-    """The README's "what to expect": the demo's line, the question and its first hit as
-    the command line answers, the serving lines (the token elided)."""
-    seeded = next(line for line in served if line.startswith("demo organization"))
-    answer_lines = answer.strip().splitlines()
-    first_hit = next(i for i, line in enumerate(answer_lines) if line.startswith("1. "))
-    shown = [*answer_lines[:first_hit], answer_lines[first_hit], "..."]
+def _block(served: list[str]) -> str:
+    """The README's "what to expect": what `make run` printed, from the demo's line to the
+    first hit of the question it asks, then its serving lines (credentials elided)."""
+    begin = next(i for i, line in enumerate(served) if line.startswith("demo organization"))
+    first_hit = next(i for i, line in enumerate(served) if line.startswith("1. "))
+    text_lines = [*served[begin : first_hit + 1], "..."]
     start = served.index(next(x for x in served if "is serving on" in x))
     # the serving lines, the ready-to-paste curl commands (credentials) elided
     serving = [
@@ -127,9 +126,7 @@ def _block(served: list[str], answer: str) -> str:
     ]
     port = re.search(r"http://127\.0\.0\.1:(\d+)", serving[0])
     console = re.search(r"http://127\.0\.0\.1:(\d+)/login", serving[-1])
-    text = "\n".join(
-        [seeded, "", f'$ grandbo query --tenant demo "{QUESTION}"', "", *shown, *serving]
-    )
+    text = "\n".join([*text_lines, *serving])
     # the ports `make run` uses, not this run's
     if port:
         text = text.replace(f"127.0.0.1:{port.group(1)}", "127.0.0.1:8787")
@@ -149,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         with _serving(data_dir) as (served, link):
             ready = time.monotonic() - started
             asked = time.monotonic()
-            answer = _query(data_dir)
+            _query(data_dir)  # the README's question from the command line, timed
             answered = time.monotonic() - asked
             _picture(link, PICTURE)
     print(f"first start to the console's link: {ready:.1f} s; the question: {answered:.1f} s")
@@ -157,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_readme:
         readme = README.read_text()
         start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-        README.write_text(readme[:start] + "\n" + _block(served, answer) + "\n" + readme[end:])
+        README.write_text(readme[:start] + "\n" + _block(served) + "\n" + readme[end:])
         print(f"wrote the quickstart's output into {README.relative_to(ROOT)}")
     return 0
 
