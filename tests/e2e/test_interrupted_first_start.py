@@ -28,6 +28,10 @@ class Terminal:
         self.output = b""
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: a session of its own on the terminal
+            # Ctrl-C as a person's terminal has it, whatever this run inherited: a suite
+            # started in the background (`make test &`, nohup) ignores SIGINT, and an
+            # ignored signal stays ignored across exec (Python then installs no handler)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.execv(  # noqa: S606 - our own CLI
                 sys.executable,
                 [
