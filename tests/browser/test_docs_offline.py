@@ -4,32 +4,18 @@ renders whole, in light and dark, and its search answers."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, Route
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.test_docs_site import build_site
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    built = tmp_path_factory.mktemp("docs") / "site"
-    done = subprocess.run(  # noqa: S603 - MkDocs of this venv
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(built)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return built
+    return build_site(tmp_path_factory.mktemp("docs") / "site")
 
 
 @pytest.fixture

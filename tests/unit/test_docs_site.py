@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_docs_site_builds_strictly_with_generated_references(tmp_path: Path) -> None:
-    site = tmp_path / "site"
+def build_site(site: Path) -> Path:
+    """The site as `make docs` builds it (strict), into `site`."""
     built = subprocess.run(  # noqa: S603 - MkDocs of this venv
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
         cwd=ROOT,
@@ -27,6 +27,11 @@ def test_the_docs_site_builds_strictly_with_generated_references(tmp_path: Path)
         check=False,
     )
     assert built.returncode == 0, built.stderr[-3000:]
+    return site
+
+
+def test_the_docs_site_builds_strictly_with_generated_references(tmp_path: Path) -> None:
+    site = build_site(tmp_path / "site")
     api = (site / "reference" / "http-api.html").read_text()
     document = json.loads((ROOT / "docs" / "openapi.json").read_text())
     for path in document["paths"]:
