@@ -144,14 +144,15 @@ CURLS = {
 }
 
 
-def _auth(operation: dict[str, Any]) -> str:
+def _auth(operation: dict[str, Any], path: str) -> str:
     schemes = [name for item in operation.get("security", []) for name in item]
     if "queryToken" in schemes:
         return "the query token: `Authorization: Bearer gbq1...` (`grandbo token`)"
     role = operation.get("x-grandbo-role", "admin")
+    iam = "/v1/iam/" + path.removeprefix("/v1/")
     return (
         f"a signed admin request (`x-grandbo-*` headers, `grandbo sign`), a key of role "
-        f"**{role}** or above; in AWS a person also calls it as `/v1/iam{{path}}` with SigV4"
+        f"**{role}** or above; in AWS a person also calls it as `{iam}` with SigV4"
     )
 
 
@@ -224,7 +225,7 @@ def _route(route: str, path: str, operation: dict[str, Any], schemas: dict[str, 
     lines = [f"### `{route}`", ""]
     if description := operation.get("description"):
         lines += [description.strip(), ""]
-    lines += [f"Auth: {_auth(operation)}.", ""]
+    lines += [f"Auth: {_auth(operation, path)}.", ""]
     body = operation.get("requestBody", {}).get("content", {})
     name = _schema_name(body.get("application/json", {}).get("schema", {}))
     if name and name in schemas:

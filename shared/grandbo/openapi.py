@@ -161,6 +161,7 @@ _RETRY_AFTER = {
 _CONFLICTS = re.compile(
     r"^/v1/admin/(entries/\{entry_id\}/(corrections|retirement|promotion|split|merge"
     r"|merge-policy|distinct|redaction)|purge(/confirmation)?|import|people(/.*)?|calibration)$"
+    r"|^/v1/memory/entries/\{entry_id\}/feedback$"
 )
 
 
@@ -180,7 +181,7 @@ def _document_statuses(document: dict[str, Any]) -> None:
     document["components"]["schemas"]["Error"] = _ERROR
     body = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for path, item in document["paths"].items():
-        for method, operation in item.items():
+        for operation in item.values():
             statuses = {
                 "400": "a field or the body refused, named in `field`",
                 "401": "no credentials, or ones that do not hold (a replayed nonce included)",
@@ -189,9 +190,11 @@ def _document_statuses(document: dict[str, Any]) -> None:
                 "503": "the memory store is unavailable (a failover, a writer read-only); "
                 "retry after Retry-After",
             }
-            if method == "post":
-                statuses["413"] = "the body exceeds 64 KiB"
-                statuses["415"] = "Content-Type is not application/json"
+            # any method: the edge reads a body whatever the method, and its WAF refuses
+            statuses["403"] = "refused by the edge (a request without a User-Agent), or a "
+            "person's key below the route's role"
+            statuses["413"] = "the body exceeds 64 KiB"
+            statuses["415"] = "a body whose Content-Type is not application/json"
             if "{" in path or path in _NAMED_IN_BODY:
                 statuses["404"] = "no such entry, question, verdict or person in this organization"
             if "{entry_id}" in path or path == "/v1/admin/explanation":

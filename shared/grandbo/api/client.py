@@ -304,7 +304,7 @@ class AdminClient:
         payload: dict[str, Any] | None,
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        body = json.dumps(payload).encode() if payload is not None else b""
+        body = json.dumps(payload, ensure_ascii=False).encode() if payload is not None else b""
         headers = sign_admin_request(self.key, method, path, body, idempotency_key=idempotency_key)
         return _call(
             self.base_url, method, path, body or None, headers, self.timeout, self.component
@@ -474,7 +474,7 @@ class IamAdminClient:
         from botocore.awsrequest import AWSRequest
 
         routed = "/v1/iam/" + path.removeprefix("/v1/") if path.startswith("/v1/admin") else path
-        body = json.dumps(payload).encode() if payload is not None else b""
+        body = json.dumps(payload, ensure_ascii=False).encode() if payload is not None else b""
         headers = {"Content-Type": "application/json"}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key

@@ -265,7 +265,7 @@ class EntryPages:
 
 # What a form's refusal is re-rendered for (the form kept, the reason above it); any other
 # status is the error page
-_REFUSED_FORM = (400, 422)
+_REFUSED_FORM = (400, 413, 422)
 _NEW_ENTRY_FIELDS = ("title", "summary", "service", "tags", "incident_id", "kind")
 
 
