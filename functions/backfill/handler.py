@@ -44,7 +44,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     metrics.add_metric("EpisodicEntriesExpired", MetricUnit.Count, expired)
     titled = runtime().service().mark_title_tags(tenant, limit=TITLE_TAGS_PER_RUN)
     # tags as written of entries from before migration 0041 (none once filled: one
-    # indexed count per tenant)
+    # indexed probe per tenant)
     given = runtime().service().fill_given_tags(tenant)
     forgotten = runtime().service().forget_expired_retrievals(tenant)
     metrics.add_metric("RetrievalsForgotten", MetricUnit.Count, forgotten)

@@ -189,19 +189,21 @@ def _document_statuses(document: dict[str, Any]) -> None:
                 "or the edge's throttle); retry after Retry-After",
                 "503": "the memory store is unavailable (a failover, a writer read-only); "
                 "retry after Retry-After",
+                # any method: the edge reads a body whatever the method, and its WAF refuses
+                "403": "refused by the edge (a request without a User-Agent), or a "
+                "person's key below the route's role",
+                "413": "the body exceeds 64 KiB",
+                "415": "a body whose Content-Type is not application/json",
             }
-            # any method: the edge reads a body whatever the method, and its WAF refuses
-            statuses["403"] = "refused by the edge (a request without a User-Agent), or a "
-            "person's key below the route's role"
-            statuses["413"] = "the body exceeds 64 KiB"
-            statuses["415"] = "a body whose Content-Type is not application/json"
             if "{" in path or path in _NAMED_IN_BODY:
                 statuses["404"] = "no such entry, question, verdict or person in this organization"
             if "{entry_id}" in path or path == "/v1/admin/explanation":
                 statuses["410"] = "the entry was redacted: its tombstone (who, when, why)"
             if _CONFLICTS.match(path):
-                statuses["409"] = "a conflict: another revision, an entry not active, a "
-                "merge or purge refused, or people managed elsewhere"
+                statuses["409"] = (
+                    "a conflict: another revision, an entry not active, a merge or purge "
+                    "refused, or people managed elsewhere"
+                )
             responses = operation.setdefault("responses", {})
             responses["422"] = {
                 **responses.get("422", {}),
@@ -214,8 +216,8 @@ def _document_statuses(document: dict[str, Any]) -> None:
                 if status in ("429", "503"):
                     answer["headers"] = _RETRY_AFTER
                 responses.setdefault(status, answer)
-            if "403" in responses:
-                responses["403"]["content"] = body
+            # an admin route's 403 was described by its role (_document_role): its body too
+            responses["403"]["content"] = body
 
 
 def openapi_json() -> str:

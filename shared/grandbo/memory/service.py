@@ -265,10 +265,12 @@ class MemoryService(Recall):
             )
         if named.keys() >= _CORRECTABLE:
             return named, expected_revision
-        # tags kept from an entry stored before migration 0041 are its words, not the
-        # stems a read shows until the backfill: filled first (a no-op once filled)
-        self.repository.fill_given_tags(tenant)
         current = self.repository.get_entry(tenant, entry_id)
+        if current.tags_unfilled:
+            # tags kept from an entry stored before migration 0041 are its words, not the
+            # stems a read shows until the backfill: filled first
+            self.repository.fill_given_tags(tenant)
+            current = self.repository.get_entry(tenant, entry_id)
         kept: dict[str, object] = {
             "title": current.title,
             "summary": current.summary,

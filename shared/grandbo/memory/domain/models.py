@@ -230,6 +230,9 @@ class MemoryEntry(BaseModel):
     )
     #: the lexical index's tags (stems of the text and of `tags`): matched, never shown
     index_tags: list[str] = Field(default_factory=list, exclude=True)
+    #: read from a row stored before migration 0041 the backfill has not filled yet: `tags`
+    #: are the stems it was given, not words (set by `_tags_from_before_0041`)
+    tags_unfilled: bool = Field(default=False, exclude=True)
     service: str | None
     origin: Origin
     status: EntryStatus
@@ -262,6 +265,7 @@ class MemoryEntry(BaseModel):
             return {
                 **data,
                 "tags": given_tags(data.get("title", ""), data.get("summary", ""), service, index),
+                "tags_unfilled": True,
             }
         return data
 

@@ -224,21 +224,30 @@ def _validated(model: type[BaseModel], value: dict[str, Any], prefix: str = "") 
 
 
 def _text_tags(
-    title: str, summary: str, service: str | None, tags: list[str], given: list[str]
+    title: str, summary: str, service: str | None, tags: list[str], given: list[str] | None
 ) -> None:
     """The tags hold every tag of the text and of the tags as written (unless they alone
-    passed the cap) and each is a tag the tokenizer makes."""
+    passed the cap) and each is a tag the tokenizer makes; where the event holds its tags
+    as written (`given`, migration 0041), nothing else."""
     for index, tag in enumerate(tags):
         if not is_tag(tag):
             raise _RefusedError(f"payload.tags.{index}", f"{tag!r} is not a tag (tokenized text)")
     if len(set(tags)) != len(tags):
         raise _RefusedError("payload.tags", "holds a tag twice")
-    derived = tags_for([title, summary, service or ""], given)
+    derived = tags_for([title, summary, service or ""], given or ())
     if len(tags) < MAX_TAGS_PER_TEXT and (missing := [t for t in derived if t not in tags]):
         raise _RefusedError(
             "payload.tags",
             f"lacks the tags its text gives ({', '.join(missing[:5])}): an entry's tags are "
             "derived from its title, summary and service, not taken from the stream",
+        )
+    if given is not None and set(tags) != set(derived):
+        # an index tag neither the text nor the tags as written give would find the entry
+        # by a word it never shows
+        raise _RefusedError(
+            "payload.tags",
+            "holds tags neither its text nor its given_tags give: an entry's tags are "
+            "derived, not taken from the stream",
         )
 
 
@@ -371,17 +380,13 @@ def _text_as_stored(
     _same(payload.service, text.service, "service")
     if payload.given_tags is not None and payload.given_tags != text.tags:
         raise _RefusedError("payload.given_tags", "is not as the write path stores it (trimmed)")
-    _text_tags(text.title, text.summary, text.service, payload.tags, text.tags)
-    if payload.given_tags is not None and set(payload.tags) != set(
-        tags_for([text.title, text.summary, text.service or ""], text.tags)
-    ):
-        # an index tag neither the text nor the tags as written give would find the entry
-        # by a word it never shows
-        raise _RefusedError(
-            "payload.tags",
-            "holds tags neither its text nor its given_tags give: an entry's tags are "
-            "derived, not taken from the stream",
-        )
+    _text_tags(
+        text.title,
+        text.summary,
+        text.service,
+        payload.tags,
+        None if payload.given_tags is None else text.tags,
+    )
     return text
 
 
