@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from grandbo.memory.domain.models import MemoryEntry
 from grandbo.memory.repository import SearchLegs
 
 
@@ -18,8 +19,18 @@ def comparable(
     nothing reads)."""
     left, right = asdict(statements), asdict(one_call)
     ids = {c.entry_id for c in statements.lexical} | {c.entry_id for c in statements.vector}
-    left["entries"] = {i: e for i, e in statements.entries.items() if i in ids}
+    left["entries"] = {i: _answered(e) for i, e in statements.entries.items() if i in ids}
+    right["entries"] = {i: _answered(e) for i, e in one_call.entries.items()}
     return left, right
+
+
+def _answered(entry: MemoryEntry) -> MemoryEntry:
+    """The entry as an answer holds it: `tags_unfilled` is the store row's state for the
+    write path (a correction fills an entry stored before migration 0041), never
+    serialized; a search function from before 0041 (a backend's cached plan across the
+    migration) does not return `given_tags`, so it cannot tell, and shows the stems spelled
+    back either way."""
+    return entry.model_copy(update={"tags_unfilled": False})
 
 
 def same_answers(statements: SearchLegs, one_call: SearchLegs) -> bool:
