@@ -109,12 +109,16 @@ def synthetic_topics(provider: EmbeddingProvider, count: int = 40) -> list[tuple
     return list(zip(provider.embed(texts), [tokenize(t) for t in texts], strict=True))
 
 
-def incident_event(texts: list[tuple[str, str, str]], tenant: str, n: int) -> IncidentClosed:
-    """The `n`th benchmark incident of `tenant`: 5 corroborated findings from the pool."""
+def incident_event(
+    texts: list[tuple[str, str, str]], tenant: str, n: int, run: str = ""
+) -> IncidentClosed:
+    """The `n`th benchmark incident of `tenant`: 5 corroborated findings from the pool.
+    `run` names the incidents of one run apart: on a kept database, `INC-n` of an earlier
+    run is a replay (answered from its idempotency keys), not a write."""
     return IncidentClosed.model_validate(
         {
             "tenant_id": tenant,
-            "incident_id": f"INC-{n}",
+            "incident_id": f"INC-{run}-{n}" if run else f"INC-{n}",
             "title": "Checkout errors",
             "service": "checkout-api",
             "closed_at": "2026-11-29T10:00:00Z",
