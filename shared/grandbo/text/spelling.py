@@ -1,15 +1,25 @@
 """A text as all its spellings read alike (issue 52: a redacted secret is found however a
 question spells it).
 
-`spelling(text)`: zero-width and soft-hyphen characters dropped, percent-decoded,
-Unicode compatibility form (NFKC: full-width and mathematical letters become plain),
-every look-alike letter of another script mapped to the Latin or digit it is confused
-with (Unicode's confusables, TR39, as the `confusable-homoglyphs` package ships them:
-Cyrillic `\u0430` reads `a`), case folded, and every character that is not a letter or a digit
-left out (a hyphen or a space splitting a secret joins again). `spellings(text)` adds the
-spelling of what its base64-looking tokens decode to: what the retrieval log's search
-matches (`grandbo.memory.repository.log_scrub`) and what a question is checked against
-on write.
+`spelling(text)`: zero-width and soft-hyphen characters dropped, percent-decoded (and the
+invisible characters it spelled dropped), every look-alike letter of another script
+mapped to the Latin or digit it is confused with (Unicode's confusables, TR39, as the
+`confusable-homoglyphs` package ships them: Cyrillic `\u0430` reads `a`; a capital that
+reads `l` but whose small letter reads `i`, Greek `\u0399` or Cyrillic `\u0406`, reads
+`i`), before the Unicode compatibility form and again after it (NFKC: full-width and
+mathematical letters become plain, but a lunate sigma that reads `c` would become a
+sigma), combining marks dropped (`c\u0301` reads `c`), case folded, and every character
+that is not a letter or a digit left out (a hyphen or a space splitting a secret joins
+again). An ASCII text spells as the first rules (issue 52's) spelled it.
+
+`spellings(text)` adds the spelling of what its encoded tokens decode to: base64 and
+base64url (whole, or after or before a `/`, `_` or `-` glued to them: a URL's path, an
+environment variable's name), hex, found in the text as written, percent-decoded and in
+its compatibility form (full-width), UTF-8 or UTF-16 text (PowerShell's `-enc`), up to
+three encodings deep (base64 of base64); and the spelling by the first rules of a text
+they spell otherwise, so what a redaction before these rules kept still matches. It is what the
+retrieval log's search matches (`grandbo.memory.repository.log_scrub`) and what a
+question is checked against on write.
 
 `spelling_digest(salt, spelling)`: what a redaction keeps of a spelling it removed, the
 SHA-256 of the organization's salt and the spelling's UTF-8, never the spelling itself
@@ -22,6 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import itertools
 import json
 import re
 import unicodedata
@@ -30,11 +41,22 @@ from functools import lru_cache
 from importlib import resources
 from urllib.parse import unquote
 
+# the round of these rules (migration 0042 records it beside each kept spelling: a
+# question kept by an earlier round is re-spelled by the audit's repair)
+SPELLING_RULES = 2
 # a spelling the person redacting asks to remove must be at least this long: a shorter
 # one would remove every question holding any word with those letters
 MIN_SPELLING = 4
-# a base64 token this long or longer is tried as one (6 bytes of text)
-_BASE64_TOKEN = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
+# a base64 or hex token this long or longer is tried as one (6 bytes of base64, 4 of hex)
+MIN_TOKEN = 8
+_TOKEN = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
+_HEX_TOKEN = re.compile(r"[0-9A-Fa-f]+")
+_GLUE = re.compile(r"[/_-]")
+# how many of a token's glues are tried (a token of a thousand hyphens tries 32), how
+# many encodings deep, and how many decoded texts a text gives at most
+MAX_GLUES = 32
+MAX_DEPTH = 3
+MAX_DECODED = 64
 _INVISIBLE = re.compile(
     r"[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e"
     r"\u2060-\u2064\u206a-\u206f\u3164\ufeff\uffa0]"
@@ -45,7 +67,7 @@ SEPARATOR = " "
 
 
 @lru_cache(maxsize=1)
-def _look_alikes() -> dict[str, str]:
+def _confusables() -> dict[str, str]:
     """Every non-ASCII character Unicode lists as confusable with an ASCII letter or digit,
     mapped to it (loaded once, on the first spelling: ~9,600 characters)."""
     data = resources.files("confusable_homoglyphs").joinpath("confusables.json").read_text("utf-8")
@@ -62,18 +84,62 @@ def _look_alikes() -> dict[str, str]:
     return mapped
 
 
+@lru_cache(maxsize=1)
+def _look_alikes() -> dict[str, str]:
+    """The confusables, where a capital whose look-alike is `l` while its small letter's
+    is `i` (Greek iota, Cyrillic dotted i: the shapes of a capital I) reads `i`, as the
+    capital I it stands for is case folded."""
+    table = _confusables()
+    return {
+        char: "i" if target == "l" and table.get(char.lower()) == "i" else target
+        for char, target in table.items()
+    }
+
+
+def _first_rules(text: str) -> str:
+    """`text` spelled by issue 52's first rules: what a redaction before the current
+    rules kept the digests of."""
+    decoded = unquote(unquote(_INVISIBLE.sub("", text)))
+    folded = unicodedata.normalize("NFKC", decoded)
+    table = _confusables()
+    return "".join(c for c in "".join(table.get(c, c) for c in folded).casefold() if c.isalnum())
+
+
 def spelling(text: str) -> str:
     """`text` as its variants spell it alike (see the module)."""
-    visible = _INVISIBLE.sub("", text)
-    decoded = unquote(unquote(visible))  # twice: %2525 is a percent-encoded %25
-    folded = unicodedata.normalize("NFKC", decoded)
-    look_alikes = _look_alikes()
-    mapped = "".join(look_alikes.get(c, c) for c in folded)
-    return "".join(c for c in mapped.casefold() if c.isalnum())
+    # twice: %2525 is a percent-encoded %25; what it spelled may be invisible too
+    decoded = _INVISIBLE.sub("", unquote(unquote(_INVISIBLE.sub("", text))))
+    if decoded.isascii():  # as the first rules spelled it
+        return "".join(c for c in decoded.casefold() if c.isalnum())
+    table = _look_alikes()
+    mapped = "".join(table.get(c, c) for c in decoded)  # before NFKC turns a lunate sigma
+    folded = "".join(table.get(c, c) for c in unicodedata.normalize("NFKC", mapped))
+    bare = "".join(c for c in unicodedata.normalize("NFD", folded) if not unicodedata.combining(c))
+    return "".join(c for c in bare.casefold() if c.isalnum())
+
+
+def _text_of(raw: bytes) -> str | None:
+    """`raw` as text, UTF-8 or UTF-16 (PowerShell's `-enc`), if that is mostly printable."""
+    encodings = ["utf-8"]
+    if len(raw) % 2 == 0 and raw.count(0) * 4 >= len(raw):  # every other byte a NUL
+        encodings = ["utf-16-le", "utf-16-be", "utf-8"]
+    for encoding in encodings:
+        try:
+            text = raw.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        if text and sum(c.isprintable() for c in text) >= 0.9 * len(text):
+            return text
+    return None
 
 
 def _decoded(token: str) -> str | None:
-    """What a base64 (or base64url) token decodes to, if that is mostly printable text."""
+    """What a base64 (or base64url) or hex token decodes to, if that is mostly printable
+    text."""
+    if len(token) % 2 == 0 and _HEX_TOKEN.fullmatch(token):
+        hexed = _text_of(bytes.fromhex(token))
+        if hexed is not None:
+            return hexed
     body = token.rstrip("=")
     padded = body + "=" * (-len(body) % 4)
     for alphabet in (None, b"-_"):
@@ -81,29 +147,61 @@ def _decoded(token: str) -> str | None:
             raw = base64.b64decode(padded, altchars=alphabet, validate=True)
         except (binascii.Error, ValueError):
             continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        printable = sum(c.isprintable() for c in text)
-        if text and printable >= 0.9 * len(text):
+        text = _text_of(raw)
+        if text is not None:
             return text
     return None
 
 
+def _candidates(token: str) -> list[str]:
+    """The token, and its parts glued by a `/`, `_` or `-` (a URL's path before a base64
+    token, an environment variable's name, a suffix): whole, what follows each glue,
+    what precedes it, and each piece between two; of the first MAX_GLUES glues."""
+    glues = [m.start() for m in _GLUE.finditer(token)][:MAX_GLUES]
+    bounds = [-1, *glues, len(token)]
+    parts = {token}
+    for at in glues:
+        parts.update((token[at + 1 :], token[:at]))
+    parts.update(token[a + 1 : b] for a, b in itertools.pairwise(bounds))
+    return [p for p in parts if len(p.rstrip("=")) >= MIN_TOKEN]
+
+
+def _decodings(text: str, depth: int, out: list[str]) -> None:
+    """What the encoded tokens of `text` (as written, percent-decoded and in the
+    compatibility form) decode to, and theirs, `depth` levels deep, appended to `out`."""
+    if depth == 0 or len(out) >= MAX_DECODED:
+        return
+    visible = _INVISIBLE.sub("", text)
+    forms = {visible, unquote(unquote(visible)), unicodedata.normalize("NFKC", visible)}
+    seen: set[str] = set()
+    for form in forms:
+        for match in _TOKEN.finditer(form):
+            for candidate in _candidates(match.group()):
+                if candidate in seen:
+                    continue
+                seen.add(candidate)
+                decoded = _decoded(candidate)
+                if decoded is not None and len(out) < MAX_DECODED:
+                    out.append(decoded)
+                    _decodings(decoded, depth - 1, out)
+
+
 def spellings(*texts: str | None) -> str:
     """The spellings of `texts` (a question's topic, its incident id) and of what their
-    base64-looking tokens decode to, each apart (SEPARATOR)."""
+    encoded tokens decode to, each apart (SEPARATOR); the first rules' spelling too, where
+    it differs."""
     parts: list[str] = []
+    first: list[str] = []  # last: the check on write reads the first 8,000 characters
     for text in texts:
         if not text:
             continue
-        parts.append(spelling(text))
-        for match in _BASE64_TOKEN.finditer(_INVISIBLE.sub("", text)):
-            decoded = _decoded(match.group())
-            if decoded is not None:
-                parts.append(spelling(decoded))
-    return SEPARATOR.join(p for p in parts if p)
+        decoded: list[str] = []
+        _decodings(text, MAX_DEPTH, decoded)
+        for each in (text, *decoded):
+            parts.append(spelling(each))
+            if not each.isascii() or "%" in each:
+                first.append(_first_rules(each))
+    return SEPARATOR.join(dict.fromkeys(p for p in (*parts, *first) if p))
 
 
 def spelling_digest(salt: bytes, spelt: str) -> bytes:

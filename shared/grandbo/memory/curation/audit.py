@@ -27,9 +27,11 @@ Checks, each a `Finding` when something is wrong:
 - `redaction_receipts`: questions and verdicts' notes that spell a text a redaction removed
   (its receipt re-verified against its digests: `grandbo.memory.curation.receipts_audit`),
   each receipt marked verified when every question was gone over;
-- `log_unspelled`: questions the full spelling rules never spelled (logged before
-  migration 0040, by older code, or restored), which a redaction's search reads as the
-  database spells them (no look-alike letters, no base64).
+- `log_unspelled`: questions the current spelling rules never spelled (logged before
+  migration 0040, by older code, or restored: the database spelled them, with no
+  look-alike letters and no base64; or kept by an earlier round of the rules, before
+  migration 0042: no hex, nested or glued encodings), which a redaction's search reads as
+  they were spelled.
 
 Repairs (`repair`): embed what lacks a vector, rebuild the projection from the events,
 retire the expired, build the missing index, blank the unscrubbed questions' topics,
@@ -276,8 +278,10 @@ def _receipts(
                 "log_unspelled",
                 unspelled,
                 f"{unspelled} logged questions were spelled by the database alone (before "
-                "migration 0040, by older code, or restored): a redaction finds their "
-                "look-alike and base64 spellings only once they are re-spelled (the repair)",
+                "migration 0040, by older code, or restored) or by an earlier round of the "
+                "spelling rules (before migration 0042): a redaction finds what only the "
+                "current rules spell (look-alikes, base64, hex, nested encodings) in them "
+                "once they are re-spelled (the repair)",
                 repairable=True,
             )
         )

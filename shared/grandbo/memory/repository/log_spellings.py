@@ -1,7 +1,8 @@
 """The retrieval log's spellings read back and mended (issue 52): the audit re-verifies
 every redaction receipt against the questions the organization holds now, page by page,
 and re-spells with every rule the questions only the database spelled (logged before
-migration 0040, by older code, or restored from an older dump)."""
+migration 0040, by older code, or restored from an older dump) or an earlier round of the
+rules did (before migration 0042)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from grandbo.memory.domain.log_quotes import REMOVED
-from grandbo.memory.repository.log_scrub import remove_notes_on, standing_notes
+from grandbo.memory.repository.log_scrub import (
+    remove_notes_on,
+    spelled_by_these_rules,
+    standing_notes,
+)
 from grandbo.storage.tenant_scope import TenantScopedRepository
-from grandbo.text.spelling import spellings
+from grandbo.text.spelling import SPELLING_RULES, spellings
 
 # the questions a page of the audit reads (their spellings, a few hundred bytes each)
 SPELLING_PAGE = 5_000
@@ -74,17 +79,19 @@ class LogSpellings(TenantScopedRepository):
         nothing did."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
-                "SELECT r.retrieval_id, r.topic, r.incident_id, s.spelled, s.full_rules"
+                "SELECT r.retrieval_id, r.topic, r.incident_id, s.spelled,"
+                "   s.full_rules AND s.rules >= %s AS current"
                 " FROM org_memory_retrievals r LEFT JOIN org_memory_retrieval_spellings s"
                 "   ON s.tenant_id = r.tenant_id AND s.retrieval_id = r.retrieval_id"
                 " WHERE r.tenant_id = %s AND (%s::uuid IS NULL OR r.retrieval_id > %s)"
-                "   AND (NOT %s OR s.retrieval_id IS NULL OR NOT s.full_rules)"
+                "   AND (NOT %s OR s.retrieval_id IS NULL OR NOT s.full_rules"
+                "        OR s.rules < %s)"
                 " ORDER BY r.retrieval_id LIMIT %s",
-                (tenant_id, after, after, unspelled_only, limit),
+                (SPELLING_RULES, tenant_id, after, after, unspelled_only, SPELLING_RULES, limit),
             )
             return [
                 SpeltQuestion(row["retrieval_id"], row["spelled"], False)
-                if row["spelled"] is not None and row["full_rules"]
+                if row["spelled"] is not None and row["current"]
                 else SpeltQuestion(
                     row["retrieval_id"], spellings(row["topic"], row["incident_id"]), True
                 )
@@ -92,15 +99,16 @@ class LogSpellings(TenantScopedRepository):
             ]
 
     def count_unspelled(self, tenant_id: str) -> int:
-        """Questions the full rules never spelled (the database did, or nothing did)."""
+        """Questions the current rules never spelled (the database did, an earlier round
+        of the rules did, or nothing did)."""
         with self._tenant_scope(tenant_id) as cur:
             cur.execute(
                 "SELECT count(*) AS n FROM org_memory_retrievals r"
                 " WHERE r.tenant_id = %s AND NOT EXISTS ("
                 "   SELECT 1 FROM org_memory_retrieval_spellings s"
                 "   WHERE s.tenant_id = r.tenant_id AND s.retrieval_id = r.retrieval_id"
-                "     AND s.full_rules)",
-                (tenant_id,),
+                "     AND s.full_rules AND s.rules >= %s)",
+                (tenant_id, SPELLING_RULES),
             )
             row = cur.fetchone()
             return 0 if row is None else int(row["n"])
@@ -111,6 +119,7 @@ class LogSpellings(TenantScopedRepository):
         if not respelled:
             return 0
         with self._tenant_scope(tenant_id) as cur:
+            spelled_by_these_rules(cur)
             cur.execute(
                 "INSERT INTO org_memory_retrieval_spellings AS s"
                 " (tenant_id, retrieval_id, spelled, served, full_rules)"
@@ -160,6 +169,7 @@ class LogSpellings(TenantScopedRepository):
                 (REMOVED, tenant_id, ids),
             )
             blanked = cur.rowcount
+            spelled_by_these_rules(cur)
             cur.execute(
                 "UPDATE org_memory_retrieval_spellings SET spelled = %s, full_rules = true"
                 " WHERE tenant_id = %s AND retrieval_id = ANY(%s::uuid[])",

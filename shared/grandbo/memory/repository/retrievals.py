@@ -29,9 +29,10 @@ from grandbo.memory.domain.retrieval_log import (
     RetrievalRecord,
     VerdictRemoval,
 )
+from grandbo.memory.repository.log_scrub import spelled_by_these_rules
 from grandbo.storage.tenant_scope import TenantScopedRepository
 from grandbo.tenancy import require_tenant
-from grandbo.text.spelling import spellings
+from grandbo.text.spelling import SPELLING_RULES, spellings
 
 _ROWS = (
     "SELECT retrieval_id, at, caller, incident_id, topic, hits, latency_ms, no_precedent"
@@ -77,7 +78,14 @@ _DAYS_LOGGED_BEFORE_0038 = _DAYS.format(unlogged="0")
 # the log's write, newest first: 0040's (the question's spellings), 0034's (the day's
 # bound), 0032's
 _LOG_STATEMENTS = [
-    (10, "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s)"),
+    # (the function's arguments, the statement; a leading parameter: the round of the
+    # spelling rules, recorded by 0042's trigger, for this statement's transaction only)
+    (
+        10,
+        "WITH rules AS MATERIALIZED ("
+        "SELECT set_config('grandbo.spelling_rules', %s, true))"
+        " SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s) FROM rules",
+    ),
     (9, "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"),
     (8, "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s)"),
 ]
@@ -115,7 +123,8 @@ class RetrievalLog(TenantScopedRepository):
                     # a database before migration 0040 (0034): code deployed ahead of it
                     # writes with the function that database has
                     try:
-                        cur.executemany(statement, [row[:arity] for row in rows])
+                        lead = (str(SPELLING_RULES),) if arity == 10 else ()
+                        cur.executemany(statement, [(*lead, *row[:arity]) for row in rows])
                         break
                     except psycopg.errors.UndefinedFunction:
                         if arity == _LOG_STATEMENTS[-1][0]:
@@ -325,6 +334,7 @@ class RetrievalLog(TenantScopedRepository):
             cur.execute(_BLANK_UNSCRUBBED, (REMOVED, tenant_id))
             blanked = [row["retrieval_id"] for row in cur.fetchall()]
             if blanked:
+                spelled_by_these_rules(cur)
                 cur.execute(
                     "UPDATE org_memory_retrieval_spellings SET spelled = %s, full_rules = true"
                     " WHERE tenant_id = %s AND retrieval_id = ANY(%s::uuid[])",
