@@ -34,6 +34,23 @@ Cursor = psycopg.Cursor[dict[str, Any]]
 # The lock wait ends inside the role's 9 s statement_timeout (migration 0031), so a wait
 # that gives up says so (lock timeout), not "statement timeout".
 _BOUNDED_WAITS = {"lock_timeout": "8s", "idle_in_transaction_session_timeout": "60s"}
+# what every tenant transaction states: its bounded waits, and that this code writes an
+# entry's tags as written with its stems (migration 0043's trigger empties them, for the
+# backfill, where a writer that does not say so rewrites the stems)
+_EVERY_SCOPE = {**_BOUNDED_WAITS, "grandbo.writes_given_tags": "on"}
+# columns a migration added that code deployed ahead of it reads or writes: their
+# absence is the store's state (a 503 that says to run the migrations), not a defect (a
+# 500); a fallback of its own catches the psycopg error before it leaves the scope
+_COLUMN_MIGRATIONS = {"given_tags": "0041", "rules": "0042"}
+_MISSING_COLUMN = re.compile(r'column "?(?:\w+\.)?(\w+)"? (?:of relation "\w+" )?does not exist')
+
+
+def _ahead_of_migration(exc: psycopg.errors.UndefinedColumn) -> str | None:
+    """The migration that adds the column `exc` says is missing, if it is one of ours."""
+    found = _MISSING_COLUMN.search(exc.diag.message_primary or "")
+    return _COLUMN_MIGRATIONS.get(found.group(1)) if found else None
+
+
 MAINTENANCE_TIMEOUT_ENV = "GRANDBO_MAINTENANCE_STATEMENT_TIMEOUT"
 
 
@@ -172,7 +189,7 @@ class TenantScopedRepository:
         another (`_sent`) share a round trip, each result read when it is needed.
         """
         tenant = require_tenant(tenant_id)
-        local = {**_BOUNDED_WAITS, **(settings or {})}
+        local = {**_EVERY_SCOPE, **(settings or {})}
         if lock is TenantLock.EXCLUSIVE or isolation is Isolation.SNAPSHOT:
             # a maintenance transaction (rebuild, its verification, purge, import, a model
             # switch) is not bound by the role's 9 s statement_timeout (migration 0031),
@@ -196,6 +213,15 @@ class TenantScopedRepository:
             # the next attempt reaches the new writer, so retry (503), nothing stored
             self._discard_unless_idle()
             raise StoreUnavailableError(f"the database is read-only (a failover?): {exc}") from exc
+        except psycopg.errors.UndefinedColumn as exc:
+            self._discard_unless_idle()
+            migration = _ahead_of_migration(exc)
+            if migration is None:
+                raise
+            raise StoreUnavailableError(
+                f"the database predates migration {migration} ({exc.diag.message_primary}):"
+                " run the migrations"
+            ) from exc
         except BaseException:
             self._discard_unless_idle()
             raise

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import Stemmer
@@ -134,6 +134,16 @@ def written_tags(tags: Iterable[str]) -> list[str]:
         if kept:
             seen.setdefault(_normalize(kept), kept)
     return list(seen.values())
+
+
+def spells_back(written: Sequence[str], stems: Sequence[str]) -> bool:
+    """Whether `written` spells `stems` back, one word a stem in order, each the stem
+    itself or a word it is the stem of (a spelling `spelled_back` gave from another lake's
+    words, or before a redaction removed the word it came from)."""
+    return len(written) == len(stems) and all(
+        word == stem or _stem(_normalize(word)) == stem
+        for word, stem in zip(written, stems, strict=True)
+    )
 
 
 def spelled_back(stems: Iterable[str], vocabulary: dict[str, str]) -> list[str]:

@@ -306,10 +306,14 @@ def derive_recurrences(state: dict[UUID, ProjectedEntry]) -> None:
 def replay(
     events: Iterable[StoredEvent],
     on_unreplayable: Callable[[UnreplayableEventError], None] | None = None,
+    spelled_from: dict[UUID, tuple[str, ...]] | None = None,
 ) -> dict[UUID, ProjectedEntry]:
     """The projection the events fold into. An event the fold cannot apply raises
     UnreplayableEventError, or with `on_unreplayable` is handed to it and left out (the
-    rest of the log still folds: a health check or a rebuild reports it and carries on)."""
+    rest of the log still folds: a health check or a rebuild reports it and carries on).
+    `spelled_from` gets the stems of each entry whose tags as written were spelled back
+    (its last text event from before migration 0041): a spelling is derived from the
+    lake's words as they are now, so another spelling of the same stems is no drift."""
     state: dict[UUID, ProjectedEntry] = {}
     final: set[UUID] = set()
     vocabulary: dict[str, str] = {}
@@ -331,6 +335,12 @@ def replay(
                 for stem, word in tag_words(text).items():
                     vocabulary.setdefault(stem, word)
             (stemmed.add if "given_tags" not in p else stemmed.discard)(event.entry_id)
+    if spelled_from is not None:
+        spelled_from.update(
+            (entry_id, state[entry_id].given_tags)
+            for entry_id in stemmed
+            if entry_id in state and state[entry_id].status is not EntryStatus.REDACTED
+        )
     spell_back_given_tags(state, stemmed, vocabulary)
     derive_recurrences(state)
     return state

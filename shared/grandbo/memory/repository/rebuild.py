@@ -22,6 +22,7 @@ from grandbo.memory.domain.projection import ProjectedEntry, StoredEvent, replay
 from grandbo.memory.repository.entries import EntryReads
 from grandbo.memory.repository.postings import post_tags, title_flags
 from grandbo.storage.tenant_scope import Cursor, Isolation, TenantLock
+from grandbo.text.tags import spells_back
 
 # a wrapper of the items a long step goes over, given their number (a bar on a terminal)
 Progress = Callable[[Iterable[Any], int], Iterable[Any]]
@@ -76,14 +77,43 @@ class ProjectionRebuild(EntryReads):
 
     @staticmethod
     def _replayed(
-        events: list[StoredEvent], progress: Progress | None = None
+        events: list[StoredEvent],
+        progress: Progress | None = None,
+        spelled_from: dict[UUID, tuple[str, ...]] | None = None,
     ) -> tuple[dict[UUID, ProjectedEntry], list[str]]:
         """The fold of the events, and what it had to leave out (reported, not raised);
-        `progress` wraps the events as they are folded (a bar on a terminal)."""
+        `progress` wraps the events as they are folded (a bar on a terminal);
+        `spelled_from` gets the stems of the tags the fold spelled back (`replay`)."""
         unreplayable: list[str] = []
         folded = events if progress is None else progress(events, len(events))
-        state = replay(folded, on_unreplayable=lambda problem: unreplayable.append(str(problem)))
+        state = replay(
+            folded,
+            on_unreplayable=lambda problem: unreplayable.append(str(problem)),
+            spelled_from=spelled_from,
+        )
         return state, unreplayable
+
+    @staticmethod
+    def _spelled_as_kept(
+        live: dict[UUID, ProjectedEntry],
+        expected: dict[UUID, ProjectedEntry],
+        spelled_from: dict[UUID, tuple[str, ...]],
+    ) -> dict[UUID, ProjectedEntry]:
+        """`expected`, where the fold spelled an entry's stems back and the projection
+        keeps another spelling of the same stems: the kept one (spelled from words the
+        lake held then, a redaction may have removed them since)."""
+        kept = dict(expected)
+        for entry_id, stems in spelled_from.items():
+            now = live.get(entry_id)
+            want = expected.get(entry_id)
+            if (
+                now is not None
+                and want is not None
+                and now.given_tags != want.given_tags
+                and spells_back(now.given_tags, stems)
+            ):
+                kept[entry_id] = replace(want, given_tags=now.given_tags)
+        return kept
 
     def _live(self, cur: Cursor, tenant_id: str) -> tuple[dict[UUID, ProjectedEntry], set[UUID]]:
         """The projection as stored, and the entries whose tags as written are not filled
@@ -144,10 +174,12 @@ class ProjectionRebuild(EntryReads):
         """Replay the events and compare with the live projection and tag statistics."""
         with self._tenant_scope(tenant_id, isolation=Isolation.SNAPSHOT) as cur:
             events = self._events(cur, tenant_id)
-            expected, unreplayable = self._replayed(events)
+            spelled_from: dict[UUID, tuple[str, ...]] = {}
+            expected, unreplayable = self._replayed(events, spelled_from=spelled_from)
             live, unfilled = self._live(cur, tenant_id)
             for entry_id in unfilled & expected.keys():
                 live[entry_id] = replace(live[entry_id], given_tags=expected[entry_id].given_tags)
+            expected = self._spelled_as_kept(live, expected, spelled_from)
             mismatches = [
                 f"entry {entry_id}: live {live.get(entry_id)!r} != replayed {want!r}"
                 for entry_id, want in expected.items()
@@ -199,6 +231,13 @@ class ProjectionRebuild(EntryReads):
             "SELECT entry_id FROM org_memory_entries WHERE tenant_id = %s AND given_tags IS NULL"
         )
         with self._tenant_scope(tenant_id) as cur:  # usually none: no lock taken
+            cur.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attname = 'given_tags'"
+                " AND attrelid = 'org_memory_entries'::regclass AND NOT attisdropped) AS ready"
+            )
+            ready = cur.fetchone()
+            if not (ready and ready["ready"]):  # code deployed ahead of 0041: nothing to fill
+                return 0
             cur.execute(unfilled_sql + " LIMIT 1", (tenant_id,))
             if cur.fetchone() is None:
                 return 0
@@ -227,7 +266,10 @@ class ProjectionRebuild(EntryReads):
         """
         with self._tenant_scope(tenant_id, lock=TenantLock.EXCLUSIVE) as cur:
             events = self._events(cur, tenant_id)
-            state, unreplayable = self._replayed(events, progress)
+            spelled_from: dict[UUID, tuple[str, ...]] = {}
+            state, unreplayable = self._replayed(events, progress, spelled_from)
+            if spelled_from:  # a spelling kept is not changed by a rebuild
+                state = self._spelled_as_kept(self._live(cur, tenant_id)[0], state, spelled_from)
             entries = list(state.values())
             written = entries if progress is None else progress(entries, len(entries))
             cur.execute(
