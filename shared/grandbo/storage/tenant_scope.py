@@ -25,6 +25,7 @@ from psycopg.rows import dict_row
 from grandbo.errors import StoreUnavailableError
 from grandbo.storage.connections import is_idle
 from grandbo.tenancy import require_tenant
+from grandbo.text.spelling import SPELLING_RULES
 
 Cursor = psycopg.Cursor[dict[str, Any]]
 
@@ -34,10 +35,15 @@ Cursor = psycopg.Cursor[dict[str, Any]]
 # The lock wait ends inside the role's 9 s statement_timeout (migration 0031), so a wait
 # that gives up says so (lock timeout), not "statement timeout".
 _BOUNDED_WAITS = {"lock_timeout": "8s", "idle_in_transaction_session_timeout": "60s"}
-# what every tenant transaction states: its bounded waits, and that this code writes an
+# what every tenant transaction states: its bounded waits; that this code writes an
 # entry's tags as written with its stems (migration 0043's trigger empties them, for the
-# backfill, where a writer that does not say so rewrites the stems)
-_EVERY_SCOPE = {**_BOUNDED_WAITS, "grandbo.writes_given_tags": "on"}
+# backfill, where a writer that does not say so rewrites the stems); the round of the
+# spelling rules of the log's spellings it writes (0042's trigger records it)
+_EVERY_SCOPE = {
+    **_BOUNDED_WAITS,
+    "grandbo.writes_given_tags": "on",
+    "grandbo.spelling_rules": str(SPELLING_RULES),
+}
 # columns a migration added that code deployed ahead of it reads or writes: their
 # absence is the store's state (a 503 that says to run the migrations), not a defect (a
 # 500); a fallback of its own catches the psycopg error before it leaves the scope

@@ -19,18 +19,9 @@ from psycopg.types.json import Jsonb
 from grandbo.memory.domain.log_quotes import REMOVED, Quotes, without_quotes
 from grandbo.memory.domain.redaction_receipt import RedactionReceipt
 from grandbo.storage.tenant_scope import Cursor
-from grandbo.text.spelling import SPELLING_RULES, spelling_digest, spellings
+from grandbo.text.spelling import spelling_digest, spellings
 
 MAX_DIGESTED = 2000
-# what a transaction that writes spellings states first: the round of the rules that
-# spelled them, recorded beside each by migration 0042's trigger (a database before it
-# records nothing); its one parameter is str(SPELLING_RULES)
-SET_SPELLING_RULES = "SELECT set_config('grandbo.spelling_rules', %s, true)"
-
-
-def spelled_by_these_rules(cur: Cursor) -> None:
-    """The spellings this transaction writes are of the current rules (0042)."""
-    cur.execute(SET_SPELLING_RULES, (str(SPELLING_RULES),))
 
 
 @dataclass(frozen=True)
@@ -138,7 +129,6 @@ def scrub_log(
         " WHERE r.tenant_id = %s AND r.retrieval_id = u.id",
         (ids, topics, named, tenant_id),
     )
-    spelled_by_these_rules(cur)
     cur.execute(
         "UPDATE org_memory_retrieval_spellings s SET spelled = u.spelled, full_rules = true"
         " FROM unnest(%s::uuid[], %s::text[]) AS u(id, spelled)"

@@ -12,11 +12,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from grandbo.memory.domain.log_quotes import REMOVED
-from grandbo.memory.repository.log_scrub import (
-    remove_notes_on,
-    spelled_by_these_rules,
-    standing_notes,
-)
+from grandbo.memory.repository.log_scrub import remove_notes_on, standing_notes
 from grandbo.storage.tenant_scope import TenantScopedRepository
 from grandbo.text.spelling import SPELLING_RULES, spellings
 
@@ -119,7 +115,6 @@ class LogSpellings(TenantScopedRepository):
         if not respelled:
             return 0
         with self._tenant_scope(tenant_id) as cur:
-            spelled_by_these_rules(cur)
             cur.execute(
                 "INSERT INTO org_memory_retrieval_spellings AS s"
                 " (tenant_id, retrieval_id, spelled, served, full_rules)"
@@ -169,7 +164,6 @@ class LogSpellings(TenantScopedRepository):
                 (REMOVED, tenant_id, ids),
             )
             blanked = cur.rowcount
-            spelled_by_these_rules(cur)
             cur.execute(
                 "UPDATE org_memory_retrieval_spellings SET spelled = %s, full_rules = true"
                 " WHERE tenant_id = %s AND retrieval_id = ANY(%s::uuid[])",

@@ -29,7 +29,6 @@ from grandbo.memory.domain.retrieval_log import (
     RetrievalRecord,
     VerdictRemoval,
 )
-from grandbo.memory.repository.log_scrub import spelled_by_these_rules
 from grandbo.storage.tenant_scope import TenantScopedRepository
 from grandbo.tenancy import require_tenant
 from grandbo.text.spelling import SPELLING_RULES, spellings
@@ -78,14 +77,12 @@ _DAYS_LOGGED_BEFORE_0038 = _DAYS.format(unlogged="0")
 # the log's write, newest first: 0040's (the question's spellings), 0034's (the day's
 # bound), 0032's
 _LOG_STATEMENTS = [
-    # (the function's arguments, the statement; a leading parameter: the round of the
-    # spelling rules, recorded by 0042's trigger, for this statement's transaction only)
+    # the 11th argument: the round of the spelling rules that spelled the question (0042)
     (
-        10,
-        "WITH rules AS MATERIALIZED ("
-        "SELECT set_config('grandbo.spelling_rules', %s, true))"
-        " SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s) FROM rules",
+        11,
+        "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::smallint)",
     ),
+    (10, "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s)"),
     (9, "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"),
     (8, "SELECT grandbo_log_retrieval(%s, %s, %s, %s, %s, %s::jsonb, %s, %s)"),
 ]
@@ -114,17 +111,17 @@ class RetrievalLog(TenantScopedRepository):
                 RETRIEVAL_ROWS_PER_DAY,
                 # what the redactions search, and check the question against (0040)
                 spellings(r.topic, r.incident_id),
+                SPELLING_RULES,
             )
             for r in records
         ]
         try:
             with self._conn.cursor() as cur:
                 for arity, statement in _LOG_STATEMENTS:
-                    # a database before migration 0040 (0034): code deployed ahead of it
+                    # a database before migration 0042 (0040, 0034): code deployed ahead of it
                     # writes with the function that database has
                     try:
-                        lead = (str(SPELLING_RULES),) if arity == 10 else ()
-                        cur.executemany(statement, [(*lead, *row[:arity]) for row in rows])
+                        cur.executemany(statement, [row[:arity] for row in rows])
                         break
                     except psycopg.errors.UndefinedFunction:
                         if arity == _LOG_STATEMENTS[-1][0]:
@@ -334,7 +331,6 @@ class RetrievalLog(TenantScopedRepository):
             cur.execute(_BLANK_UNSCRUBBED, (REMOVED, tenant_id))
             blanked = [row["retrieval_id"] for row in cur.fetchall()]
             if blanked:
-                spelled_by_these_rules(cur)
                 cur.execute(
                     "UPDATE org_memory_retrieval_spellings SET spelled = %s, full_rules = true"
                     " WHERE tenant_id = %s AND retrieval_id = ANY(%s::uuid[])",
