@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grandbo.text.spelling import (
-    MAX_DECODED,
     SEPARATOR,
     _first_rules,
     spelling,
@@ -70,12 +69,23 @@ def test_nested_and_glued_encodings_are_decoded() -> None:
     assert "thesecretishunter2hunter2" in spellings(f"/v1/blob/{hexed}")
 
 
-def test_a_hostile_text_gives_a_bounded_number_of_decodings() -> None:
-    # base64 of base64 of ... and a thousand glues: each level and glue bounded
+def test_a_hostile_text_spells_within_a_bound_and_decoys_hide_nothing() -> None:
+    # base64 of base64 of ..., a token of 500 glued encodings, 80 decoys before the secret
     text = "x"
     for _ in range(6):
         text = base64.b64encode(text.encode() * 3).decode()
     glued = "-".join(base64.b64encode(f"lesson {i:04d}".encode()).decode() for i in range(500))
-    parts = spellings(f"{text} {glued}"[:8000]).split(SEPARATOR)
-    assert len(parts) <= 1 + MAX_DECODED
-    assert "lesson0000" in parts  # the first glues are tried
+    hostile = f"{text} {glued}"[:8000]
+    assert len(spellings(hostile)) <= 4 * len(hostile)  # no overlapping decodings
+    decoys = " ".join(base64.b64encode(f"plain word {i}".encode()).decode() for i in range(80))
+    secret = base64.b64encode(b"hunter2hunter2").decode()
+    assert "hunter2hunter2" in spellings(f"{decoys} {secret}")
+    assert "hunter2hunter2" in spellings("X-" * 40 + secret)  # glues nearest the end
+
+
+def test_a_short_decoding_comes_before_a_long_one() -> None:
+    # the check on write reads the first 8,000 characters of a question's spellings
+    blob = base64.b64encode(base64.b64encode(base64.b64encode(b"filler " * 300))).decode()
+    secret = base64.b64encode(b"hunter2hunter2").decode()
+    spelt = spellings(f"decode {blob} and then {secret} please")
+    assert spelt.index("hunter2hunter2") < 8000 < len(spelt)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import itertools
 import json
@@ -52,11 +53,16 @@ MIN_TOKEN = 8
 _TOKEN = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
 _HEX_TOKEN = re.compile(r"[0-9A-Fa-f]+")
 _GLUE = re.compile(r"[/_-]")
-# how many of a token's glues are tried (a token of a thousand hyphens tries 32), how
-# many encodings deep, and how many decoded texts a text gives at most
+# a line of base64 wrapped over lines (PEM wraps at 64, `base64` at 76)
+_WRAPPED_LINE = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+_HEX_MARK = re.compile(r"0x(?=[0-9A-Fa-f]{2})|\\x(?=[0-9A-Fa-f]{2})")
+# how many glues nearest each end of a token are tried (a token of a thousand hyphens
+# tries 64), how many encodings deep, and how many characters of decoded text a text
+# gives at most (beyond what an 8,000-character question can decode to without overlap:
+# a safety bound, not a limit an attacker can spend)
 MAX_GLUES = 32
 MAX_DEPTH = 3
-MAX_DECODED = 64
+MAX_DECODED_CHARS = 64_000
 _INVISIBLE = re.compile(
     r"[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e"
     r"\u2060-\u2064\u206a-\u206f\u3164\ufeff\uffa0]"
@@ -118,19 +124,25 @@ def spelling(text: str) -> str:
     return "".join(c for c in bare.casefold() if c.isalnum())
 
 
+def _printable_share(text: str) -> float:
+    return sum(c.isprintable() for c in text) / len(text) if text else 0.0
+
+
 def _text_of(raw: bytes) -> str | None:
-    """`raw` as text, UTF-8 or UTF-16 (PowerShell's `-enc`), if that is mostly printable."""
-    encodings = ["utf-8"]
+    """`raw` as text, UTF-8 or UTF-16 of either byte order (PowerShell's `-enc`), if that
+    is mostly printable; of the two UTF-16 readings, the one with more ASCII (text read in
+    the wrong order comes out as CJK letters, printable too)."""
+    readings: list[str] = []
     if len(raw) % 2 == 0 and raw.count(0) * 4 >= len(raw):  # every other byte a NUL
-        encodings = ["utf-16-le", "utf-16-be", "utf-8"]
-    for encoding in encodings:
-        try:
-            text = raw.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-        if text and sum(c.isprintable() for c in text) >= 0.9 * len(text):
-            return text
-    return None
+        for encoding in ("utf-16-le", "utf-16-be"):
+            try:
+                readings.append(raw.decode(encoding))
+            except UnicodeDecodeError:
+                continue
+        readings.sort(key=lambda text: -sum(c.isascii() for c in text))
+    with contextlib.suppress(UnicodeDecodeError):
+        readings.append(raw.decode("utf-8"))
+    return next((text for text in readings if _printable_share(text) >= 0.9), None)
 
 
 def _decoded(token: str) -> str | None:
@@ -153,55 +165,99 @@ def _decoded(token: str) -> str | None:
     return None
 
 
-def _candidates(token: str) -> list[str]:
-    """The token, and its parts glued by a `/`, `_` or `-` (a URL's path before a base64
-    token, an environment variable's name, a suffix): whole, what follows each glue,
-    what precedes it, and each piece between two; of the first MAX_GLUES glues."""
-    glues = [m.start() for m in _GLUE.finditer(token)][:MAX_GLUES]
+def _token_decodings(token: str) -> list[str]:
+    """What a token decodes to: whole; else its parts glued by a `/`, `_` or `-` (a URL's
+    path before a base64 token, an environment variable's name, a suffix), what follows a
+    glue, what precedes it, each piece between two, of the MAX_GLUES glues nearest each
+    end, the longest first, none overlapping one decoded already (so a token decodes to
+    at most its own length, however it is glued)."""
+    whole = _decoded(token)
+    if whole is not None:
+        return [whole]
+    glues = [m.start() for m in _GLUE.finditer(token)]
+    if len(glues) > 2 * MAX_GLUES:
+        glues = glues[:MAX_GLUES] + glues[-MAX_GLUES:]
     bounds = [-1, *glues, len(token)]
-    parts = {token}
-    for at in glues:
-        parts.update((token[at + 1 :], token[:at]))
-    parts.update(token[a + 1 : b] for a, b in itertools.pairwise(bounds))
-    return [p for p in parts if len(p.rstrip("=")) >= MIN_TOKEN]
+    spans = {(at + 1, len(token)) for at in glues} | {(0, at) for at in glues}
+    spans |= {(a + 1, b) for a, b in itertools.pairwise(bounds)}
+    taken: list[tuple[int, int, str]] = []
+    for start, end in sorted(spans, key=lambda span: (span[0] - span[1], span[0])):
+        if end - start < MIN_TOKEN or any(start < e and s < end for s, e, _ in taken):
+            continue
+        decoded = _decoded(token[start:end])
+        if decoded is not None:
+            taken.append((start, end, decoded))
+    return [decoded for _, _, decoded in sorted(taken)]
 
 
-def _decodings(text: str, depth: int, out: list[str]) -> None:
-    """What the encoded tokens of `text` (as written, percent-decoded and in the
-    compatibility form) decode to, and theirs, `depth` levels deep, appended to `out`."""
-    if depth == 0 or len(out) >= MAX_DECODED:
-        return
-    visible = _INVISIBLE.sub("", text)
+def _forms(visible: str) -> set[str]:
+    """The forms of a text its encoded tokens are looked for in: as written,
+    percent-decoded, in the compatibility form (full-width), base64 wrapped over lines
+    joined (PEM, a kubeconfig), hex without its `0x` or `\\x` marks."""
     forms = {visible, unquote(unquote(visible)), unicodedata.normalize("NFKC", visible)}
+    if "\n" in visible:
+        forms.add(_unwrapped(visible))
+    if _HEX_MARK.search(visible):
+        forms.add(_HEX_MARK.sub("", visible))
+    return forms
+
+
+def _unwrapped(text: str) -> str:
+    """`text` with the lines of a wrapped base64 blob (each line nothing but base64)
+    joined into one."""
+    groups = itertools.groupby(
+        text.splitlines(), key=lambda line: _WRAPPED_LINE.fullmatch(line.strip()) is not None
+    )
+    return "\n".join(
+        "".join(line.strip() for line in lines) if wrapped else "\n".join(lines)
+        for wrapped, lines in groups
+    )
+
+
+def _decodings(text: str, depth: int, out: list[str], budget: list[int]) -> None:
+    """What the encoded tokens of `text` (in each of its `_forms`) decode to, and theirs,
+    `depth` levels deep, appended to `out` while `budget` (characters) lasts."""
+    if depth == 0:
+        return
     seen: set[str] = set()
-    for form in forms:
+    for form in _forms(_INVISIBLE.sub("", text)):
         for match in _TOKEN.finditer(form):
-            for candidate in _candidates(match.group()):
-                if candidate in seen:
-                    continue
-                seen.add(candidate)
-                decoded = _decoded(candidate)
-                if decoded is not None and len(out) < MAX_DECODED:
-                    out.append(decoded)
-                    _decodings(decoded, depth - 1, out)
+            token = match.group()
+            if token in seen:
+                continue
+            seen.add(token)
+            for decoded in _token_decodings(token):
+                if budget[0] < len(decoded):
+                    return
+                budget[0] -= len(decoded)
+                out.append(decoded)
+                _decodings(decoded, depth - 1, out, budget)
 
 
 def spellings(*texts: str | None) -> str:
     """The spellings of `texts` (a question's topic, its incident id) and of what their
     encoded tokens decode to, each apart (SEPARATOR); the first rules' spelling too, where
-    it differs."""
-    parts: list[str] = []
-    first: list[str] = []  # last: the check on write reads the first 8,000 characters
+    it differs. Each text's own spelling first, then the others shortest first: the check
+    on write reads the first 8,000 characters (migration 0040), and a short decoding (a
+    pasted secret's) comes before long ones (a blob's)."""
+    own: list[str] = []
+    others: list[str] = []
     for text in texts:
         if not text:
             continue
         decoded: list[str] = []
-        _decodings(text, MAX_DEPTH, decoded)
-        for each in (text, *decoded):
-            parts.append(spelling(each))
-            if not each.isascii() or "%" in each:
-                first.append(_first_rules(each))
-    return SEPARATOR.join(dict.fromkeys(p for p in (*parts, *first) if p))
+        _decodings(text, MAX_DEPTH, decoded, [MAX_DECODED_CHARS])
+        own.append(spelling(text))
+        others += [spelling(each) for each in decoded]
+        others += [_first_rules(each) for each in (text, *decoded) if _spelt_otherwise(each)]
+    ordered = [*own, *sorted(others, key=len)]
+    return SEPARATOR.join(dict.fromkeys(p for p in ordered if p))
+
+
+def _spelt_otherwise(text: str) -> bool:
+    """Whether the first rules may spell `text` otherwise than these (non-ASCII, or
+    percent-encoded)."""
+    return not text.isascii() or "%" in text
 
 
 def spelling_digest(salt: bytes, spelt: str) -> bytes:

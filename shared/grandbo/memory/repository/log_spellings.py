@@ -34,6 +34,9 @@ class SpeltQuestion:
     retrieval_id: UUID
     spelled: str  # as the full rules spell it (re-spelled here where the database did)
     respelled: bool
+    # what it was re-spelled from (a redaction may rewrite it before the spelling is kept)
+    topic: str | None = None
+    incident_id: str | None = None
 
 
 class LogSpellings(TenantScopedRepository):
@@ -89,7 +92,11 @@ class LogSpellings(TenantScopedRepository):
                 SpeltQuestion(row["retrieval_id"], row["spelled"], False)
                 if row["spelled"] is not None and row["current"]
                 else SpeltQuestion(
-                    row["retrieval_id"], spellings(row["topic"], row["incident_id"]), True
+                    row["retrieval_id"],
+                    spellings(row["topic"], row["incident_id"]),
+                    True,
+                    row["topic"],
+                    row["incident_id"],
                 )
                 for row in cur.fetchall()
             ]
@@ -110,7 +117,10 @@ class LogSpellings(TenantScopedRepository):
             return 0 if row is None else int(row["n"])
 
     def keep_spellings(self, tenant_id: str, questions: list[SpeltQuestion]) -> int:
-        """The re-spelled questions' spellings kept (one statement); how many."""
+        """The re-spelled questions' spellings kept (one statement); how many. Only where
+        the question still says what it was spelled from (a redaction that rewrote it
+        meanwhile kept its own spelling: never the removed text's again) and its kept
+        spelling is still not the current rules'."""
         respelled = [q for q in questions if q.respelled]
         if not respelled:
             return 0
@@ -121,15 +131,21 @@ class LogSpellings(TenantScopedRepository):
                 " SELECT %s, r.retrieval_id, u.spelled,"
                 "   ARRAY(SELECT (h->>'entry_id')::uuid FROM jsonb_array_elements(r.hits) h),"
                 "   true"
-                " FROM unnest(%s::uuid[], %s::text[]) AS u(id, spelled)"
+                " FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[])"
+                "   AS u(id, spelled, topic, incident)"
                 " JOIN org_memory_retrievals r ON r.tenant_id = %s AND r.retrieval_id = u.id"
+                "   AND r.topic = u.topic AND r.incident_id IS NOT DISTINCT FROM u.incident"
                 " ON CONFLICT (tenant_id, retrieval_id) DO UPDATE"
-                "   SET spelled = excluded.spelled, full_rules = true",
+                "   SET spelled = excluded.spelled, full_rules = true"
+                "   WHERE NOT s.full_rules OR s.rules < %s",
                 (
                     tenant_id,
                     [q.retrieval_id for q in respelled],
                     [q.spelled for q in respelled],
+                    [q.topic for q in respelled],
+                    [q.incident_id for q in respelled],
                     tenant_id,
+                    SPELLING_RULES,
                 ),
             )
             return cur.rowcount
