@@ -47,14 +47,34 @@ _EVERY_SCOPE = {
 # columns a migration added that code deployed ahead of it reads or writes: their
 # absence is the store's state (a 503 that says to run the migrations), not a defect (a
 # 500); a fallback of its own catches the psycopg error before it leaves the scope
-_COLUMN_MIGRATIONS = {"given_tags": "0041", "rules": "0042"}
+_COLUMN_MIGRATIONS = {
+    "given_tags": ("org_memory_entries", "0041"),
+    "rules": ("org_memory_retrieval_spellings", "0042"),
+}
 _MISSING_COLUMN = re.compile(r'column "?(?:\w+\.)?(\w+)"? (?:of relation "\w+" )?does not exist')
 
 
-def _ahead_of_migration(exc: psycopg.errors.UndefinedColumn) -> str | None:
-    """The migration that adds the column `exc` says is missing, if it is one of ours."""
+def _ahead_of_migration(
+    conn: psycopg.Connection[Any], exc: psycopg.errors.UndefinedColumn
+) -> str | None:
+    """The migration that adds the column `exc` says is missing, if it is one of ours and
+    its table really lacks it (the same name missing elsewhere is a defect: None)."""
     found = _MISSING_COLUMN.search(exc.diag.message_primary or "")
-    return _COLUMN_MIGRATIONS.get(found.group(1)) if found else None
+    column = found.group(1) if found else ""
+    known = _COLUMN_MIGRATIONS.get(column)
+    if known is None or conn.closed or not is_idle(conn):
+        return None
+    table, migration = known
+    try:
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+                " AND attname = %s AND NOT attisdropped)",
+                (table, column),
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    return migration if row is not None and not row[0] else None
 
 
 MAINTENANCE_TIMEOUT_ENV = "GRANDBO_MAINTENANCE_STATEMENT_TIMEOUT"
@@ -221,7 +241,7 @@ class TenantScopedRepository:
             raise StoreUnavailableError(f"the database is read-only (a failover?): {exc}") from exc
         except psycopg.errors.UndefinedColumn as exc:
             self._discard_unless_idle()
-            migration = _ahead_of_migration(exc)
+            migration = _ahead_of_migration(self._conn, exc)
             if migration is None:
                 raise
             raise StoreUnavailableError(

@@ -247,10 +247,17 @@ class ProjectionRebuild(EntryReads):
             if not unfilled:
                 return 0
             state, _ = self._replayed(self._events(cur, tenant_id))
-            filled = [(list(state[i].given_tags), tenant_id, i) for i in unfilled if i in state]
+            # only the revision replayed: a writer that does not hold the write lock (code
+            # from before 0041) may have corrected it since, and its new revision is filled
+            # by the next backfill, never with this one's tags
+            filled = [
+                (list(state[i].given_tags), tenant_id, i, state[i].revision)
+                for i in unfilled
+                if i in state
+            ]
             cur.executemany(
-                "UPDATE org_memory_entries SET given_tags = %s"
-                " WHERE tenant_id = %s AND entry_id = %s AND given_tags IS NULL",
+                "UPDATE org_memory_entries SET given_tags = %s WHERE tenant_id = %s"
+                " AND entry_id = %s AND revision = %s AND given_tags IS NULL",
                 filled,
             )
             return len(filled)
