@@ -14,10 +14,12 @@ again). An ASCII text spells as the first rules (issue 52's) spelled it.
 
 `spellings(text)` adds the spelling of what its encoded tokens decode to: base64 and
 base64url (whole, or after or before a `/`, `_` or `-` glued to them: a URL's path, an
-environment variable's name), hex, found in the text as written, percent-decoded and in
-its compatibility form (full-width), UTF-8 or UTF-16 text (PowerShell's `-enc`), up to
-three encodings deep (base64 of base64); and the spelling by the first rules of a text
-they spell otherwise, so what a redaction before these rules kept still matches. It is what the
+environment variable's name; wrapped over lines), hex (with its `0x`), found in the text
+as written, percent-decoded and in its compatibility form (full-width), UTF-8 or UTF-16
+text of either byte order (PowerShell's `-enc`), up to three encodings deep (base64 of
+base64), a token decoding to no more than its own length; and the spelling by the first
+rules of a text they spell otherwise, so what a redaction before these rules kept still
+matches. The text's own spelling first, the rest shortest first. It is what the
 retrieval log's search matches (`grandbo.memory.repository.log_scrub`) and what a
 question is checked against on write.
 
