@@ -232,12 +232,7 @@ def _log_as_older_code(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a question only the database spelled (before 0040, an older writer) is not "
-    "reached in its base64 spelling, yet the receipt says 0 left",
-)
+# (a strict xfail until a redaction spelled the database's questions again itself)
 def test_a_question_the_database_spelled_is_reached_or_the_receipt_says_so(
     service: MemoryService, tenant: str, app_conn: psycopg.Connection[Any]
 ) -> None:

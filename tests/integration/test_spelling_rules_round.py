@@ -6,11 +6,13 @@ removed whole. A receipt's re-verification re-spells such a question as it reads
 
 from __future__ import annotations
 
+import base64
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 from grandbo.memory.curation.audit import audit, repair
 from grandbo.memory.domain.log_quotes import REMOVED
@@ -100,3 +102,32 @@ def test_a_first_round_question_is_counted_re_spelled_and_then_found(
     assert set(_rules(admin_conn, tenant).values()) == {SPELLING_RULES}
     after = audit(service, tenant)
     assert not [f for f in after.findings if f.check in ("log_unspelled", "redaction_receipts")]
+
+
+def test_past_its_bound_a_redaction_says_how_many_it_did_not_spell(
+    service: MemoryService,
+    tenant: str,
+    app_conn: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from grandbo.memory.repository import log_scrub
+
+    secret = f"Zq7vIc2mP{uuid.uuid4().hex[:8]}xL4"
+    encoded = base64.b64encode(secret.encode()).decode()
+    lesson = service.record_entry(tenant, _lesson(secret), context()).entry.entry_id
+    earlier = datetime.now(UTC) - timedelta(minutes=1)
+    for caller in ("older one", "older two", "older three"):
+        # code from before 0040: the database spells it (no base64 decoded)
+        app_conn.execute(
+            "SELECT grandbo_log_retrieval(%s, %s, %s, NULL, %s, '[]'::jsonb, 1, true, 100000)",
+            (tenant, earlier, caller, f"decode {encoded} please"),
+        )
+    monkeypatch.setattr(log_scrub, "MAX_RESPELLED", 1)
+    outcome = service.redact_entry(tenant, lesson, "a token was pasted", context())
+    assert outcome.receipt is not None
+    places = {p.place: p for p in outcome.receipt.places}
+    unspelled = places[log_scrub.UNSPELLED_PLACE]
+    assert (unspelled.found, unspelled.removed, unspelled.left) == (2, 0, 2)
+    assert outcome.receipt.left >= 2  # never "nothing left" for what it did not look at
+    readable = _readable(service, tenant)
+    assert sum(encoded in readable[c][0] for c in ("older one", "older two", "older three")) == 2
